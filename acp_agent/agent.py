@@ -1,0 +1,137 @@
+"""The ``Agent`` base class that agent authors subclass.
+
+The SDK owns the protocol; the subclass owns the behaviour. Override :meth:`Agent.prompt`
+(required) and any of the optional hooks. The capabilities sent in the ``initialize``
+answer are derived from the class: a surface is advertised only when the subclass
+implements it or declares it (R28).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .schema import (
+    AgentCapabilities,
+    ContentBlock,
+    Implementation,
+    InitializeRequest,
+    McpCapabilities,
+    PromptCapabilities,
+    SessionCapabilities,
+)
+
+if TYPE_CHECKING:
+    from .session import Session, StopReason
+
+__all__ = ["Agent"]
+
+
+class Agent:
+    """Base class for an ACP v2 agent.
+
+    Class attributes describe the agent: ``name``, ``title`` and ``version`` fill the
+    ``info`` of the ``initialize`` answer; the ``accepts_*`` flags declare which prompt
+    content beyond text and resource links the agent understands; ``mcp_stdio`` /
+    ``mcp_http`` declare the MCP transports it can connect to.
+    """
+
+    name: ClassVar[str] = "acp-agent"
+    title: ClassVar[str | None] = None
+    version: ClassVar[str] = "0.1.0"
+
+    accepts_image: ClassVar[bool] = False
+    accepts_audio: ClassVar[bool] = False
+    accepts_embedded_context: ClassVar[bool] = False
+    mcp_stdio: ClassVar[bool] = False
+    mcp_http: ClassVar[bool] = False
+    accepts_additional_directories: ClassVar[bool] = False
+
+    client: InitializeRequest | None = None
+    """The client's ``initialize`` request (its info and capabilities), once received."""
+
+    # -- hooks -------------------------------------------------------------------------
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason | None:
+        """Handle one inserted user prompt as foreground work; return the stop reason.
+
+        Returning ``None`` means ``end_turn``. Raising ends the work with ``error``;
+        cancellation (``session/cancel``, ``session/close``) ends it with ``cancelled``.
+        """
+        raise NotImplementedError("Agent subclasses must implement prompt()")
+
+    async def initialize(self, request: InitializeRequest) -> None:
+        """Called on ``initialize`` before the answer; ``self.client`` is already set."""
+
+    async def new_session(self, session: Session) -> None:
+        """Called for ``session/new`` before the answer: set config options, commands, …"""
+
+    async def resume_session(self, session: Session) -> None:
+        """Called when a session that is not active here is brought back by ``session/resume``."""
+
+    async def fork_session(self, source: Session, session: Session) -> None:
+        """Called for ``session/fork``; ``session`` already holds a copy of the source history.
+
+        Overriding this hook advertises ``session.fork``.
+        """
+
+    async def set_config_option(self, session: Session, config_id: str, value: Any) -> None:
+        """Called after the SDK validated a ``session/set_config_option`` request.
+
+        The SDK updates ``currentValue`` afterwards; raise
+        :class:`~acp_agent.errors.RequestError` to refuse (the options then stay unchanged).
+        """
+
+    async def close_session(self, session: Session) -> None:
+        """Called once a session's work has been stopped by ``session/close``."""
+
+    async def delete_session(self, session_id: str) -> None:
+        """Called when ``session/delete`` removes a session from this agent's store."""
+
+    # -- description ---------------------------------------------------------------------
+
+    def info(self) -> Implementation:
+        """The ``info`` sent in the ``initialize`` answer."""
+        fields: dict[str, Any] = {"name": self.name, "version": self.version}
+        if self.title is not None:
+            fields["title"] = self.title
+        return Implementation(**fields)
+
+    def capabilities(self) -> AgentCapabilities:
+        """Capabilities derived from this class (only what it really implements)."""
+        prompt: dict[str, Any] = {}
+        if self.accepts_image:
+            prompt["image"] = {}
+        if self.accepts_audio:
+            prompt["audio"] = {}
+        if self.accepts_embedded_context:
+            prompt["embedded_context"] = {}
+        mcp: dict[str, Any] = {}
+        if self.mcp_stdio:
+            mcp["stdio"] = {}
+        if self.mcp_http:
+            mcp["http"] = {}
+        session: dict[str, Any] = {"delete": {}}
+        if prompt:
+            session["prompt"] = PromptCapabilities(**prompt)
+        if mcp:
+            session["mcp"] = McpCapabilities(**mcp)
+        if self.accepts_additional_directories:
+            session["additional_directories"] = {}
+        if self.implements("fork_session"):
+            session["fork"] = {}
+        return AgentCapabilities(session=SessionCapabilities(**session))
+
+    def implements(self, hook: str) -> bool:
+        """Whether this subclass overrides the named optional hook."""
+        return getattr(type(self), hook) is not getattr(Agent, hook)
+
+    def accepts_block(self, block_type: str) -> bool:
+        """Whether a prompt content block of this type is accepted (R55)."""
+        if block_type in ("text", "resource_link"):
+            return True
+        return {
+            "image": self.accepts_image,
+            "audio": self.accepts_audio,
+            "resource": self.accepts_embedded_context,
+        }.get(block_type, False)
+

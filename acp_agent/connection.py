@@ -1,0 +1,491 @@
+"""JSON-RPC 2.0 over newline-delimited JSON, on any pair of anyio byte streams.
+
+Incoming calls are classified here, then dispatched through ``jsonrpcserver`` (method
+lookup, parameter binding and its error answers); each request runs in its own task so
+nothing blocks a cancel. Outgoing requests, response correlation and
+``$/cancel_request`` in both directions are handled here too. Every byte goes out
+through the one :class:`~acp_agent.framing.Writer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import orjson
+from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
+from jsonrpcserver import Success, dispatch_to_response
+from jsonrpcserver.exceptions import JsonRpcError
+from jsonrpcserver.sentinels import NODATA
+from oslash.either import Left
+from pydantic import BaseModel, ValidationError
+
+from .errors import ErrorCode, RequestError
+from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
+
+__all__ = ["CANCEL_REQUEST", "Connection", "Method", "RequestId", "describe_validation_error"]
+
+logger = logging.getLogger(__name__)
+
+RequestId = int | str
+"""A JSON-RPC request id as ACP allows it: a string or an integer."""
+
+CANCEL_REQUEST: Final = "$/cancel_request"
+
+_HEAD_NOTIFY: Final = b'{"jsonrpc":"2.0","method":'
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One incoming method: its parameter model (or ``None`` for a raw dict) and handler.
+
+    The handler receives the validated params and returns the result: a pydantic model,
+    a plain dict, or ``None`` for ``{}``.
+    """
+
+    handler: Callable[[Any], Awaitable[Any]]
+    params: type[BaseModel] | None = None
+
+
+@dataclass(slots=True)
+class _Call:
+    """Per-message dispatch context handed to jsonrpcserver."""
+
+    thunk: Callable[[], Awaitable[Any]] | None = None
+
+
+@dataclass(slots=True)
+class _Outgoing:
+    """A request we sent and are waiting on."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: Any = None
+    error: RequestError | None = None
+
+
+def _id_key(request_id: Any) -> tuple[bool, Any]:
+    # 1 and "1" are different ids; keep their JSON types apart.
+    return (isinstance(request_id, str), request_id)
+
+
+def _valid_id(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, str)):
+        return True
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
+
+
+def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:
+    """A short, value-free description of what failed validation."""
+    parts: list[str] = []
+    for err in exc.errors(include_url=False, include_input=False)[:limit]:
+        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+        parts.append(f"{loc}: {err['msg']}" if loc else str(err["msg"]))
+    more = exc.error_count() - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+def _no_validation(request: Any) -> Any:
+    return request
+
+
+def _identity(request: Any) -> Any:
+    return request
+
+
+class Connection:
+    """One JSON-RPC peer connection.
+
+    Fill :attr:`requests` and :attr:`notifications` with :class:`Method` entries, then
+    ``await run()``: it serves until the input ends or :meth:`close` is called, and
+    answers every request it received exactly once before returning. ``guard`` is
+    called for every incoming call before dispatch; raising :class:`RequestError` from
+    it rejects a request (and silently drops a notification).
+    """
+
+    def __init__(
+        self,
+        receive: ByteReceiveStream,
+        send: ByteSendStream,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        guard: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        self._receive = receive
+        self.writer = Writer(send)
+        self.max_message_bytes = max_message_bytes
+        self.guard = guard
+        self.requests: dict[str, Method] = {}
+        self.notifications: dict[str, Method] = {}
+        self._bound_requests: dict[str, Callable[..., Any]] = {}
+        self._bound_notifications: dict[str, Callable[..., Any]] = {}
+        self._incoming: dict[tuple[bool, Any], anyio.CancelScope] = {}
+        self._outgoing: dict[int, _Outgoing] = {}
+        self._withdrawn: set[int] = set()
+        self._next_id = 0
+        self._tg: TaskGroup | None = None
+        self._closed = anyio.Event()
+        self.on_close: list[Callable[[], Awaitable[None]]] = []
+
+    # -- serving -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve until end of input or :meth:`close`, then shut down cleanly."""
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(self.writer.run)
+            try:
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    tg.start_soon(self._read_loop, tg)
+                    await self._closed.wait()
+                    for hook in self.on_close:
+                        with anyio.CancelScope(shield=True):
+                            await hook()
+                    tg.cancel_scope.cancel()
+            finally:
+                self._tg = None
+                self._fail_outgoing()
+                self.writer.close()
+
+    def close(self) -> None:
+        """Stop serving: in-flight requests are answered ``-32800`` and output is flushed."""
+        self._closed.set()
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is shutting down."""
+        return self._closed.is_set()
+
+    @property
+    def task_group(self) -> TaskGroup:
+        """The connection's task group (valid while :meth:`run` is serving)."""
+        if self._tg is None:
+            raise RuntimeError("connection is not running")
+        return self._tg
+
+    async def _read_loop(self, tg: TaskGroup) -> None:
+        try:
+            async for line in LineReader(self._receive, self.max_message_bytes):
+                if isinstance(line, Oversized):
+                    self._send_error(
+                        None,
+                        RequestError.invalid_request(
+                            f"message exceeds the {self.max_message_bytes}-byte limit"
+                        ),
+                    )
+                    continue
+                self._handle_line(line, tg)
+        finally:
+            self.close()
+
+    def _handle_line(self, line: bytes, tg: TaskGroup) -> None:
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            self._send_error(None, RequestError.parse_error())
+            return
+        if isinstance(message, list):
+            if not message:
+                self._send_error(None, RequestError.invalid_request("empty batch"))
+                return
+            batch = _Batch(self.writer, len(message))
+            for entry in message:
+                self._handle_message(entry, tg, batch)
+        else:
+            self._handle_message(message, tg, _Single(self.writer))
+
+    def _handle_message(self, message: Any, tg: TaskGroup, out: _Replies) -> None:
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            out.answer(None, RequestError.invalid_request().to_dict())
+            return
+        method = message.get("method")
+        if method is None:
+            if "id" in message and ("result" in message or "error" in message):
+                self._handle_response(message)
+                out.skip()
+            else:
+                out.answer(None, RequestError.invalid_request().to_dict())
+            return
+        is_request = "id" in message
+        request_id = message.get("id")
+        params = message.get("params", {})
+        if not isinstance(method, str) or (is_request and not _valid_id(request_id)):
+            out.answer(None, RequestError.invalid_request().to_dict())
+            return
+        if not is_request:
+            self._handle_notification(method, params, tg)
+            out.skip()
+            return
+        if not isinstance(params, (dict, list)):
+            out.answer(request_id, RequestError.invalid_request("params must be an object").to_dict())
+            return
+        if _id_key(request_id) in self._incoming:
+            out.answer(request_id, RequestError.invalid_request("id already in flight").to_dict())
+            return
+        error = self._check_guard(method, True)
+        if error is not None:
+            out.answer(request_id, error.to_dict())
+            return
+        call = _Call()
+        response = dispatch_to_response(
+            message,  # type: ignore[arg-type]  # already parsed; the deserializer is the identity
+            self._bound_requests_table(),
+            context=call,
+            deserializer=_identity,
+            validator=_no_validation,
+        )
+        if call.thunk is None:
+            # jsonrpcserver answered on its own: unknown method or params that do not bind.
+            out.answer(request_id, _error_from_dispatch(method, response))
+            return
+        scope = anyio.CancelScope()
+        self._incoming[_id_key(request_id)] = scope
+        tg.start_soon(self._run_request, request_id, call.thunk, scope, out)
+
+    def _handle_notification(self, method: str, params: Any, tg: TaskGroup) -> None:
+        if method == CANCEL_REQUEST:
+            self._handle_cancel_request(params)
+            return
+        if not isinstance(params, (dict, list)) or self._check_guard(method, False) is not None:
+            return
+        call = _Call()
+        dispatch_to_response(
+            {"jsonrpc": "2.0", "method": method, "params": params},  # type: ignore[arg-type]
+            self._bound_notifications_table(),
+            context=call,
+            deserializer=_identity,
+            validator=_no_validation,
+        )
+        if call.thunk is not None:
+            tg.start_soon(self._run_notification, method, call.thunk)
+
+    def _check_guard(self, method: str, is_request: bool) -> RequestError | None:
+        if self.guard is None:
+            return None
+        try:
+            self.guard(method, is_request)
+        except RequestError as exc:
+            return exc
+        return None
+
+    def _bound_requests_table(self) -> dict[str, Callable[..., Any]]:
+        if len(self._bound_requests) != len(self.requests):
+            self._bound_requests = {name: _binder(m) for name, m in self.requests.items()}
+        return self._bound_requests
+
+    def _bound_notifications_table(self) -> dict[str, Callable[..., Any]]:
+        if len(self._bound_notifications) != len(self.notifications):
+            self._bound_notifications = {name: _binder(m) for name, m in self.notifications.items()}
+        return self._bound_notifications
+
+    async def _run_request(
+        self,
+        request_id: Any,
+        thunk: Callable[[], Awaitable[Any]],
+        scope: anyio.CancelScope,
+        out: _Replies,
+    ) -> None:
+        answer: dict[str, Any] | None = None
+        try:
+            with scope:
+                try:
+                    result = await thunk()
+                except RequestError as exc:
+                    answer = {"error": exc.to_dict()}
+                except Exception:
+                    logger.exception("acp: handler for request %r failed", request_id)
+                    answer = {"error": RequestError.internal_error().to_dict()}
+                else:
+                    answer = {"result": result}
+        finally:
+            self._incoming.pop(_id_key(request_id), None)
+            if answer is None:
+                answer = {"error": RequestError.request_cancelled().to_dict()}
+            if "error" in answer:
+                out.answer(request_id, answer["error"])
+            else:
+                out.answer(request_id, None, answer["result"])
+
+    async def _run_notification(self, method: str, thunk: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            await thunk()
+        except Exception:
+            logger.exception("acp: handler for notification %r failed", method)
+
+    def _handle_cancel_request(self, params: Any) -> None:
+        if not isinstance(params, dict):
+            return
+        request_id = params.get("requestId")
+        if not _valid_id(request_id):
+            return
+        scope = self._incoming.get(_id_key(request_id))
+        if scope is not None:
+            scope.cancel()
+
+    # -- answering -----------------------------------------------------------------
+
+    def _send_error(self, id_: Any, error: RequestError) -> None:
+        self.writer.send_nowait(_response_bytes(id_, error.to_dict(), None))
+
+    # -- outgoing ------------------------------------------------------------------
+
+    def notify(self, method: str, params: BaseModel | Mapping[str, Any]) -> None:
+        """Queue a notification to the peer (ordered with everything else sent)."""
+        self.writer.send_nowait(
+            _HEAD_NOTIFY + orjson.dumps(method) + b',"params":' + _dump(params) + b"}\n"
+        )
+
+    def send_raw(self, data: bytes) -> None:
+        """Queue one pre-serialized message line (must end with a newline)."""
+        self.writer.send_nowait(data)
+
+    async def request(self, method: str, params: BaseModel | Mapping[str, Any]) -> Any:
+        """Send a request and wait for its result.
+
+        Raises :class:`RequestError` when the peer answers with an error, or ``-32800``
+        when the connection closes first. If the waiting task is cancelled, the request
+        is withdrawn with ``$/cancel_request`` and its late answer is dropped.
+        """
+        if self.closed:
+            raise RequestError.request_cancelled("connection closed")
+        request_id = self._next_id
+        self._next_id += 1
+        pending = _Outgoing()
+        self._outgoing[request_id] = pending
+        self.writer.send_nowait(
+            b'{"jsonrpc":"2.0","id":%d,"method":' % request_id
+            + orjson.dumps(method)
+            + b',"params":'
+            + _dump(params)
+            + b"}\n"
+        )
+        try:
+            await pending.done.wait()
+        except BaseException:
+            if not pending.done.is_set() and self._outgoing.pop(request_id, None) is not None:
+                self._withdrawn.add(request_id)
+                self.notify(CANCEL_REQUEST, {"requestId": request_id})
+            raise
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def _handle_response(self, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        key = request_id if isinstance(request_id, int) and not isinstance(request_id, bool) else None
+        pending = self._outgoing.pop(key, None) if key is not None else None
+        if pending is None:
+            if key is not None and key in self._withdrawn:
+                self._withdrawn.discard(key)
+            else:
+                logger.warning("acp: dropping a response for unknown request id %r", request_id)
+            return
+        if "error" in message:
+            err = message["error"]
+            if isinstance(err, dict) and isinstance(err.get("code"), int):
+                pending.error = RequestError(err["code"], str(err.get("message", "")), err.get("data"))
+            else:
+                pending.error = RequestError.internal_error("malformed error response")
+        else:
+            pending.result = message.get("result")
+        pending.done.set()
+
+    def _fail_outgoing(self) -> None:
+        for pending in self._outgoing.values():
+            pending.error = RequestError.request_cancelled("connection closed")
+            pending.done.set()
+        self._outgoing.clear()
+
+
+class _Replies:
+    """Where the answers to one incoming line go."""
+
+    def answer(self, id_: Any, error: dict[str, Any] | None, result: Any = None) -> None:
+        raise NotImplementedError
+
+    def skip(self) -> None:
+        """The entry needs no answer (a notification or a response)."""
+
+
+class _Single(_Replies):
+    """Answers to a lone message go straight to the writer."""
+
+    __slots__ = ("_writer",)
+
+    def __init__(self, writer: Writer) -> None:
+        self._writer = writer
+
+    def answer(self, id_: Any, error: dict[str, Any] | None, result: Any = None) -> None:
+        self._writer.send_nowait(_response_bytes(id_, error, result))
+
+
+class _Batch(_Replies):
+    """Collects the answers of one incoming batch and sends them as one array."""
+
+    def __init__(self, writer: Writer, size: int) -> None:
+        self._writer = writer
+        self._remaining = size
+        self._answers: list[bytes] = []
+
+    def answer(self, id_: Any, error: dict[str, Any] | None, result: Any = None) -> None:
+        self._answers.append(_response_bytes(id_, error, result)[:-1])
+        self.skip()
+
+    def skip(self) -> None:
+        self._remaining -= 1
+        if self._remaining == 0 and self._answers:
+            self._writer.send_nowait(b"[" + b",".join(self._answers) + b"]\n")
+
+
+def _error_from_dispatch(method: str, response: Any) -> dict[str, Any]:
+    err = response._error if isinstance(response, Left) else None
+    if err is None:
+        return RequestError.internal_error().to_dict()
+    if err.code == ErrorCode.METHOD_NOT_FOUND:
+        return RequestError.method_not_found(method).to_dict()
+    error: dict[str, Any] = {"code": err.code, "message": err.message}
+    if err.code == ErrorCode.INVALID_PARAMS and err.message == "Invalid params":
+        error["message"] = "Invalid params: params do not fit the method"
+    elif err.data is not NODATA and err.data is not None:
+        error["data"] = err.data
+    return error
+
+
+def _binder(method: Method) -> Callable[..., Any]:
+    def bind(call: _Call, /, **params: Any) -> Any:
+        if method.params is None:
+            parsed: Any = params
+        else:
+            try:
+                parsed = method.params.model_validate(params)
+            except ValidationError as exc:
+                raise JsonRpcError(
+                    ErrorCode.INVALID_PARAMS, f"Invalid params: {describe_validation_error(exc)}"
+                ) from None
+        handler = method.handler
+        call.thunk = lambda: handler(parsed)
+        return Success(None)
+
+    return bind
+
+
+def _dump(value: Any) -> bytes:
+    if isinstance(value, BaseModel):
+        return value.__pydantic_serializer__.to_json(value, by_alias=True, exclude_unset=True)
+    if value is None:
+        return b"{}"
+    return orjson.dumps(value)
+
+
+def _response_bytes(id_: Any, error: dict[str, Any] | None, result: Any) -> bytes:
+    head = b'{"jsonrpc":"2.0","id":' + orjson.dumps(id_)
+    if error is not None:
+        return head + b',"error":' + orjson.dumps(error) + b"}\n"
+    return head + b',"result":' + _dump(result) + b"}\n"

@@ -1,0 +1,186 @@
+"""Newline-delimited JSON framing: a size-limited line reader and the one ordered writer.
+
+The reader never buffers more than ``max_bytes`` of a single line: an oversized line is
+discarded as it streams past and reported once, and reading resumes after its newline.
+The writer is the only place bytes leave the process; everything it is handed goes out
+in exactly the order it was handed over, batched into few large writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Final
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "OVERSIZED", "LineReader", "Oversized", "Writer"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
+"""Default limit for one incoming message (32 MiB, as in the TypeScript SDK)."""
+
+_READ_SIZE: Final = 256 * 1024
+
+
+class Oversized:
+    """Marker yielded by :class:`LineReader` in place of a line that exceeded the limit."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "OVERSIZED"
+
+
+OVERSIZED: Final = Oversized()
+
+
+class LineReader:
+    """Split a byte stream into lines, enforcing a per-line size limit.
+
+    Yields each non-blank line without its terminator (``\\n`` or ``\\r\\n``), or
+    :data:`OVERSIZED` for a line longer than ``max_bytes``. A final line without a
+    newline is still yielded at end of stream.
+    """
+
+    def __init__(self, stream: ByteReceiveStream, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self._stream = stream
+        self._max = max_bytes
+
+    async def __aiter__(self) -> AsyncIterator[bytes | Oversized]:
+        buf = bytearray()
+        scan = 0  # bytes of ``buf`` already known to hold no newline
+        discarding = False
+        while True:
+            try:
+                data = await self._stream.receive(_READ_SIZE)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                break
+            if discarding:
+                nl = data.find(b"\n")
+                if nl < 0:
+                    continue
+                discarding = False
+                data = data[nl + 1 :]
+            buf += data
+            start = 0
+            while True:
+                nl = buf.find(b"\n", max(start, scan))
+                if nl < 0:
+                    break
+                if nl - start > self._max:
+                    yield OVERSIZED
+                else:
+                    line = _clean(bytes(buf[start:nl]))
+                    if line:
+                        yield line
+                start = nl + 1
+                scan = start
+            if start:
+                del buf[:start]
+                scan = 0
+            scan = len(buf)
+            if len(buf) > self._max:
+                # The line is already too long: drop what we have and skip to its end.
+                buf.clear()
+                scan = 0
+                discarding = True
+                yield OVERSIZED
+        if not discarding:
+            line = _clean(bytes(buf))
+            if line:
+                yield line
+
+
+def _clean(line: bytes) -> bytes:
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    return line if line.strip() else b""
+
+
+class Writer:
+    """The single, ordered exit for every message the process sends.
+
+    :meth:`send_nowait` enqueues synchronously, so the order of calls is the order on
+    the wire no matter which task makes them. :meth:`send` additionally waits while
+    more than ``high_water`` messages are queued, which pushes back on producers when
+    the peer stops reading. :meth:`run` drains the queue, joining queued messages into
+    one write.
+    """
+
+    def __init__(self, stream: ByteSendStream, *, high_water: int = 4096, batch_bytes: int = 1 << 20) -> None:
+        self._stream = stream
+        self._queue: deque[bytes] = deque()
+        self._high_water = high_water
+        self._batch_bytes = batch_bytes
+        self._data = anyio.Event()
+        self._space = anyio.Event()
+        self._drained = anyio.Event()
+        self._closing = False
+        self._broken = False
+
+    @property
+    def broken(self) -> bool:
+        """True once a write failed; later messages are dropped."""
+        return self._broken
+
+    def send_nowait(self, data: bytes) -> None:
+        """Queue one serialized message (it must end with a newline)."""
+        if self._broken:
+            return
+        self._queue.append(data)
+        self._data.set()
+
+    async def send(self, data: bytes) -> None:
+        """Queue one serialized message, then wait while the queue is over its high-water mark."""
+        self.send_nowait(data)
+        while len(self._queue) > self._high_water and not self._broken:
+            await self._space.wait()
+
+    async def drain(self) -> None:
+        """Wait until everything queued so far has been written (or the stream broke)."""
+        while self._queue and not self._broken:
+            await self._drained.wait()
+
+    def close(self) -> None:
+        """Ask :meth:`run` to finish once the queue is empty."""
+        self._closing = True
+        self._data.set()
+
+    async def run(self) -> None:
+        """Write queued messages until :meth:`close` is called and the queue is empty."""
+        queue = self._queue
+        while True:
+            if not queue:
+                self._drained.set()
+                self._drained = anyio.Event()
+                if self._closing:
+                    return
+                await self._data.wait()
+                self._data = anyio.Event()
+                continue
+            if len(queue) == 1:
+                chunk = queue.popleft()
+            else:
+                parts: list[bytes] = []
+                size = 0
+                while queue and size < self._batch_bytes:
+                    part = queue.popleft()
+                    parts.append(part)
+                    size += len(part)
+                chunk = b"".join(parts)
+            try:
+                await self._stream.send(chunk)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                logger.warning("acp: output stream failed (%s); dropping further output", exc)
+                self._broken = True
+                queue.clear()
+                self._space.set()
+                self._drained.set()
+                return
+            if len(queue) <= self._high_water // 2:
+                self._space.set()
+                self._space = anyio.Event()

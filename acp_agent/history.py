@@ -1,0 +1,203 @@
+"""Retained session history, kept compact for ``session/resume`` replay.
+
+Every update a session sends passes through :meth:`History.record`. Streams of chunks
+are folded into the full entity they build (a message with its whole content, a tool
+call with its patched state, a terminal with a bounded output tail), so a replay sends
+one update per entity, in the order the entities first appeared, each with its
+original id (R36). Live-only updates (``notice``, ``state_update``, usage, command and
+option lists) are not history (R37).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+from .schema import (
+    AgentMessage,
+    AgentMessageChunk,
+    AgentThought,
+    AgentThoughtChunk,
+    CompactionSummaryChunk,
+    CompactionUpdate,
+    PlanRemoved,
+    PlanUpdate,
+    SessionMessage,
+    SessionMessageChunk,
+    SubagentUpdate,
+    TerminalOutput,
+    TerminalOutputChunk,
+    TerminalUpdate,
+    TextContent,
+    ToolCallContentChunk,
+    ToolCallUpdate,
+    UserMessage,
+    UserMessageChunk,
+)
+
+__all__ = ["History"]
+
+DEFAULT_TERMINAL_TAIL: Final = 1024 * 1024
+
+# full upsert class -> (name of its id field, name of the collection its chunks append to)
+_UPSERTS: Final[dict[type[BaseModel], tuple[str, str]]] = {
+    UserMessage: ("message_id", "content"),
+    AgentMessage: ("message_id", "content"),
+    AgentThought: ("message_id", "content"),
+    SessionMessage: ("message_id", "content"),
+    ToolCallUpdate: ("tool_call_id", "content"),
+    CompactionUpdate: ("compaction_id", "summary"),
+    SubagentUpdate: ("session_id", ""),
+    TerminalUpdate: ("terminal_id", ""),
+}
+# chunk class -> the full class it belongs to
+_CHUNKS: Final[dict[type[BaseModel], type[BaseModel]]] = {
+    UserMessageChunk: UserMessage,
+    AgentMessageChunk: AgentMessage,
+    AgentThoughtChunk: AgentThought,
+    SessionMessageChunk: SessionMessage,
+    ToolCallContentChunk: ToolCallUpdate,
+    CompactionSummaryChunk: CompactionUpdate,
+}
+
+
+@dataclass(slots=True)
+class _Entry:
+    kind: type[BaseModel]
+    fields: dict[str, Any] = field(default_factory=dict)
+    text: list[str] | None = None  # an open run of plain-text chunks at the end of the collection
+    output: bytearray | None = None  # terminals: retained output tail
+
+
+class History:
+    """The replayable history of one session."""
+
+    def __init__(self, terminal_tail: int = DEFAULT_TERMINAL_TAIL) -> None:
+        self._entries: dict[tuple[type[BaseModel], str], _Entry] = {}
+        self._terminal_tail = terminal_tail
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def copy(self) -> History:
+        """An independent copy (used by ``session/fork``)."""
+        other = History(self._terminal_tail)
+        for key, entry in self._entries.items():
+            fields = {
+                name: list(value) if isinstance(value, list) else value
+                for name, value in entry.fields.items()
+            }
+            other._entries[key] = _Entry(
+                entry.kind,
+                fields,
+                list(entry.text) if entry.text is not None else None,
+                bytearray(entry.output) if entry.output is not None else None,
+            )
+        return other
+
+    def record(self, update: BaseModel) -> None:
+        """Fold one outgoing update into the history."""
+        kind = type(update)
+        full = _CHUNKS.get(kind)
+        if full is not None:
+            self._append_chunk(full, update)
+        elif kind in _UPSERTS:
+            self._apply_upsert(kind, update)
+        elif kind is TerminalOutputChunk:
+            entry = self._entry(TerminalUpdate, update.terminal_id)  # type: ignore[attr-defined]
+            self._append_output(entry, base64.b64decode(update.data))  # type: ignore[attr-defined]
+        elif kind is PlanUpdate:
+            plan_id = str(getattr(update.plan, "plan_id", ""))  # type: ignore[attr-defined]
+            self._entries.pop((PlanUpdate, plan_id), None)
+            self._entries[(PlanUpdate, plan_id)] = _Entry(PlanUpdate, {"plan": update.plan})  # type: ignore[attr-defined]
+        elif kind is PlanRemoved:
+            self._entries.pop((PlanUpdate, update.plan_id), None)  # type: ignore[attr-defined]
+
+    def replay(self) -> Iterator[BaseModel]:
+        """One full update per retained entity, in order of first appearance."""
+        for entry in self._entries.values():
+            fields = dict(entry.fields)
+            collection = _UPSERTS.get(entry.kind, ("", ""))[1]
+            if collection and (entry.text is not None or collection in fields):
+                items = list(fields.get(collection) or [])
+                if entry.text is not None:
+                    items.append(TextContent(text="".join(entry.text)))
+                fields[collection] = items
+            if entry.output is not None:
+                fields["output"] = TerminalOutput(data=base64.b64encode(bytes(entry.output)).decode())
+            yield entry.kind(**fields)
+
+    # -- folding -----------------------------------------------------------------------
+
+    def _entry(self, kind: type[BaseModel], key: str) -> _Entry:
+        entry = self._entries.get((kind, key))
+        if entry is None:
+            entry = _Entry(kind, {_UPSERTS[kind][0]: key})
+            self._entries[(kind, key)] = entry
+        return entry
+
+    def _append_chunk(self, full: type[BaseModel], chunk: BaseModel) -> None:
+        id_field, collection = _UPSERTS[full]
+        entry = self._entry(full, getattr(chunk, id_field))
+        content = chunk.content  # type: ignore[attr-defined]
+        if type(content) is TextContent and content.model_fields_set <= {"type", "text"}:
+            if entry.text is None:
+                entry.text = []
+            entry.text.append(content.text)
+            return
+        self._close_text(entry, collection)
+        entry.fields.setdefault(collection, [])
+        if entry.fields[collection] is None:
+            entry.fields[collection] = []
+        entry.fields[collection].append(content)
+
+    def _close_text(self, entry: _Entry, collection: str) -> None:
+        if entry.text is not None:
+            items = entry.fields.get(collection) or []
+            items.append(TextContent(text="".join(entry.text)))
+            entry.fields[collection] = items
+            entry.text = None
+
+    def _apply_upsert(self, kind: type[BaseModel], update: BaseModel) -> None:
+        id_field, collection = _UPSERTS[kind]
+        entry = self._entry(kind, getattr(update, id_field))
+        for name in update.model_fields_set:
+            value = getattr(update, name)
+            if name == collection:
+                entry.text = None
+                entry.fields[name] = list(value) if value else []
+            elif name == "meta":
+                entry.fields["meta"] = _patch_meta(entry.fields.get("meta"), value)
+            elif name == "output" and kind is TerminalUpdate:
+                entry.output = bytearray()
+                if value is not None:
+                    self._append_output(entry, base64.b64decode(value.data))
+            else:
+                entry.fields[name] = value
+        if update.model_extra:
+            entry.fields.update(update.model_extra)
+
+    def _append_output(self, entry: _Entry, data: bytes) -> None:
+        if entry.output is None:
+            entry.output = bytearray()
+        entry.output += data
+        excess = len(entry.output) - self._terminal_tail
+        if excess > 0:
+            del entry.output[:excess]
+
+
+def _patch_meta(stored: dict[str, Any] | None, patch: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Apply an upsert ``_meta`` patch by top-level key (R72)."""
+    if patch is None:
+        return None
+    merged = dict(stored or {})
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged

@@ -1,0 +1,380 @@
+"""The protocol side of one client connection: ACP methods mapped onto an :class:`Agent`.
+
+``AgentRuntime`` answers ``initialize`` (version negotiation, capabilities), owns the
+sessions active on the connection and the store of sessions this process holds, and
+routes every session-scoped request to its :class:`Session`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskStatus
+
+from .agent import Agent
+from .connection import Connection, Method
+from .errors import ErrorCode, RequestError
+from .schema import (
+    CancelSessionNotification,
+    CloseSessionRequest,
+    ContentBlock,
+    DeleteSessionRequest,
+    ForkSessionRequest,
+    ForkSessionResponse,
+    InitializeRequest,
+    InitializeResponse,
+    ListSessionsRequest,
+    ListSessionsResponse,
+    NewSessionRequest,
+    NewSessionResponse,
+    PromptRequest,
+    PromptResponse,
+    ResumeSessionRequest,
+    ResumeSessionResponse,
+    SessionConfigOption,
+    SessionInfo,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse,
+)
+from .session import Session, SessionRecord, new_id
+
+__all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
+
+logger = logging.getLogger(__name__)
+
+PROTOCOL_VERSION: Final = 2
+SUPPORTED_VERSIONS: Final = [2]
+LIST_PAGE_SIZE: Final = 50
+
+
+class AgentRuntime:
+    """Serves one :class:`Agent` on one :class:`Connection`."""
+
+    def __init__(self, agent: Agent, connection: Connection) -> None:
+        self.agent = agent
+        self.connection = connection
+        self.sessions: dict[str, Session] = {}
+        """Sessions active on this connection."""
+        self.records: dict[str, SessionRecord] = {}
+        """Every session this process holds (active or not), for list and resume."""
+        self.protocol_version: int | None = None
+        self._initializing = False
+        self._other_request_seen = False
+        connection.guard = self._guard
+        connection.on_close.append(self.close_all)
+        self._register()
+
+    def _register(self) -> None:
+        requests: dict[str, Method] = {
+            "initialize": Method(self._initialize, InitializeRequest),
+            "session/new": Method(self._new_session, NewSessionRequest),
+            "session/prompt": Method(self._prompt, PromptRequest),
+            "session/resume": Method(self._resume, ResumeSessionRequest),
+            "session/close": Method(self._close, CloseSessionRequest),
+            "session/list": Method(self._list, ListSessionsRequest),
+            "session/delete": Method(self._delete, DeleteSessionRequest),
+            "session/set_config_option": Method(self._set_config_option, SetSessionConfigOptionRequest),
+        }
+        if self.agent.implements("fork_session"):
+            requests["session/fork"] = Method(self._fork, ForkSessionRequest)
+        self.connection.requests.update(requests)
+        self.connection.notifications["session/cancel"] = Method(self._cancel, CancelSessionNotification)
+
+    # -- initialization (R21-R28) --------------------------------------------------------
+
+    def _guard(self, method: str, is_request: bool) -> None:
+        if method == "initialize":
+            if is_request and (self._initializing or self._other_request_seen):
+                raise RequestError.invalid_request("initialize is not allowed now")
+            return
+        if self.protocol_version is None:
+            raise RequestError.invalid_request("the connection is not initialized")
+        if is_request:
+            self._other_request_seen = True
+
+    async def _initialize(self, request: InitializeRequest) -> InitializeResponse:
+        requested = request.protocol_version
+        if requested < SUPPORTED_VERSIONS[0]:
+            raise RequestError.unsupported_version(requested, SUPPORTED_VERSIONS)
+        if self.protocol_version is not None and requested < self.protocol_version:
+            raise RequestError.invalid_request("initialize may not lower the protocol version")
+        self._initializing = True
+        try:
+            self.agent.client = request
+            await self.agent.initialize(request)
+        finally:
+            self._initializing = False
+        self.protocol_version = PROTOCOL_VERSION
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            info=self.agent.info(),
+            capabilities=self.agent.capabilities(),
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def _check_paths(self, cwd: str, additional: Iterable[str] | None, mcp_servers: Iterable[Any] | None) -> None:
+        if not os.path.isabs(cwd):
+            raise RequestError.invalid_params("cwd must be an absolute path", {"cwd": cwd})
+        if additional:
+            if not self.agent.accepts_additional_directories:
+                raise RequestError.invalid_params("additionalDirectories are not supported")
+            for path in additional:
+                if not os.path.isabs(path):
+                    raise RequestError.invalid_params("additionalDirectories must be absolute paths")
+        names: set[str] = set()
+        for server in mcp_servers or ():
+            kind = getattr(server, "type", None)
+            allowed = (kind == "stdio" and self.agent.mcp_stdio) or (kind == "http" and self.agent.mcp_http)
+            if not allowed:
+                raise RequestError.invalid_params(
+                    f"MCP transport {kind!r} is not supported", {"name": getattr(server, "name", None)}
+                )
+            command = getattr(server, "command", None)
+            if kind == "stdio" and isinstance(command, str) and not os.path.isabs(command):
+                raise RequestError.invalid_params("MCP server command must be an absolute path")
+            name = getattr(server, "name", None)
+            if name in names:
+                raise RequestError.invalid_params("duplicate MCP server name", {"name": name})
+            names.add(str(name))
+
+    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None) -> Session:
+        session = Session(self.connection, record, prompt_handler=self.agent.prompt)
+        session.mcp_servers = list(mcp_servers or [])
+        await self.connection.task_group.start(self._serve_session, session)
+        self.sessions[record.session_id] = session
+        self.records[record.session_id] = record
+        return session
+
+    async def _serve_session(self, session: Session, *, task_status: TaskStatus[None]) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(session.run, tg)
+            task_status.started()
+
+    async def _new_session(self, request: NewSessionRequest) -> NewSessionResponse:
+        self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
+        record = SessionRecord(
+            session_id=new_id("sess"),
+            cwd=request.cwd,
+            additional_directories=list(request.additional_directories or []),
+        )
+        session = await self._open(record, request.mcp_servers)
+        try:
+            await self.agent.new_session(session)
+        except BaseException:
+            await self._discard(session)
+            raise
+        return NewSessionResponse(session_id=session.id, **_lists(session))
+
+    async def _fork(self, request: ForkSessionRequest) -> ForkSessionResponse:
+        source = self._active(request.session_id)
+        self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
+        record = SessionRecord(
+            session_id=new_id("sess"),
+            cwd=request.cwd,
+            additional_directories=list(request.additional_directories or []),
+            title=source.record.title,
+            history=source.record.history.copy(),
+            config_options=[o.model_copy(deep=True) for o in source.config_options],
+            available_commands=list(source.available_commands),
+        )
+        session = await self._open(record, request.mcp_servers)
+        try:
+            await self.agent.fork_session(source, session)
+        except BaseException:
+            await self._discard(session)
+            raise
+        return ForkSessionResponse(session_id=session.id, **_lists(session))
+
+    async def _resume(self, request: ResumeSessionRequest) -> ResumeSessionResponse:
+        record = self.records.get(request.session_id)
+        if record is None:
+            raise RequestError.session_not_found(request.session_id)
+        replay = _replay_mode(request.replay_from)
+        self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
+        session = self.sessions.get(request.session_id)
+        record.cwd = request.cwd
+        record.additional_directories = list(request.additional_directories or [])
+        if session is None:
+            session = await self._open(record, request.mcp_servers)
+            await self.agent.resume_session(session)
+        else:
+            session.mcp_servers = list(request.mcp_servers or [])
+        # R40: replay, then the current snapshot, then the answer.
+        if replay:
+            for update in record.history.replay():
+                session._send_nowait(update)
+        session.repeat_state()
+        return ResumeSessionResponse(**_lists(session))
+
+    async def _close(self, request: CloseSessionRequest) -> dict[str, Any]:
+        session = self.sessions.pop(request.session_id, None)
+        if session is not None:
+            await self._stop(session)
+        return {}
+
+    async def _stop(self, session: Session) -> None:
+        await session.close()
+        try:
+            await self.agent.close_session(session)
+        except Exception:
+            logger.exception("acp: close_session hook failed for %s", session.id)
+
+    async def _discard(self, session: Session) -> None:
+        self.sessions.pop(session.id, None)
+        self.records.pop(session.id, None)
+        with anyio.CancelScope(shield=True):
+            await session.close()
+
+    async def _delete(self, request: DeleteSessionRequest) -> dict[str, Any]:
+        session = self.sessions.pop(request.session_id, None)
+        if session is not None:
+            await self._stop(session)
+        if self.records.pop(request.session_id, None) is not None:
+            await self.agent.delete_session(request.session_id)
+        return {}
+
+    async def _list(self, request: ListSessionsRequest) -> ListSessionsResponse:
+        records = [r for r in self.records.values() if request.cwd is None or r.cwd == request.cwd]
+        start = _decode_cursor(request.cursor) if request.cursor is not None else 0
+        if start > len(records):
+            raise RequestError.invalid_params("unknown cursor")
+        page = records[start : start + LIST_PAGE_SIZE]
+        fields: dict[str, Any] = {"sessions": [_info(r) for r in page]}
+        if start + LIST_PAGE_SIZE < len(records):
+            fields["next_cursor"] = _encode_cursor(start + LIST_PAGE_SIZE)
+        return ListSessionsResponse(**fields)
+
+    async def close_all(self) -> None:
+        """Close every active session (connection end: EOF, signal, fatal error)."""
+        sessions = list(self.sessions.values())
+        self.sessions.clear()
+        async with anyio.create_task_group() as tg:
+            for session in sessions:
+                tg.start_soon(self._stop, session)
+
+    # -- prompts -------------------------------------------------------------------------
+
+    def _active(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RequestError.session_not_found(session_id)
+        return session
+
+    async def _prompt(self, request: PromptRequest) -> PromptResponse:
+        session = self._active(request.session_id)
+        self._check_prompt(request.prompt)
+        job = session.enqueue_prompt(list(request.prompt))
+        try:
+            await job.inserted.wait()
+        except anyio.get_cancelled_exc_class():
+            if session.withdraw(job):
+                raise
+            # Already inserted: insertion cannot be undone, answer with its id (R16, R54).
+        if job.rejected is not None:
+            raise job.rejected
+        assert job.message_id is not None
+        return PromptResponse(message_id=job.message_id)
+
+    def _check_prompt(self, prompt: list[ContentBlock]) -> None:
+        if not prompt:
+            raise RequestError.invalid_params("prompt must not be empty")
+        for block in prompt:
+            block_type = str(getattr(block, "type", ""))
+            if not self.agent.accepts_block(block_type):
+                raise RequestError.invalid_params(
+                    f"content block type {block_type!r} is not accepted", {"type": block_type}
+                )
+
+    async def _cancel(self, request: CancelSessionNotification) -> None:
+        session = self.sessions.get(request.session_id)
+        if session is not None:
+            session.cancel()
+
+    async def _set_config_option(self, request: SetSessionConfigOptionRequest) -> SetSessionConfigOptionResponse:
+        session = self._active(request.session_id)
+        option = _find_option(session.config_options, request.config_id)
+        value_type = getattr(request, "type", None)
+        value = getattr(request, "value", None)
+        _check_option_value(option, value_type, value)
+        await self.agent.set_config_option(session, request.config_id, value)
+        option.current_value = value
+        return SetSessionConfigOptionResponse(config_options=list(session.config_options))
+
+
+def _lists(session: Session) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if session.config_options:
+        fields["config_options"] = list(session.config_options)
+    if session.available_commands:
+        fields["available_commands"] = list(session.available_commands)
+    return fields
+
+
+def _info(record: SessionRecord) -> SessionInfo:
+    fields: dict[str, Any] = {"session_id": record.session_id, "cwd": record.cwd, "updated_at": record.updated_at}
+    if record.additional_directories:
+        fields["additional_directories"] = list(record.additional_directories)
+    if record.title is not None:
+        fields["title"] = record.title
+    return SessionInfo(**fields)
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode()).decode()
+        if not text.startswith("o:"):
+            raise ValueError(cursor)
+        return int(text[2:])
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise RequestError.invalid_params("unknown cursor") from None
+
+
+def _replay_mode(replay_from: Any) -> bool:
+    if replay_from is None:
+        return False
+    if getattr(replay_from, "type", None) == "start":
+        return True
+    raise RequestError.invalid_params("unsupported replayFrom cursor")
+
+
+def _find_option(options: list[SessionConfigOption], config_id: str) -> Any:
+    for option in options:
+        if option.config_id == config_id:
+            return option
+    raise RequestError.invalid_params("unknown configId", {"configId": config_id})
+
+
+def _check_option_value(option: Any, value_type: Any, value: Any) -> None:
+    kind = getattr(option, "type", None)
+    if kind == "boolean":
+        if value_type != "boolean" or not isinstance(value, bool):
+            raise RequestError.invalid_params("this option takes a boolean value")
+        return
+    if kind == "select":
+        if value_type != "id" or not isinstance(value, str):
+            raise RequestError.invalid_params("this option takes a value id")
+        if value not in set(_select_values(option.options)):
+            raise RequestError.invalid_params("value is not one of the option's values", {"value": value})
+        return
+    raise RequestError(ErrorCode.INVALID_PARAMS, "Invalid params: unsupported option type")
+
+
+def _select_values(options: Any) -> Iterable[str]:
+    for item in options or []:
+        nested = getattr(item, "options", None)
+        if nested is not None and not hasattr(item, "value"):
+            yield from (o.value for o in nested)
+        else:
+            yield item.value
+

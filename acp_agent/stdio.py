@@ -1,0 +1,166 @@
+"""Serve an agent over the process's stdin/stdout.
+
+Protocol output goes to a private duplicate of file descriptor 1; fd 1 and
+``sys.stdout`` are pointed at stderr while the agent runs, so a stray ``print()`` in agent
+code lands in the log instead of corrupting the protocol stream (R2). The descriptors are
+used non-blocking through anyio, so the same code runs on asyncio and trio, whether
+stdout is a pipe, a file or a socket.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+from .agent import Agent
+from .connection import Connection
+from .framing import DEFAULT_MAX_MESSAGE_BYTES
+from .runtime import AgentRuntime
+
+__all__ = ["FdReceiveStream", "FdSendStream", "run_stdio", "serve", "serve_stdio"]
+
+logger = logging.getLogger(__name__)
+
+
+class FdReceiveStream(ByteReceiveStream):
+    """Non-blocking reads from a file descriptor, awaited through anyio."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        _set_nonblocking(fd)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        """Read up to ``max_bytes``; raises ``anyio.EndOfStream`` at end of input."""
+        while True:
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EBADF, errno.EIO):
+                    raise anyio.EndOfStream from exc
+                raise
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def aclose(self) -> None:
+        """Nothing to release: the descriptor belongs to the process."""
+
+
+class FdSendStream(ByteSendStream):
+    """Non-blocking writes to a file descriptor, awaited through anyio."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        _set_nonblocking(fd)
+
+    async def send(self, item: bytes) -> None:
+        """Write all of ``item``, waiting whenever the descriptor is full."""
+        view = memoryview(item)
+        while view:
+            try:
+                written = os.write(self._fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+                continue
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                raise anyio.BrokenResourceError from exc
+            view = view[written:]
+
+    async def aclose(self) -> None:
+        """Close the descriptor."""
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
+
+def _set_nonblocking(fd: int) -> None:
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    except OSError:  # pragma: no cover - exotic descriptors
+        pass
+
+
+@contextmanager
+def _protocol_stdout() -> Iterator[int]:
+    """Give the protocol a private copy of fd 1 and point fd 1 / sys.stdout at stderr."""
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    saved_stdout = sys.stdout
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        yield protocol_fd
+    finally:
+        sys.stdout = saved_stdout
+        try:
+            os.dup2(protocol_fd, 1)
+        except OSError:  # pragma: no cover
+            pass
+
+
+async def serve(
+    agent: Agent,
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    *,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> None:
+    """Serve ``agent`` on any pair of anyio byte streams until the input ends."""
+    connection = Connection(receive, send, max_message_bytes=max_message_bytes)
+    AgentRuntime(agent, connection)
+    await connection.run()
+
+
+async def serve_stdio(agent: Agent, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    """Serve ``agent`` on stdin/stdout until EOF, SIGTERM or SIGINT, then shut down cleanly."""
+    with _protocol_stdout() as out_fd:
+        stdin_fd = os.dup(0)
+        receive = FdReceiveStream(stdin_fd)
+        send = FdSendStream(out_fd)
+        connection = Connection(receive, send, max_message_bytes=max_message_bytes)
+        AgentRuntime(agent, connection)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_close_on_signal, connection)
+            await connection.run()
+            tg.cancel_scope.cancel()
+        os.close(stdin_fd)
+        await send.aclose()
+
+
+async def _close_on_signal(connection: Connection) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            logger.info("acp: received %s, shutting down", signal.Signals(signum).name)
+            connection.close()
+            return
+
+
+def run_stdio(agent: Agent, *, backend: str | None = None, **options: Any) -> None:
+    """Run ``agent`` as an ACP agent process on stdin/stdout (the usual ``main``).
+
+    ``backend`` is ``"asyncio"`` (default) or ``"trio"``; the ``ACP_AGENT_BACKEND``
+    environment variable can choose it too. Logging goes to stderr.
+    """
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            stream=sys.stderr,
+            level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+    chosen = backend or os.environ.get("ACP_AGENT_BACKEND") or "asyncio"
+    anyio.run(lambda: serve_stdio(agent, **options), backend=chosen)

@@ -1,0 +1,350 @@
+"""A small ACP v2 client for tests, demos and scripted checks of an agent.
+
+It speaks to an :class:`~acp_agent.Agent` in the same process over in-memory pipes
+(:func:`connect_agent`) or to an agent subprocess over real pipes (:func:`spawn_agent`),
+records every message in both directions in :attr:`Client.transcript`, and keeps the
+client's view of each session (its updates and its latest state).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import orjson
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+from ..connection import Connection, Method
+from .streams import byte_pipe
+
+__all__ = ["Client", "SessionView", "TranscriptEntry", "connect_agent", "spawn_agent"]
+
+Direction = Literal["client->agent", "agent->client"]
+
+PermissionPolicy = Callable[[dict[str, Any]], dict[str, Any] | None]
+"""Given ``session/request_permission`` params, return the result to send (``None``: wait for a hand answer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptEntry:
+    """One message seen on the wire, with its direction and arrival time."""
+
+    direction: Direction
+    message: Any
+    at: float
+
+
+@dataclass(slots=True)
+class SessionView:
+    """The client's view of one session, built from the updates it received."""
+
+    session_id: str
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    state: str = "idle"
+    stop_reason: str | None = None
+    idle_count: int = 0
+    background: list[dict[str, Any]] | None = None
+
+    def messages(self, kind: str = "agent_message") -> dict[str, str]:
+        """Text of each message of ``kind`` (``agent_message``, ``agent_thought``, ``user_message``) by id."""
+        texts: dict[str, str] = {}
+        for update in self.updates:
+            tag = update.get("sessionUpdate")
+            if tag == kind:
+                texts[update["messageId"]] = "".join(
+                    b.get("text", "") for b in update.get("content") or [] if isinstance(b, dict)
+                )
+            elif tag == f"{kind}_chunk":
+                block = update.get("content") or {}
+                texts[update["messageId"]] = texts.get(update["messageId"], "") + block.get("text", "")
+        return texts
+
+
+def allow_first(params: dict[str, Any]) -> dict[str, Any]:
+    """Permission policy: select the first ``allow_*`` option (or cancel if none)."""
+    for option in params.get("options", []):
+        if str(option.get("kind", "")).startswith("allow"):
+            return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
+    return {"outcome": {"outcome": "cancelled"}}
+
+
+class _Tap:
+    """Splits a byte stream into JSON lines and records them in the transcript."""
+
+    def __init__(self, client: Client, direction: Direction) -> None:
+        self._client = client
+        self._direction = direction
+        self._partial = b""
+
+    def feed(self, data: bytes) -> None:
+        data = self._partial + data
+        *lines, self._partial = data.split(b"\n")
+        for line in lines:
+            if line.strip():
+                try:
+                    message = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    message = {"<unparsed>": line.decode("utf-8", "replace")}
+                self._client._record(self._direction, message)
+
+
+class _TappedReceive(ByteReceiveStream):
+    def __init__(self, inner: ByteReceiveStream, tap: _Tap) -> None:
+        self._inner = inner
+        self._tap = tap
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = await self._inner.receive(max_bytes)
+        self._tap.feed(data)
+        return data
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _TappedSend(ByteSendStream):
+    def __init__(self, inner: ByteSendStream, tap: _Tap) -> None:
+        self._inner = inner
+        self._tap = tap
+
+    async def send(self, item: bytes) -> None:
+        self._tap.feed(item)
+        await self._inner.send(item)
+
+    async def send_eof(self) -> None:
+        await self._inner.aclose()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class Client:
+    """An ACP v2 client driving one agent connection.
+
+    Use it inside :func:`connect_agent` or :func:`spawn_agent`. Every request helper
+    raises :class:`~acp_agent.errors.RequestError` when the agent answers with an error.
+    """
+
+    def __init__(
+        self,
+        receive: ByteReceiveStream,
+        send: ByteSendStream,
+        *,
+        permission_policy: PermissionPolicy | None = allow_first,
+        on_message: Callable[[TranscriptEntry], None] | None = None,
+    ) -> None:
+        self.transcript: list[TranscriptEntry] = []
+        self.on_message = on_message
+        self._send_stream = _TappedSend(send, _Tap(self, "client->agent"))
+        self.connection = Connection(_TappedReceive(receive, _Tap(self, "agent->client")), self._send_stream)
+        self.connection.notifications["session/update"] = Method(self._on_update)
+        self.connection.requests["session/request_permission"] = Method(self._on_permission)
+        self.permission_policy = permission_policy
+        self.sessions: dict[str, SessionView] = {}
+        self.pending_permissions: dict[Any, dict[str, Any]] = {}
+        self.returncode: int | None = None
+        """Exit code of an agent subprocess, once it ended (see :func:`spawn_agent`)."""
+        self._changed = anyio.Event()
+        self._clock = anyio.current_time
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _record(self, direction: Direction, message: Any) -> None:
+        entry = TranscriptEntry(direction, message, self._clock())
+        self.transcript.append(entry)
+        if direction == "agent->client":
+            self._apply(message)
+        if self.on_message is not None:
+            self.on_message(entry)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _apply(self, message: Any) -> None:
+        # Session views are updated from the raw transcript, in arrival order.
+        if not isinstance(message, dict) or message.get("method") != "session/update":
+            return
+        params = message.get("params") or {}
+        view = self.view(params.get("sessionId", ""))
+        update = params.get("update") or {}
+        view.updates.append(update)
+        if update.get("sessionUpdate") == "state_update":
+            view.state = update.get("state", "unknown")
+            background = update.get("background")
+            view.background = background if isinstance(background, list) else None
+            if view.state == "idle" and update.get("stopReason") is not None:
+                view.stop_reason = update["stopReason"]
+                view.idle_count += 1
+
+    async def _on_update(self, params: dict[str, Any]) -> None:
+        return None  # already applied by the tap, in wire order
+
+    async def _on_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        policy = self.permission_policy
+        if policy is not None:
+            answer = policy(params)
+            if answer is not None:
+                return answer
+        done = anyio.Event()
+        slot: dict[str, Any] = {"params": params, "done": done}
+        key = len(self.pending_permissions)
+        self.pending_permissions[key] = slot
+        try:
+            await done.wait()
+        finally:
+            self.pending_permissions.pop(key, None)
+        result: dict[str, Any] = slot["result"]
+        return result
+
+    def answer_permission(self, index: int, option_id: str | None) -> None:
+        """Answer a permission request held for a hand answer (``None`` = cancelled)."""
+        slot = self.pending_permissions[index]
+        if option_id is None:
+            slot["result"] = {"outcome": {"outcome": "cancelled"}}
+        else:
+            slot["result"] = {"outcome": {"outcome": "selected", "optionId": option_id}}
+        slot["done"].set()
+
+    def view(self, session_id: str) -> SessionView:
+        """The client's view of a session (created on first use)."""
+        view = self.sessions.get(session_id)
+        if view is None:
+            view = self.sessions[session_id] = SessionView(session_id)
+        return view
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Wait until ``predicate()`` holds (checked after every message), or time out."""
+        with anyio.fail_after(timeout):
+            while not predicate():
+                await self._changed.wait()
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def request(self, method: str, params: Mapping[str, Any]) -> Any:
+        """Send any request and return its result."""
+        return await self.connection.request(method, params)
+
+    def notify(self, method: str, params: Mapping[str, Any]) -> None:
+        """Send any notification."""
+        self.connection.notify(method, params)
+
+    async def initialize(self, protocol_version: int = 2, **params: Any) -> dict[str, Any]:
+        """Run ``initialize`` and return the agent's answer."""
+        body = {"protocolVersion": protocol_version, "info": {"name": "acp-agent-testing", "version": "0"}}
+        body.update(params)
+        result: dict[str, Any] = await self.request("initialize", body)
+        return result
+
+    async def new_session(self, cwd: str | None = None, **params: Any) -> str:
+        """Create a session and return its id."""
+        result = await self.request("session/new", {"cwd": cwd or os.getcwd(), **params})
+        session_id: str = result["sessionId"]
+        self.view(session_id)
+        return session_id
+
+    async def prompt(self, session_id: str, prompt: str | Sequence[dict[str, Any]]) -> str:
+        """Send a prompt and return its ``messageId`` (the answer arrives at insertion)."""
+        blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else list(prompt)
+        result = await self.request("session/prompt", {"sessionId": session_id, "prompt": blocks})
+        message_id: str = result["messageId"]
+        return message_id
+
+    async def wait_idle(self, session_id: str, count: int = 1, timeout: float = 10.0) -> SessionView:
+        """Wait until the session has ended ``count`` pieces of foreground work in total."""
+        view = self.view(session_id)
+        await self.wait_for(lambda: view.idle_count >= count, timeout)
+        return view
+
+    async def prompt_and_wait(self, session_id: str, prompt: str | Sequence[dict[str, Any]],
+                              timeout: float = 10.0) -> SessionView:
+        """Send a prompt and wait for the foreground work it started to end."""
+        view = self.view(session_id)
+        before = view.idle_count
+        await self.prompt(session_id, prompt)
+        return await self.wait_idle(session_id, before + 1, timeout)
+
+    def cancel(self, session_id: str) -> None:
+        """Send ``session/cancel``."""
+        self.notify("session/cancel", {"sessionId": session_id})
+
+    async def close_session(self, session_id: str) -> None:
+        """Send ``session/close`` and wait for the answer."""
+        await self.request("session/close", {"sessionId": session_id})
+
+    async def close(self) -> None:
+        """Close the client's sending side (the agent sees end of input)."""
+        await self._send_stream.aclose()
+
+    def sent_by_agent(self) -> list[Any]:
+        """Every message the agent sent, in order."""
+        return [e.message for e in self.transcript if e.direction == "agent->client"]
+
+
+@asynccontextmanager
+async def connect_agent(agent: Any, **client_options: Any) -> AsyncIterator[Client]:
+    """Serve ``agent`` in this process and yield a :class:`Client` connected to it."""
+    from ..stdio import serve
+
+    to_agent_send, to_agent_receive = byte_pipe()
+    to_client_send, to_client_receive = byte_pipe()
+    client = Client(to_client_receive, to_agent_send, **client_options)
+    async with anyio.create_task_group() as tg:
+        agent_done = anyio.Event()
+
+        async def run_agent() -> None:
+            try:
+                await serve(agent, to_agent_receive, to_client_send)
+            finally:
+                await to_client_send.aclose()
+                agent_done.set()
+
+        tg.start_soon(run_agent)
+        tg.start_soon(client.connection.run)
+        try:
+            yield client
+        finally:
+            await client.close()
+            with anyio.move_on_after(10):
+                await agent_done.wait()
+            client.connection.close()
+            tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def spawn_agent(
+    command: Sequence[str], *, env: Mapping[str, str] | None = None, **client_options: Any
+) -> AsyncIterator[Client]:
+    """Launch an agent subprocess and yield a :class:`Client` talking to it over its pipes.
+
+    On exit the client closes the agent's stdin and waits for the process to end
+    (killing it after 10 seconds); its exit code is then in ``client.returncode``.
+    """
+    process = await anyio.open_process(
+        list(command), env={**os.environ, **(env or {})}, stderr=sys.stderr
+    )
+    assert process.stdin is not None and process.stdout is not None
+    client = Client(process.stdout, process.stdin, **client_options)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.connection.run)
+            try:
+                yield client
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await client.close()
+                    with anyio.move_on_after(10):
+                        await process.wait()
+                    if process.returncode is None:
+                        process.kill()
+                        await process.wait()
+                    client.returncode = process.returncode
+                    client.connection.close()
+                tg.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            process.kill()
+

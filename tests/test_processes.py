@@ -1,0 +1,512 @@
+"""Tests for acp_agent.processes (run on both the asyncio and trio backends)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import pytest
+
+from acp_agent.processes import ExitStatus, ManagedProcess, shell_argv
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 10
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+class Collector:
+    """on_output callback that records every chunk."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.changed = anyio.Event()
+
+    async def __call__(self, data: bytes) -> None:
+        assert data, "empty chunks must never be delivered"
+        self.chunks.append(data)
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+    async def wait_for(self, needle: bytes) -> None:
+        while needle not in self.data:
+            await self.changed.wait()
+
+
+async def wait_until(predicate: Callable[[], bool]) -> None:
+    while not predicate():
+        await anyio.sleep(0.01)
+
+
+def group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def wait_group_gone(pgid: int) -> None:
+    # terminate() guarantees no *live* member is left; orphaned grandchildren may stay
+    # zombies until init reaps them, and killpg(pgid, 0) still succeeds for zombies.
+    while group_exists(pgid):
+        await anyio.sleep(0.02)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
+def live_members(pgid: int) -> list[int]:
+    """Non-zombie processes in group pgid (Linux /proc)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+async def start_shell(
+    tg: anyio.abc.TaskGroup, command: str, cwd: Path, collector: Collector, **kwargs: object
+) -> ManagedProcess:
+    return await ManagedProcess.start_shell(
+        command,
+        cwd=str(cwd),
+        on_output=collector,
+        task_group=tg,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+# --------------------------------------------------------------------------- output
+
+
+async def test_bulk_output_is_exact_ordered_and_coalesced(tmp_path: Path) -> None:
+    writes, size = 5000, 1000
+    script = textwrap.dedent(
+        f"""
+        import sys
+        out = sys.stdout.buffer
+        for i in range({writes}):
+            out.write(b"%09d|" % i + bytes([65 + i % 26]) * {size - 10})
+            out.flush()
+        """
+    )
+    expected = b"".join(b"%09d|" % i + bytes([65 + i % 26]) * (size - 10) for i in range(writes))
+    collector = Collector()
+    flush_bytes = 64 * 1024
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await ManagedProcess.start(
+                [sys.executable, "-c", script],
+                cwd=str(tmp_path),
+                on_output=collector,
+                task_group=tg,
+                flush_bytes=flush_bytes,
+            )
+            status = await proc.wait()
+    assert status == ExitStatus(exit_code=0, signal=None)
+    assert len(collector.data) == writes * size
+    assert collector.data == expected
+    assert proc.total_bytes == writes * size
+    assert max(len(c) for c in collector.chunks) <= flush_bytes
+    assert len(collector.chunks) < writes // 10, len(collector.chunks)
+    assert proc.finished and proc.exited and proc.returncode == 0
+
+
+async def test_head_c_output_with_small_flush_bytes(tmp_path: Path) -> None:
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await ManagedProcess.start(
+                ["head", "-c", "300000", "/dev/zero"],
+                cwd=str(tmp_path),
+                on_output=collector,
+                task_group=tg,
+                flush_bytes=4096,
+            )
+            assert await proc.wait() == ExitStatus(0, None)
+    assert collector.data == bytes(300000)
+    assert max(len(c) for c in collector.chunks) <= 4096
+
+
+async def test_slow_consumer_applies_back_pressure(tmp_path: Path) -> None:
+    release = anyio.Event()
+    got_first = anyio.Event()
+    chunks: list[bytes] = []
+
+    async def slow(data: bytes) -> None:
+        chunks.append(data)
+        got_first.set()
+        await release.wait()
+
+    total = 4 * 1024 * 1024
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await ManagedProcess.start(
+                ["head", "-c", str(total), "/dev/zero"],
+                cwd=str(tmp_path),
+                on_output=slow,
+                task_group=tg,
+            )
+            await got_first.wait()
+            await anyio.sleep(0.5)
+            # Nobody reads while the consumer is busy: the writer is stuck on a full pipe.
+            assert not proc.exited
+            assert len(chunks) == 1
+            release.set()
+            assert await proc.wait() == ExitStatus(0, None)
+    assert b"".join(chunks) == bytes(total)
+
+
+async def test_time_based_flush_delivers_before_exit(tmp_path: Path) -> None:
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, "printf hello; sleep 30", tmp_path, collector)
+            await collector.wait_for(b"hello")
+            assert not proc.exited
+            assert collector.data == b"hello"
+            await proc.terminate(grace=0.3)
+            status = await proc.wait()
+    assert status == ExitStatus(exit_code=None, signal="SIGTERM")
+
+
+async def test_stderr_is_merged_in_order(tmp_path: Path) -> None:
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, "echo out1; echo err1 >&2; echo out2; echo err2 >&2", tmp_path, collector)
+            await proc.wait()
+    assert collector.data == b"out1\nerr1\nout2\nerr2\n"
+
+
+async def test_tail_keeps_only_last_bytes(tmp_path: Path) -> None:
+    collector = Collector()
+    script = "import sys; sys.stdout.buffer.write(bytes(i % 251 for i in range(10000)))"
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await ManagedProcess.start(
+                [sys.executable, "-c", script],
+                cwd=str(tmp_path),
+                on_output=collector,
+                task_group=tg,
+                tail_limit=1000,
+                flush_bytes=700,
+            )
+            await proc.wait()
+    expected = bytes(i % 251 for i in range(10000))
+    assert collector.data == expected
+    assert proc.tail() == expected[-1000:]
+    assert proc.total_bytes == 10000
+    assert proc.tail_limit == 1000
+
+
+async def test_tail_shorter_than_limit_and_zero_limit(tmp_path: Path) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            a = await start_shell(tg, "printf abc", tmp_path, Collector())
+            b = await start_shell(tg, "printf abc", tmp_path, Collector(), tail_limit=0)
+            await a.wait()
+            await b.wait()
+    assert a.tail() == b"abc"
+    assert b.tail() == b""
+    assert b.total_bytes == 3
+
+
+# --------------------------------------------------------------------------- exit status
+
+
+@pytest.mark.parametrize("code", [0, 3])
+async def test_exit_code(tmp_path: Path, code: int) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, f"exit {code}", tmp_path, Collector())
+            status = await proc.wait()
+    assert status == ExitStatus(exit_code=code, signal=None)
+    assert proc.exit_status == status
+    assert proc.returncode == code
+
+
+def test_exit_status_from_returncode() -> None:
+    assert ExitStatus.from_returncode(0) == ExitStatus(0, None)
+    assert ExitStatus.from_returncode(-signal.SIGKILL) == ExitStatus(None, "SIGKILL")
+    assert ExitStatus.from_returncode(-200) == ExitStatus(None, "SIG200")
+
+
+async def test_missing_executable_raises(tmp_path: Path) -> None:
+    async with anyio.create_task_group() as tg:
+        with pytest.raises(FileNotFoundError):
+            await ManagedProcess.start(
+                [str(tmp_path / "does-not-exist")], cwd=str(tmp_path), on_output=Collector(), task_group=tg
+            )
+
+
+# --------------------------------------------------------------------------- termination
+
+
+async def test_terminate_reports_sigterm(tmp_path: Path) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await ManagedProcess.start(
+                ["sleep", "30"], cwd=str(tmp_path), on_output=Collector(), task_group=tg
+            )
+            assert proc.pgid == proc.pid == os.getpgid(proc.pid)
+            assert os.getsid(proc.pid) == proc.pid
+            await proc.terminate()
+            assert proc.finished
+            status = await proc.wait()
+    assert status == ExitStatus(exit_code=None, signal="SIGTERM")
+    await wait_group_gone(proc.pgid)
+
+
+async def test_sigterm_ignored_escalates_to_sigkill(tmp_path: Path) -> None:
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, 'trap "" TERM; echo ready; sleep 30', tmp_path, collector)
+            await collector.wait_for(b"ready")
+            await proc.terminate(grace=0.3)
+            status = await proc.wait()
+    assert status == ExitStatus(exit_code=None, signal="SIGKILL")
+    assert live_members(proc.pgid) == []
+    await wait_group_gone(proc.pgid)
+
+
+async def test_terminate_kills_grandchildren(tmp_path: Path) -> None:
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, "sleep 30 & echo ready; sleep 30", tmp_path, collector)
+            await collector.wait_for(b"ready")
+            await wait_until(lambda: len(live_members(proc.pgid)) >= 3)
+            await proc.terminate(grace=0.3)
+            assert live_members(proc.pgid) == []
+            assert (await proc.wait()).signal == "SIGTERM"
+    await wait_group_gone(proc.pgid)
+
+
+async def test_terminate_when_child_exited_but_grandchild_holds_stdout(tmp_path: Path) -> None:
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, "sleep 30 & echo started; exit 5", tmp_path, collector)
+            await collector.wait_for(b"started")
+            await wait_until(lambda: proc.exited)
+            assert proc.exit_status == ExitStatus(5, None)
+            # The grandchild still holds the pipe: wait() keeps waiting for the output.
+            with anyio.move_on_after(0.3):
+                await proc.wait()
+                pytest.fail("wait() returned although the pipe is still open")
+            assert not proc.finished
+            assert live_members(proc.pgid)
+            await proc.terminate(grace=0.3)
+            assert proc.finished
+            status = await proc.wait()
+    assert status == ExitStatus(5, None)
+    assert collector.data == b"started\n"
+    await wait_group_gone(proc.pgid)
+
+
+async def test_terminate_gives_up_on_pipe_held_outside_group(tmp_path: Path) -> None:
+    collector = Collector()
+    escaped_pid = 0
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                proc = await start_shell(tg, "setsid sleep 30 & echo $!; sleep 30", tmp_path, collector)
+                await collector.wait_for(b"\n")
+                escaped_pid = int(collector.data.split()[0])
+                await proc.terminate(grace=0.3)
+                status = await proc.wait()
+        assert status == ExitStatus(None, "SIGTERM")
+        assert live_members(proc.pgid) == []
+        os.kill(escaped_pid, 0)  # out of reach of group signals, by design
+    finally:
+        if escaped_pid:
+            os.kill(escaped_pid, signal.SIGKILL)
+
+
+async def test_terminate_is_idempotent_and_safe_after_exit(tmp_path: Path) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, "sleep 30", tmp_path, Collector())
+            async with anyio.create_task_group() as callers:
+                for _ in range(3):
+                    callers.start_soon(proc.terminate, 0.3)
+            await proc.terminate()
+            assert (await proc.wait()).signal == "SIGTERM"
+
+            done = await start_shell(tg, "exit 0", tmp_path, Collector())
+            assert await done.wait() == ExitStatus(0, None)
+            await done.terminate()
+            await done.terminate()
+            done.kill_now()
+            assert await done.wait() == ExitStatus(0, None)
+
+
+async def test_kill_now(tmp_path: Path) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, "sleep 30 & sleep 30", tmp_path, Collector())
+            await wait_until(lambda: len(live_members(proc.pgid)) >= 3)
+            proc.kill_now()
+            status = await proc.wait()
+    assert status == ExitStatus(None, "SIGKILL")
+    await wait_group_gone(proc.pgid)
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+async def test_cancelling_task_group_kills_group(tmp_path: Path) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, "sleep 30 & sleep 30", tmp_path, Collector())
+            await wait_until(lambda: len(live_members(proc.pgid)) >= 3)
+            tg.cancel_scope.cancel()
+        assert proc.exit_status == ExitStatus(None, "SIGKILL")
+        assert live_members(proc.pgid) == []
+        await wait_group_gone(proc.pgid)
+
+
+async def test_cancelling_after_child_exit_kills_grandchildren(tmp_path: Path) -> None:
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, "sleep 30 & echo started", tmp_path, collector)
+            await collector.wait_for(b"started")
+            await wait_until(lambda: proc.exited)
+            assert live_members(proc.pgid)
+            tg.cancel_scope.cancel()
+        assert live_members(proc.pgid) == []
+        await wait_group_gone(proc.pgid)
+
+
+async def test_on_output_error_propagates_and_kills_group(tmp_path: Path) -> None:
+    async def broken(data: bytes) -> None:
+        raise RuntimeError("consumer failed")
+
+    proc: ManagedProcess | None = None
+    with anyio.fail_after(TIMEOUT), pytest.raises(BaseExceptionGroup) as info:
+        async with anyio.create_task_group() as tg:
+            proc = await ManagedProcess.start_shell(
+                "echo hi; sleep 30 & sleep 30", cwd=str(tmp_path), on_output=broken, task_group=tg
+            )
+    assert info.group_contains(RuntimeError, match="consumer failed")
+    assert proc is not None
+    assert live_members(proc.pgid) == []
+    await wait_group_gone(proc.pgid)
+
+
+# --------------------------------------------------------------------------- arguments / environment
+
+
+async def test_relative_cwd_rejected(tmp_path: Path) -> None:
+    async with anyio.create_task_group() as tg:
+        with pytest.raises(ValueError, match="absolute"):
+            await ManagedProcess.start(["true"], cwd="relative/dir", on_output=Collector(), task_group=tg)
+        with pytest.raises(ValueError):
+            await ManagedProcess.start([], cwd=str(tmp_path), on_output=Collector(), task_group=tg)
+        with pytest.raises(TypeError):
+            await ManagedProcess.start("true", cwd=str(tmp_path), on_output=Collector(), task_group=tg)
+
+
+async def test_cwd_is_used(tmp_path: Path) -> None:
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await ManagedProcess.start(["pwd", "-P"], cwd=tmp_path, on_output=collector, task_group=tg)
+            await proc.wait()
+    assert collector.data == str(tmp_path.resolve()).encode() + b"\n"
+
+
+async def test_env_is_passed_and_parent_env_inherited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACP_TEST_PARENT", "from-parent")
+    monkeypatch.setenv("ACP_TEST_OVERRIDE", "parent-value")
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(
+                tg,
+                'printf "%s|%s|%s" "$ACP_TEST_PARENT" "$ACP_TEST_CHILD" "$ACP_TEST_OVERRIDE"',
+                tmp_path,
+                collector,
+                env={"ACP_TEST_CHILD": "from-caller", "ACP_TEST_OVERRIDE": "caller-value"},
+            )
+            await proc.wait()
+    assert collector.data == b"from-parent|from-caller|caller-value"
+    assert "ACP_TEST_CHILD" not in os.environ
+
+
+async def test_stdin_is_devnull(tmp_path: Path) -> None:
+    collector = Collector()
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            proc = await start_shell(tg, "cat; echo done", tmp_path, collector)
+            await proc.wait()
+    assert collector.data == b"done\n"
+
+
+def test_shell_argv() -> None:
+    assert shell_argv("echo hi") == ["/bin/sh", "-c", "echo hi"]
+    assert shell_argv("x", shell="/bin/bash") == ["/bin/bash", "-c", "x"]
+
+
+# --------------------------------------------------------------------------- atexit safety net
+
+
+async def test_atexit_kills_leftover_groups(tmp_path: Path, anyio_backend: str) -> None:
+    script = textwrap.dedent(
+        f"""
+        import threading, anyio
+        from acp_agent.processes import ManagedProcess
+
+        started = threading.Event()
+        holder = []
+
+        async def noop(data):
+            pass
+
+        async def main():
+            async with anyio.create_task_group() as tg:
+                holder.append(await ManagedProcess.start_shell(
+                    "sleep 30 & sleep 30", cwd={str(tmp_path)!r}, on_output=noop, task_group=tg))
+                started.set()
+                await anyio.sleep_forever()
+
+        # The event loop runs in a daemon thread that is simply abandoned at exit, so
+        # no cancellation cleanup runs: only the atexit hook can kill the group.
+        threading.Thread(
+            target=anyio.run, args=(main,), kwargs={{"backend": {anyio_backend!r}}}, daemon=True
+        ).start()
+        started.wait(5)
+        print(holder[0].pgid, flush=True)
+        """
+    )
+    with anyio.fail_after(TIMEOUT):
+        result = await anyio.run_process(
+            [sys.executable, "-c", script], cwd=str(Path(__file__).resolve().parent.parent)
+        )
+        pgid = int(result.stdout.split()[0])
+        await wait_until(lambda: live_members(pgid) == [])
+        await wait_group_gone(pgid)
