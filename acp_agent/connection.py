@@ -13,6 +13,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final
 
 import anyio
@@ -44,11 +45,16 @@ class Method:
     """One incoming method: its parameter model (or ``None`` for a raw dict) and handler.
 
     The handler receives the validated params and returns the result: a pydantic model,
-    a plain dict, or ``None`` for ``{}``.
+    a plain dict, or ``None`` for ``{}``. Handlers run in their own tasks, so their start
+    order is up to the scheduler; work that must happen in arrival order (queueing a
+    prompt, applying a cancel) goes in ``prepare``, a plain function called while the
+    message is dispatched. Its return value is what ``handler`` then receives (or, with no
+    handler, the result); a :class:`RequestError` it raises is the answer.
     """
 
-    handler: Callable[[Any], Awaitable[Any]]
+    handler: Callable[[Any], Awaitable[Any]] | None
     params: type[BaseModel] | None = None
+    prepare: Callable[[Any], Any] | None = None
 
 
 @dataclass(slots=True)
@@ -451,8 +457,8 @@ def _error_from_dispatch(method: str, response: Any) -> dict[str, Any]:
     if err.code == ErrorCode.METHOD_NOT_FOUND:
         return RequestError.method_not_found(method).to_dict()
     error: dict[str, Any] = {"code": err.code, "message": err.message}
-    if err.code == ErrorCode.INVALID_PARAMS and err.message == "Invalid params":
-        error["message"] = "Invalid params: params do not fit the method"
+    if err.code == ErrorCode.INVALID_PARAMS and err.message == "Invalid params" and isinstance(err.data, str):
+        error["message"] = "Invalid params: params do not fit the method"  # signature binding failed
     elif err.data is not NODATA and err.data is not None:
         error["data"] = err.data
     return error
@@ -469,11 +475,20 @@ def _binder(method: Method) -> Callable[..., Any]:
                 raise JsonRpcError(
                     ErrorCode.INVALID_PARAMS, f"Invalid params: {describe_validation_error(exc)}"
                 ) from None
+        if method.prepare is not None:
+            try:
+                parsed = method.prepare(parsed)
+            except RequestError as exc:
+                raise JsonRpcError(exc.code, exc.message, exc.data) from None
         handler = method.handler
-        call.thunk = lambda: handler(parsed)
+        call.thunk = (lambda: handler(parsed)) if handler is not None else partial(_value, parsed)
         return Success(None)
 
     return bind
+
+
+async def _value(value: Any) -> Any:
+    return value
 
 
 def _dump(value: Any) -> bytes:

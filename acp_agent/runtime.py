@@ -42,7 +42,7 @@ from .schema import (
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
 )
-from .session import Session, SessionRecord, new_id
+from .session import Session, SessionRecord, _Job, new_id
 
 __all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
 
@@ -74,7 +74,7 @@ class AgentRuntime:
         requests: dict[str, Method] = {
             "initialize": Method(self._initialize, InitializeRequest),
             "session/new": Method(self._new_session, NewSessionRequest),
-            "session/prompt": Method(self._prompt, PromptRequest),
+            "session/prompt": Method(self._await_insertion, PromptRequest, prepare=self._queue_prompt),
             "session/resume": Method(self._resume, ResumeSessionRequest),
             "session/close": Method(self._close, CloseSessionRequest),
             "session/list": Method(self._list, ListSessionsRequest),
@@ -84,7 +84,9 @@ class AgentRuntime:
         if self.agent.implements("fork_session"):
             requests["session/fork"] = Method(self._fork, ForkSessionRequest)
         self.connection.requests.update(requests)
-        self.connection.notifications["session/cancel"] = Method(self._cancel, CancelSessionNotification)
+        self.connection.notifications["session/cancel"] = Method(
+            None, CancelSessionNotification, prepare=self._cancel
+        )
 
     # -- initialization (R21-R28) --------------------------------------------------------
 
@@ -267,20 +269,27 @@ class AgentRuntime:
             raise RequestError.session_not_found(session_id)
         return session
 
-    async def _prompt(self, request: PromptRequest) -> PromptResponse:
+    def _queue_prompt(self, request: PromptRequest) -> tuple[Session, _Job]:
+        # Runs while the request is dispatched, so prompts queue in arrival order (R56).
         session = self._active(request.session_id)
         self._check_prompt(request.prompt)
-        job = session.enqueue_prompt(list(request.prompt))
+        return session, session.enqueue_prompt(list(request.prompt))
+
+    async def _await_insertion(self, queued: tuple[Session, _Job]) -> PromptResponse:
+        session, job = queued
         try:
-            await job.inserted.wait()
-        except anyio.get_cancelled_exc_class():
-            if session.withdraw(job):
-                raise
-            # Already inserted: insertion cannot be undone, answer with its id (R16, R54).
-        if job.rejected is not None:
-            raise job.rejected
-        assert job.message_id is not None
-        return PromptResponse(message_id=job.message_id)
+            try:
+                await job.inserted.wait()
+            except anyio.get_cancelled_exc_class():
+                if session.withdraw(job):
+                    raise
+                # Already inserted: insertion cannot be undone, answer with its id (R16, R54).
+            if job.rejected is not None:
+                raise job.rejected
+            assert job.message_id is not None
+            return PromptResponse(message_id=job.message_id)
+        finally:
+            job.answered.set()
 
     def _check_prompt(self, prompt: list[ContentBlock]) -> None:
         if not prompt:
@@ -292,7 +301,7 @@ class AgentRuntime:
                     f"content block type {block_type!r} is not accepted", {"type": block_type}
                 )
 
-    async def _cancel(self, request: CancelSessionNotification) -> None:
+    def _cancel(self, request: CancelSessionNotification) -> None:
         session = self.sessions.get(request.session_id)
         if session is not None:
             session.cancel()

@@ -9,6 +9,7 @@ and the ``cancelled`` / ``error`` endings are decided in one place.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 import logging
@@ -102,6 +103,7 @@ class _Job:
     run: Callable[[], Awaitable[StopReason | None]] | None = None
     prompt: list[ContentBlock] | None = None
     inserted: anyio.Event = field(default_factory=anyio.Event)
+    answered: anyio.Event = field(default_factory=anyio.Event)
     message_id: str | None = None
     rejected: RequestError | None = None
 
@@ -268,7 +270,7 @@ class Session:
         """Patch session metadata (``title``, ``updated_at``, ``meta``); omitted fields stay."""
         if "title" in fields:
             self.record.title = fields["title"]
-        if "updated_at" in fields and fields["updated_at"]:
+        if fields.get("updated_at"):
             self.record.updated_at = fields["updated_at"]
         await self.send(SessionInfoUpdate(**fields))
 
@@ -391,10 +393,8 @@ class Session:
         """Take a held prompt back before insertion; returns False if it was already inserted."""
         if job.message_id is not None:
             return False
-        try:
+        with contextlib.suppress(ValueError):
             self._jobs.remove(job)
-        except ValueError:
-            pass
         job.rejected = error or RequestError.request_cancelled()
         job.inserted.set()
         return True
@@ -430,7 +430,7 @@ class Session:
         error: Error | None = None
         try:
             if job.prompt is not None:
-                self._insert(job)
+                await self._insert(job)
             if self._state != "running":
                 self._set_state("running")
             with scope:
@@ -458,15 +458,19 @@ class Session:
             self._set_state("idle", stop or "end_turn", error)
             self._fg_done.set()
 
-    def _insert(self, job: _Job) -> None:
-        """Insert a held prompt: give it an id, echo it, and release its request (R52, R53)."""
+    async def _insert(self, job: _Job) -> None:
+        """Insert a held prompt: give it an id, let its request answer, then echo it (R52, R53)."""
         assert job.prompt is not None
         job.message_id = new_id("msg_user")
         self.record.updated_at = _now()
         update = UserMessage(message_id=job.message_id, content=job.prompt)
         self.record.history.record(update)
-        self._send_nowait(update)
         job.inserted.set()
+        # The request answers the moment its handler returns; waiting for that keeps the
+        # wire order fixed: answer, user_message, running.
+        with anyio.CancelScope(shield=True):
+            await job.answered.wait()
+        self._send_nowait(update)
 
     # -- closing -------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ stdout is a pipe, a file or a socket.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
@@ -81,10 +82,8 @@ class FdSendStream(ByteSendStream):
 
     async def aclose(self) -> None:
         """Close the descriptor."""
-        try:
+        with contextlib.suppress(OSError):
             os.close(self._fd)
-        except OSError:
-            pass
 
 
 def _set_nonblocking(fd: int) -> None:
@@ -107,10 +106,8 @@ def _protocol_stdout() -> Iterator[int]:
         yield protocol_fd
     finally:
         sys.stdout = saved_stdout
-        try:
+        with contextlib.suppress(OSError):
             os.dup2(protocol_fd, 1)
-        except OSError:  # pragma: no cover
-            pass
 
 
 async def serve(

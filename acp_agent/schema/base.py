@@ -20,7 +20,17 @@ import types
 from collections.abc import Collection, Mapping
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, Union, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    StrictStr,
+    WrapSerializer,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticUndefined
 
@@ -40,6 +50,7 @@ __all__ = [
     "TerminalId",
     "ToolCallId",
     "WireModel",
+    "WithoutSessionUpdate",
     "discriminate_on",
     "to_json",
     "to_wire",
@@ -73,7 +84,7 @@ def _null_as_empty(value: Any) -> Any:
 
 
 EmptyIfNull: Final = BeforeValidator(_null_as_empty)
-"""Validator for non-nullable list fields the schema marks ``x-deserialize-default-on-null``: read ``null`` as ``[]``."""
+"""Reads ``null`` as ``[]`` on list fields the schema marks ``x-deserialize-default-on-null``."""
 
 
 # --------------------------------------------------------------------------- base model
@@ -100,9 +111,8 @@ class WireModel(BaseModel):
     after construction and ``exclude_unset`` serialization still emits them. The names are
     collected once per class into the ``_wire_constants`` frozenset.
 
-    A subclass can list constants in ``_container_tags`` to opt out: those are written by the
-    enclosing union instead (see ``ToolCallUpdate`` and the state updates, which appear with a
-    ``sessionUpdate`` tag inside ``session/update`` but without one elsewhere).
+    A ``session/update`` variant therefore serializes standalone with its ``sessionUpdate``
+    tag; the few places that embed a variant without the tag use :data:`WithoutSessionUpdate`.
     """
 
     model_config = ConfigDict(
@@ -111,16 +121,13 @@ class WireModel(BaseModel):
         extra="allow",
     )
 
-    _container_tags: ClassVar[frozenset[str]] = frozenset()
     _wire_constants: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         cls._wire_constants = frozenset(
-            name
-            for name, field in cls.model_fields.items()
-            if name not in cls._container_tags and _is_constant(field.annotation, field.default)
+            name for name, field in cls.model_fields.items() if _is_constant(field.annotation, field.default)
         )
 
     def model_post_init(self, context: Any, /) -> None:
@@ -140,6 +147,19 @@ def to_wire(model: BaseModel) -> dict[str, Any]:
 def to_json(model: BaseModel) -> bytes:
     """Compact UTF-8 JSON bytes of ``model``; the same content as :func:`to_wire`, serialized in Rust."""
     return model.__pydantic_serializer__.to_json(model, by_alias=True, exclude_unset=True)
+
+
+def _without_session_update(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+    data = handler(value)
+    if isinstance(data, dict):
+        data.pop("sessionUpdate", None)
+        data.pop("session_update", None)
+    return data
+
+
+WithoutSessionUpdate: Final = WrapSerializer(_without_session_update)
+"""Serializer for a ``session/update`` variant embedded in another object, where it has no
+``sessionUpdate`` key (``ToolCallPermissionSubject.toolCall``, ``SubagentUpdate.state``)."""
 
 
 # --------------------------------------------------------------------------- tagged unions

@@ -111,7 +111,7 @@ class PromptEmbeddedContextCapabilities(WireModel):
 
 
 class PromptCapabilities(WireModel):
-    """Optional content block types the Agent accepts in prompts (``text`` and ``resource_link`` always are)."""
+    """Optional block types the Agent accepts in prompts (``text`` and ``resource_link`` always are)."""
 
     image: PromptImageCapabilities | None = None
     audio: PromptAudioCapabilities | None = None
@@ -285,4 +285,3 @@ class SubagentSessionCapabilities(WireModel):
 
     cancel: SessionCancelCapabilities | None = None
     meta: Meta = None
-

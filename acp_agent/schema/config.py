@@ -62,11 +62,11 @@ class SessionConfigOption(WireModel):
     needs a boolean ``current_value``. Other ``type`` values are kept as received.
     """
 
-    type: SessionConfigOptionType
     config_id: str
     name: str
     description: str | None = None
     category: SessionConfigOptionCategory | None = None
+    type: SessionConfigOptionType
     current_value: SessionConfigValue = None
     options: SessionConfigSelectOptions | None = None
     meta: Meta = None

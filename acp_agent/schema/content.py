@@ -117,7 +117,7 @@ EmbeddedResourceResource: TypeAlias = TextResourceContents | BlobResourceContent
 
 
 class EmbeddedResource(WireModel):
-    """A resource with its contents inline; prompts may carry it only with ``session.prompt.embeddedContext``."""
+    """A resource with its contents inline; allowed in prompts with ``session.prompt.embeddedContext``."""
 
     type: Literal["resource"] = "resource"
     resource: EmbeddedResourceResource

@@ -1,30 +1,17 @@
-"""The JSON-RPC error object, the ACP error codes, and the structured ``data`` of ACP errors."""
+"""The JSON-RPC error object and the structured ``data`` of ACP errors.
 
-from enum import IntEnum
+The named error codes are in :class:`acp_agent.errors.ErrorCode`; any integer is a valid ``code``.
+"""
+
 from typing import Any
 
 from .base import Meta, ProtocolVersion, SessionId, WireModel
 
 __all__ = [
     "Error",
-    "ErrorCode",
     "SessionNotFoundErrorData",
     "UnsupportedProtocolVersionErrorData",
 ]
-
-
-class ErrorCode(IntEnum):
-    """The error codes ACP names. Any other integer is also a valid code."""
-
-    PARSE_ERROR = -32700
-    INVALID_REQUEST = -32600
-    METHOD_NOT_FOUND = -32601
-    INVALID_PARAMS = -32602
-    INTERNAL_ERROR = -32603
-    REQUEST_CANCELLED = -32800
-    AUTH_REQUIRED = -32000
-    RESOURCE_NOT_FOUND = -32002
-    UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
 class Error(WireModel):

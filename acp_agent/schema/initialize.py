@@ -54,7 +54,7 @@ class AuthMethodAgent(WireModel):
 
 
 class AuthMethodTerminal(WireModel):
-    """Auth method the Client runs by re-launching the Agent's command (plus ``args`` / ``env``) in a terminal.
+    """Auth method the Client runs by re-launching the Agent's command (plus ``args``/``env``) itself.
 
     Offer it only when the Client advertised ``capabilities.auth.terminal``.
     """

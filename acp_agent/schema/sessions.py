@@ -130,7 +130,7 @@ _McpServers: TypeAlias = Annotated[list[McpServer], EmptyIfNull]
 
 
 class SystemPrompt(WireModel):
-    """[unstable] Client-supplied system prompt content (``append`` always allowed, ``override`` if advertised)."""
+    """[unstable] Client system prompt content (``append`` always allowed, ``override`` if advertised)."""
 
     mode: SystemPromptMode
     content: list[ContentBlock]
@@ -281,7 +281,7 @@ class ListSessionsResponse(WireModel):
 
 
 class SetSessionConfigOptionRequest(WireModel):
-    """Params of ``session/set_config_option``: ``type="id"`` with a value id, or ``type="boolean"`` with a bool."""
+    """Params of ``session/set_config_option``: ``type="id"`` + a value id, or ``type="boolean"`` + a bool."""
 
     session_id: SessionId
     config_id: str
@@ -297,7 +297,7 @@ class SetSessionConfigOptionResponse(WireModel):
     meta: Meta = None
 
 
-# --------------------------------------------------------------------------- [unstable] archive, status, title
+# ------------------------------------------------------------------ [unstable] archive, status, title
 
 
 class ArchiveSessionRequest(WireModel):

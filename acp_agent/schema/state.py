@@ -1,15 +1,25 @@
 """Session state snapshots (``state_update``) and the background-work list they carry.
 
-The state classes carry ``session_update = "state_update"`` so they can be passed directly as
-a ``session/update``; that tag is written by the ``session/update`` union only, because the
-same snapshots appear without it as ``SubagentUpdate.state`` and ``SessionStatusResponse.state``.
+The state classes carry ``session_update = "state_update"`` (always emitted) so they serialize
+as a complete ``session/update`` variant. The same snapshots also appear embedded, without
+the tag, as ``SubagentUpdate.state`` and ``SessionStatusResponse.state``: those fields are
+typed :data:`NestedStateUpdate`, which drops it.
 """
 
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
 
-from pydantic import Field, SerializerFunctionWrapHandler, Tag, WrapSerializer
+from pydantic import Field, Tag
 
-from .base import UNKNOWN_TAG, Meta, SessionId, TerminalId, ToolCallId, WireModel, discriminate_on
+from .base import (
+    UNKNOWN_TAG,
+    Meta,
+    SessionId,
+    TerminalId,
+    ToolCallId,
+    WireModel,
+    WithoutSessionUpdate,
+    discriminate_on,
+)
 from .errors import Error
 
 __all__ = [
@@ -106,8 +116,6 @@ class Usage(WireModel):
 class RunningStateUpdate(WireModel):
     """``state_update`` snapshot: foreground work is in progress."""
 
-    _container_tags: ClassVar[frozenset[str]] = frozenset({"session_update"})
-
     session_update: Literal["state_update"] = "state_update"
     state: Literal["running"] = "running"
     background: list[BackgroundWork] | None = None
@@ -116,8 +124,6 @@ class RunningStateUpdate(WireModel):
 
 class RequiresActionStateUpdate(WireModel):
     """``state_update`` snapshot: all foreground work waits for the user."""
-
-    _container_tags: ClassVar[frozenset[str]] = frozenset({"session_update"})
 
     session_update: Literal["state_update"] = "state_update"
     state: Literal["requires_action"] = "requires_action"
@@ -131,8 +137,6 @@ class IdleStateUpdate(WireModel):
     ``error`` accompanies ``stop_reason="error"``; ``usage`` [unstable] belongs only on the idle
     that ends the work, never on repeated or resume snapshots.
     """
-
-    _container_tags: ClassVar[frozenset[str]] = frozenset({"session_update"})
 
     session_update: Literal["state_update"] = "state_update"
     state: Literal["idle"] = "idle"
@@ -150,8 +154,6 @@ class UnknownStateUpdate(WireModel):
     (``_custom`` or future ones) validate as :class:`OtherStateUpdate`.
     """
 
-    _container_tags: ClassVar[frozenset[str]] = frozenset({"session_update"})
-
     session_update: Literal["state_update"] = "state_update"
     state: Literal["unknown"] = "unknown"
     background: list[BackgroundWork] | None = None
@@ -159,9 +161,7 @@ class UnknownStateUpdate(WireModel):
 
 
 class OtherStateUpdate(WireModel):
-    """A ``state_update`` snapshot with a state this SDK does not know (``_custom`` or future), kept as received."""
-
-    _container_tags: ClassVar[frozenset[str]] = frozenset({"session_update"})
+    """A ``state_update`` with a state this SDK does not know (``_custom`` or future), kept as received."""
 
     session_update: Literal["state_update"] = "state_update"
     state: str
@@ -178,16 +178,6 @@ StateUpdate: TypeAlias = Annotated[
 """A foreground-state snapshot, tagged by ``state``."""
 
 
-def _without_session_update(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
-    """Serialize a nested snapshot, which never carries ``sessionUpdate`` outside ``session/update``."""
-    data = handler(value)
-    if isinstance(data, dict):
-        data.pop("sessionUpdate", None)
-        data.pop("session_update", None)
-    return data
-
-
-NestedStateUpdate: TypeAlias = Annotated[StateUpdate, WrapSerializer(_without_session_update)]
-"""A state snapshot embedded in another object (``SubagentUpdate.state``, ``SessionStatusResponse.state``).
-
-It never carries ``sessionUpdate``, even when the instance was parsed from a ``session/update``."""
+NestedStateUpdate: TypeAlias = Annotated[StateUpdate, WithoutSessionUpdate]
+"""A state snapshot embedded in another object (``SubagentUpdate.state``, ``SessionStatusResponse.state``),
+serialized without the ``sessionUpdate`` key."""

@@ -1,6 +1,6 @@
 """Tool calls: the ``tool_call_update`` upsert, its content items and the content chunk."""
 
-from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, Tag
 
@@ -43,7 +43,9 @@ ToolKind: TypeAlias = (
 )
 """What a tool call does (a UI hint). A new tool call starts as ``"other"``."""
 
-ToolCallStatus: TypeAlias = Literal["pending", "in_progress", "paused", "completed", "failed", "cancelled"] | str
+ToolCallStatus: TypeAlias = (
+    Literal["pending", "in_progress", "paused", "completed", "failed", "cancelled"] | str
+)
 """Lifecycle of a tool call; ``completed`` / ``failed`` / ``cancelled`` are final. Unknown = still running."""
 
 DiffFileType: TypeAlias = Literal["text", "binary", "directory", "symlink"] | str
@@ -164,11 +166,8 @@ class ToolCallUpdate(WireModel):
     Every field except ``tool_call_id`` is tri-state: omit it to keep the stored value, pass
     ``None`` to clear it (``status=None`` resets to ``pending`` -- never do that once started),
     or pass a value to replace it. The same object is the ``toolCall`` of a permission subject,
-    where it carries no ``sessionUpdate`` tag, so the tag here is written by ``session/update``
-    only (it stays out of a standalone :func:`~acp_agent.schema.to_wire` dump).
+    which drops the ``sessionUpdate`` key.
     """
-
-    _container_tags: ClassVar[frozenset[str]] = frozenset({"session_update"})
 
     session_update: Literal["tool_call_update"] = "tool_call_update"
     tool_call_id: ToolCallId

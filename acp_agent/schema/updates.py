@@ -7,9 +7,9 @@ Every variant class carries its ``session_update`` constant as a default, so a v
 constructed without naming it: ``AgentMessageChunk(message_id="m1", content=TextContent(text="hi"))``.
 """
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
 
-from pydantic import Field, SerializerFunctionWrapHandler, Tag, WrapSerializer
+from pydantic import Field, Tag
 
 from .base import (
     UNKNOWN_TAG,
@@ -207,7 +207,7 @@ class UsageUpdate(WireModel):
 
 
 class Notice(WireModel):
-    """``notice``: a live, fire-and-forget message for the user; never carries anything needed for correctness."""
+    """``notice``: a live, fire-and-forget message for the user; never needed for correctness."""
 
     session_update: Literal["notice"] = "notice"
     severity: NoticeSeverity
@@ -263,16 +263,6 @@ class UnknownSessionUpdate(WireModel):
 # --------------------------------------------------------------------------- the union
 
 
-def _with_session_update(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
-    """Write the ``sessionUpdate`` tag of a variant that leaves it to its container."""
-    data = handler(value)
-    if isinstance(data, dict) and "sessionUpdate" not in data:
-        data = {"sessionUpdate": value.session_update, **data}
-    return data
-
-
-_Tagged = WrapSerializer(_with_session_update)
-
 SessionUpdate: TypeAlias = Annotated[
     Annotated[UserMessageChunk, Tag("user_message_chunk")]
     | Annotated[UserMessage, Tag("user_message")]
@@ -280,9 +270,9 @@ SessionUpdate: TypeAlias = Annotated[
     | Annotated[AgentMessage, Tag("agent_message")]
     | Annotated[AgentThoughtChunk, Tag("agent_thought_chunk")]
     | Annotated[AgentThought, Tag("agent_thought")]
-    | Annotated[StateUpdate, _Tagged, Tag("state_update")]
+    | Annotated[StateUpdate, Tag("state_update")]
     | Annotated[ToolCallContentChunk, Tag("tool_call_content_chunk")]
-    | Annotated[ToolCallUpdate, _Tagged, Tag("tool_call_update")]
+    | Annotated[ToolCallUpdate, Tag("tool_call_update")]
     | Annotated[TerminalUpdate, Tag("terminal_update")]
     | Annotated[TerminalOutputChunk, Tag("terminal_output_chunk")]
     | Annotated[PlanUpdate, Tag("plan_update")]

@@ -161,6 +161,9 @@ class Client:
             self._apply(message)
         if self.on_message is not None:
             self.on_message(entry)
+        self._notify_change()
+
+    def _notify_change(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
 
@@ -193,6 +196,7 @@ class Client:
         slot: dict[str, Any] = {"params": params, "done": done}
         key = len(self.pending_permissions)
         self.pending_permissions[key] = slot
+        self._notify_change()
         try:
             await done.wait()
         finally:

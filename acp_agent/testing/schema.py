@@ -1,0 +1,106 @@
+"""Validate agent-to-client traffic against the official ACP v2 JSON Schema.
+
+Each message the agent sent is checked twice: against the schema's top-level envelope
+for agent messages, and its params (or, for an answer, its result) against the exact
+``$defs`` entry for that method, found through the schema's ``x-method`` / ``x-side``
+annotations. Answers are matched to the client's requests by id.
+
+Needs the ``jsonschema`` package and a schema file (the test suite uses the one shipped
+in the pinned ``@agentclientprotocol/sdk`` npm package).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .client import TranscriptEntry
+
+__all__ = ["SchemaValidator", "default_schema_path"]
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def default_schema_path() -> Path:
+    """The official unstable v2 schema from the pinned npm package (``tests/interop``)."""
+    return _REPO / "tests/interop/node_modules/@agentclientprotocol/sdk/schema/v2/schema.unstable.json"
+
+
+class SchemaValidator:
+    """Checks agent-to-client messages against one schema file."""
+
+    def __init__(self, schema_path: str | Path | None = None) -> None:
+        from jsonschema import Draft202012Validator
+
+        path = Path(schema_path) if schema_path is not None else default_schema_path()
+        self.schema: dict[str, Any] = json.loads(path.read_text())
+        self._defs: dict[str, Any] = self.schema["$defs"]
+        self._validator_cls = Draft202012Validator
+        envelopes = {entry.get("title"): entry for entry in self.schema["anyOf"]}
+        self._envelope = self._compile({"anyOf": [envelopes["Agent"], envelopes["ProtocolLevel"]]})
+        self._cache: dict[str, Any] = {}
+        self._by_method: dict[tuple[str, str], str] = {}
+        for name, definition in self._defs.items():
+            method = definition.get("x-method")
+            if method is None:
+                continue
+            for suffix in ("Request", "Response", "Notification"):
+                if name.endswith(suffix):
+                    self._by_method[(method, suffix)] = name
+
+    def _compile(self, schema: dict[str, Any]) -> Any:
+        return self._validator_cls({**schema, "$defs": self._defs})
+
+    def _def_validator(self, name: str) -> Any:
+        validator = self._cache.get(name)
+        if validator is None:
+            validator = self._cache[name] = self._compile({"$ref": f"#/$defs/{name}"})
+        return validator
+
+    def check(self, message: Any, answered_method: str | None = None) -> list[str]:
+        """Problems with one agent-sent message (empty when valid).
+
+        ``answered_method`` is the method of the client request this message answers.
+        """
+        problems = [_describe(e) for e in self._envelope.iter_errors(message)][:1]
+        if not isinstance(message, dict):
+            return problems or ["not a JSON object"]
+        method = message.get("method")
+        if method is not None:
+            suffix = "Request" if "id" in message else "Notification"
+            name = self._by_method.get((method, suffix))
+            if name is None and not str(method).startswith("_"):
+                problems.append(f"no schema definition for {suffix.lower()} {method!r}")
+            elif name is not None:
+                problems += [f"{name}: {_describe(e)}" for e in self._def_validator(name).iter_errors(
+                    message.get("params"))]
+        elif "result" in message and answered_method is not None:
+            name = self._by_method.get((answered_method, "Response"))
+            if name is not None:
+                problems += [f"{name}: {_describe(e)}" for e in self._def_validator(name).iter_errors(
+                    message["result"])]
+        return problems
+
+    def check_transcript(self, transcript: Iterable[TranscriptEntry]) -> list[str]:
+        """Problems with every agent-sent message of a transcript, each naming the message."""
+        asked: dict[tuple[type, Any], str] = {}
+        problems: list[str] = []
+        for entry in transcript:
+            message = entry.message
+            if entry.direction == "client->agent":
+                if isinstance(message, dict) and "method" in message and "id" in message:
+                    asked[(type(message["id"]), message["id"])] = message["method"]
+                continue
+            method = None
+            if isinstance(message, dict) and "method" not in message and "id" in message:
+                method = asked.pop((type(message["id"]), message["id"]), None)
+            for problem in self.check(message, method):
+                problems.append(f"{problem}\n    in {json.dumps(message)[:500]}")
+        return problems
+
+
+def _describe(error: Any) -> str:
+    path = "/".join(str(p) for p in error.absolute_path)
+    return f"at '{path}': {error.message[:300]}"
