@@ -9,6 +9,7 @@ through the one :class:`~acp_agent.framing.Writer`.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -484,7 +485,18 @@ def _binder(method: Method) -> Callable[..., Any]:
         call.thunk = (lambda: handler(parsed)) if handler is not None else partial(_value, parsed)
         return Success(None)
 
+    # jsonrpcserver checks every call against the handler's signature; a precomputed
+    # signature spares it re-inspecting the function each time (about half its cost).
+    bind.__signature__ = _BIND_SIGNATURE  # type: ignore[attr-defined]
     return bind
+
+
+_BIND_SIGNATURE: Final = inspect.Signature(
+    [
+        inspect.Parameter("call", inspect.Parameter.POSITIONAL_ONLY),
+        inspect.Parameter("params", inspect.Parameter.VAR_KEYWORD),
+    ]
+)
 
 
 async def _value(value: Any) -> Any:
