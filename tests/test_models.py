@@ -215,7 +215,19 @@ from acp_agent.schema.methods import AGENT_METHODS, CLIENT_METHODS, PROTOCOL_MET
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "shared" / "spec"
 REFERENCE_FILE = SPEC_DIR / "ACP-V2-AGENT-REFERENCE.md"
-SCHEMA_FILE = SPEC_DIR / "acp-v2-schema.unstable.json"
+# The official schema: the shared spec copy, or the byte-identical one in the pinned npm package.
+SCHEMA_FILE = next(
+    (
+        path
+        for path in (
+            SPEC_DIR / "acp-v2-schema.unstable.json",
+            Path(__file__).resolve().parent
+            / "interop/node_modules/@agentclientprotocol/sdk/schema/v2/schema.unstable.json",
+        )
+        if path.exists()
+    ),
+    SPEC_DIR / "acp-v2-schema.unstable.json",
+)
 
 needs_schema = pytest.mark.skipif(
     not SCHEMA_FILE.exists(), reason=f"the unstable ACP JSON Schema is not available at {SCHEMA_FILE}"
