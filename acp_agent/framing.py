@@ -137,6 +137,10 @@ class Writer:
     async def send(self, data: bytes) -> None:
         """Queue one serialized message, then wait while the queue is over its high-water mark."""
         self.send_nowait(data)
+        await self.backpressure()
+
+    async def backpressure(self) -> None:
+        """Wait while more than ``high_water`` messages are queued (the peer is not reading)."""
         while len(self._queue) > self._high_water and not self._broken:
             await self._space.wait()
 

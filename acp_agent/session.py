@@ -13,8 +13,9 @@ import contextlib
 import contextvars
 import itertools
 import logging
+import os
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -24,6 +25,7 @@ import orjson
 from anyio.abc import TaskGroup
 from pydantic import BaseModel
 
+from .background import BackgroundRegistry, Entity
 from .errors import RequestError, SessionClosedError
 from .history import History
 from .permissions import NOT_APPROVED, PermissionOutcome, read_outcome
@@ -34,6 +36,7 @@ from .schema import (
     AgentThoughtChunk,
     AvailableCommand,
     AvailableCommandsUpdate,
+    BackgroundWork,
     ConfigOptionUpdate,
     ContentBlock,
     Error,
@@ -48,12 +51,23 @@ from .schema import (
     RunningStateUpdate,
     SessionConfigOption,
     SessionInfoUpdate,
+    TerminalExitStatus,
+    TerminalSize,
+    TerminalUpdate,
     TextContent,
     ToolCallContentChunk,
+    ToolCallPermissionSubject,
     ToolCallUpdate,
     UsageUpdate,
     UserMessage,
 )
+from .schema import (
+    Terminal as TerminalContent,
+)
+from .terminals import CANCEL_CAPABILITIES as TERMINAL_CANCEL
+from .terminals import DEFAULT_GRACE, Terminal, command_text
+from .tool_calls import _CANCEL as TOOL_CALL_CANCEL
+from .tool_calls import ToolCall
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -156,6 +170,11 @@ class Session:
             + orjson.dumps(record.session_id)
             + b',"update":'
         )
+        self.background = BackgroundRegistry()
+        """Every tool call, terminal and child of this session, and the ``background`` list."""
+        self._last_list: list[BackgroundWork] | None = None
+        self._batch_depth = 0
+        self._list_dirty = False
         self.mcp_servers: list[Any] = []
         self.data: dict[str, Any] = {}
         """Free space for agent code to keep per-session state."""
@@ -208,10 +227,30 @@ class Session:
     # -- sending updates ---------------------------------------------------------------
 
     async def send(self, update: BaseModel) -> None:
-        """Send one ``session/update`` for this session (any variant but ``state_update``)."""
+        """Send one ``session/update`` for this session (any variant but ``state_update``).
+
+        Tool call and terminal updates are checked first: an illegal move raises
+        :class:`~acp_agent.background.ToolCallStateError` and nothing is sent (R97).
+        """
+        self.emit(update)
+        await self.drain_backpressure()
+
+    def emit(self, update: BaseModel, *, detach: bool | None = None) -> None:
+        """Queue one update now (no waiting); see :meth:`send`.
+
+        ``detach`` sets whether a tool call / terminal this update creates is background work.
+        """
         self._check_sendable(update)
+        registry = self.background
+        registry.check(update)
         self.record.history.record(update)
-        await self._conn.writer.send(self._frame(update))
+        self._conn.writer.send_nowait(self._frame(update))
+        if registry.observe(update, foreground=_FOREGROUND.get() is self, detach=detach):
+            self._list_changed()
+
+    async def drain_backpressure(self) -> None:
+        """Wait while the client is behind on reading (bounded output queue)."""
+        await self._conn.writer.backpressure()
 
     def _frame(self, update: BaseModel) -> bytes:
         return (
@@ -301,12 +340,16 @@ class Session:
         *,
         subject: Any = None,
         description: str | None = None,
+        on_behalf_of: Entity | None = None,
     ) -> PermissionOutcome:
         """Ask the user; returns the typed outcome (only ``outcome.allowed`` permits).
 
-        Called from foreground work, the session reports ``requires_action`` while the
-        answer is pending and ``running`` after (R59, R60); ``session/cancel`` withdraws
-        the request with ``$/cancel_request`` and it resolves as not approved (R66, R67).
+        From foreground work the session reports ``requires_action`` while the answer is
+        pending and ``running`` after (R59, R60), and ``session/cancel`` withdraws the
+        request with ``$/cancel_request`` so it resolves as not approved (R66, R67).
+        On behalf of listed background work (``ToolCall.request_permission``,
+        ``Terminal.request_permission``) the state does not change (R61) and a snapshot
+        listing the item goes out first (R110).
         """
         if not options:
             raise ValueError("a permission request needs at least one option")
@@ -321,12 +364,19 @@ class Session:
         if description is not None:
             fields["description"] = description
         params = RequestPermissionRequest(**fields)
-        foreground = _FOREGROUND.get() is self
+        if isinstance(subject, ToolCallPermissionSubject):
+            self.background.check(subject.tool_call)
+        background = on_behalf_of is not None and on_behalf_of.detached and not on_behalf_of.final
+        if background and (self._last_list is None or self.background.listing() != self._last_list):
+            self.repeat_state()  # R110: the client sees the item listed before the request
+        foreground = not background and _FOREGROUND.get() is self
         if foreground:
             self._blocked += 1
             if self._blocked == 1 and self._state == "running":
                 self._set_state("requires_action")
         try:
+            if isinstance(subject, ToolCallPermissionSubject):
+                self.background.observe(subject.tool_call)  # R82: the subject patches the tool call
             result = await self._conn.request("session/request_permission", params)
         except RequestError:
             return NOT_APPROVED
@@ -339,15 +389,178 @@ class Session:
                     self._set_state("running")
         return read_outcome(result, options)
 
+    # -- tool calls, terminals, scheduled work --------------------------------------------
+
+    async def start_tool_call(
+        self,
+        title: str,
+        *,
+        kind: str | None = None,
+        name: str | None = None,
+        status: str = "pending",
+        detach: bool = False,
+        **fields: Any,
+    ) -> ToolCall:
+        """Announce a new tool call (``title``, ``kind``, ``name``: R74) and return its handle.
+
+        Extra keyword fields (``raw_input``, ``content``, ``locations``, ``meta``) go into
+        the announcing update. ``detach=True`` makes it background work at once.
+        """
+        announce: dict[str, Any] = {"title": title, "status": status, **fields}
+        if kind is not None:
+            announce["kind"] = kind
+        if name is not None:
+            announce["name"] = name
+        tool_call_id = new_id("call")
+        self.emit(ToolCallUpdate(tool_call_id=tool_call_id, **announce), detach=detach)
+        entity = self.background.entity("tool_call", tool_call_id)
+        if detach:
+            entity.own_work = True
+        tool = entity.handle = ToolCall(self, entity)
+        await self.drain_backpressure()
+        return tool
+
+    async def start_terminal(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        tool_call: ToolCall | None = None,
+        detach: bool = False,
+        cancellable: bool = True,
+        grace: float = DEFAULT_GRACE,
+        size: tuple[int, int] | None = None,
+        tail_limit: int = 1024 * 1024,
+        flush_bytes: int = 64 * 1024,
+        flush_interval: float = 0.02,
+    ) -> Terminal:
+        """Start a process in its own process group and announce it as a terminal.
+
+        A string runs under ``sh -c``; a sequence is an argv. ``cwd`` defaults to the
+        session's (it must be absolute, R34); ``env`` is added to the agent's environment.
+        With ``tool_call``, the terminal is added to that tool call's content. Output is
+        streamed as it comes; the exit is reported after the last byte. ``detach=True``
+        starts it as background work; otherwise foreground work owns it until
+        :meth:`Terminal.detach`. ``cancellable`` offers ``terminal/cancel`` (SIGTERM, then
+        SIGKILL after ``grace`` seconds).
+        """
+        if tool_call is not None and tool_call.session is not self:
+            raise ValueError("that tool call belongs to another session")
+        text, argv = command_text(command)
+        cwd = cwd or self.cwd
+        if not os.path.isabs(cwd):
+            raise ValueError("a terminal's cwd must be an absolute path")
+        terminal_id = new_id("term")
+        announce: dict[str, Any] = {"command": text, "cwd": cwd}
+        if cancellable:
+            announce["capabilities"] = TERMINAL_CANCEL
+        if size is not None:
+            announce["size"] = TerminalSize(cols=size[0], rows=size[1])
+        entity = self.background.entity("terminal", terminal_id)
+        terminal = Terminal(self, entity, text, cwd, grace)
+        entity.handle = terminal
+        if tool_call is not None:
+            terminal.tool_call_id = tool_call.id
+        with self.batch():
+            self.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
+            if tool_call is not None:
+                self.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=TerminalContent(
+                    terminal_id=terminal_id)))
+                if detach and not tool_call.final:
+                    self.set_detached(tool_call._entity, True)
+            try:
+                await terminal._start(argv, env, tail_limit, flush_bytes, flush_interval)
+            except BaseException:
+                self.emit(TerminalUpdate(terminal_id=terminal_id, exit_status=TerminalExitStatus(
+                    exit_code=None, signal=None), **({"capabilities": None} if cancellable else {})))
+                raise
+        if cancellable:
+            entity.cancel = terminal._request_cancel
+        await self.drain_backpressure()
+        return terminal
+
+    async def schedule(
+        self,
+        delay: float,
+        work: Callable[[], Awaitable[StopReason | None]],
+        *,
+        title: str = "Wake up",
+        name: str | None = "schedule_wakeup",
+        repeat: float | None = None,
+    ) -> ToolCall:
+        """Schedule foreground work: a tool call that stays ``pending`` (listed) until it fires.
+
+        One-shot: after ``delay`` seconds the tool call completes and ``work`` starts as new
+        foreground work in the same step (R95). With ``repeat``, it fires every ``repeat``
+        seconds after the first and stays ``pending`` until cancelled. Either way it offers
+        ``tool_call/cancel``.
+        """
+        tool = await self.start_tool_call(title, kind="other", name=name, detach=True,
+                                          capabilities=TOOL_CALL_CANCEL)
+        scope = anyio.CancelScope()
+        tool._entity.cancel = scope.cancel
+
+        async def timer() -> None:
+            with scope:
+                await anyio.sleep(delay)
+                while repeat is not None:
+                    self.start_foreground(work, now=True)
+                    await anyio.sleep(repeat)
+            if self._closing or tool.final:
+                return
+            if scope.cancel_called:
+                await tool.cancel()
+            else:
+                await tool.complete(follow_up=work)
+
+        self.spawn(timer)
+        return tool
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    @property
+    def task_group(self) -> TaskGroup:
+        """The session's task group: work in it outlives turns and ends with the session."""
+        if self._tg is None:
+            raise SessionClosedError(f"session {self.id} is not running")
+        return self._tg
+
+    @property
+    def closing(self) -> bool:
+        """True once ``session/close`` (or the end of the connection) began."""
+        return self._closing
+
+    def spawn(self, func: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run ``func(*args)`` as background work of this session (not foreground work)."""
+
+        async def background() -> None:
+            _FOREGROUND.set(None)
+            try:
+                await func(*args)
+            except SessionClosedError:
+                pass
+            except Exception:
+                logger.exception("acp: background task of session %s failed", self.id)
+
+        self.task_group.start_soon(background)
+
     # -- foreground state ----------------------------------------------------------
 
     def _snapshot(self, state: ForegroundState, stop_reason: StopReason | None, error: Error | None) -> BaseModel:
-        """The one builder of this session's ``state_update`` snapshots."""
+        """The one builder of this session's ``state_update`` snapshots.
+
+        Every snapshot carries the complete ``background`` list computed from what was
+        already sent (R91), so it can only name announced, live items (R93, R94).
+        """
+        listing = self.background.listing()
+        self._last_list = listing
+        self._list_dirty = False
         if state == "running":
-            return RunningStateUpdate()
+            return RunningStateUpdate(background=listing)
         if state == "requires_action":
-            return RequiresActionStateUpdate()
-        fields: dict[str, Any] = {}
+            return RequiresActionStateUpdate(background=listing)
+        fields: dict[str, Any] = {"background": listing}
         if stop_reason is not None:
             fields["stop_reason"] = stop_reason
         if error is not None:
@@ -365,17 +578,53 @@ class Session:
         """Re-send the current state without a stop reason (R62: not a new completion)."""
         self._send_nowait(self._snapshot(self._state, None, None))
 
+    def _list_changed(self) -> None:
+        """Entity state changed: re-send the state if the list differs from the last one sent (R92)."""
+        if self._batch_depth:
+            self._list_dirty = True
+        elif self.background.listing() != self._last_list:
+            self.repeat_state()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Coalesce list changes made inside the block into at most one snapshot at its end.
+
+        Entity updates still go out at once, in order; only the repeated ``state_update``
+        waits, so it can never precede an update it depends on.
+        """
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+            if not self._batch_depth and self._list_dirty:
+                self._list_dirty = False
+                self._list_changed()
+
+    def set_detached(self, entity: Entity, detached: bool, *, also_tool_call: str | None = None) -> None:
+        """Move an item between foreground and background work (and re-send the list)."""
+        with self.batch():
+            entity.detached = detached
+            if also_tool_call is not None:
+                tool = self.background.get("tool_call", also_tool_call)
+                if tool is not None and not tool.final:
+                    tool.detached = detached
+            self._list_dirty = True
+
     # -- foreground work -------------------------------------------------------------
 
-    def start_foreground(self, work: Callable[[], Awaitable[StopReason | None]]) -> None:
+    def start_foreground(self, work: Callable[[], Awaitable[StopReason | None]], *, now: bool = False) -> None:
         """Queue agent-initiated foreground work (no prompt); it runs after current work.
 
         ``work`` returns the stop reason (``None`` means ``end_turn``). The session reports
-        ``running`` when it starts and ``idle`` with the stop reason when it ends.
+        ``running`` when it starts and ``idle`` with the stop reason when it ends. With
+        ``now``, ``running`` is reported immediately (in the current snapshot batch).
         """
         if self._closing:
             raise SessionClosedError(f"session {self.id} is closed")
         self._enqueue(_Job(run=work))
+        if now and self._state == "idle":
+            self._set_state("running")
 
     def enqueue_prompt(self, prompt: list[ContentBlock]) -> _Job:
         """Hold a prompt until the worker inserts it (arrival order, R56)."""
@@ -455,8 +704,34 @@ class Session:
             _FOREGROUND.reset(token)
             self._fg_scope = None
             self._blocked = 0
+            with anyio.CancelScope(shield=True):
+                await self._end_foreground_items(stop or "cancelled")
             self._set_state("idle", stop or "end_turn", error)
             self._fg_done.set()
+
+    async def _end_foreground_items(self, stop: StopReason) -> None:
+        """Finalize what the ended foreground work left unfinished (R68, R108).
+
+        Detached (listed) work is untouched. Unfinished foreground tool calls get a final
+        status, foreground processes are stopped and report their exit, all before ``idle``.
+        """
+        status = "failed" if stop == "error" else "cancelled"
+        terminals: list[Terminal] = []
+        for entity in list(self.background.entities.values()):
+            if entity.detached or entity.final or not entity.announced:
+                continue
+            if entity.kind == "tool_call":
+                fields: dict[str, Any] = {"status": status}
+                if entity.cancel_advertised:
+                    fields["capabilities"] = None
+                self.emit(ToolCallUpdate(tool_call_id=entity.id, **fields))
+            elif entity.kind == "terminal" and isinstance(entity.handle, Terminal):
+                terminals.append(entity.handle)
+        if terminals:
+            with anyio.move_on_after(DEFAULT_GRACE + 2):
+                async with anyio.create_task_group() as tg:
+                    for terminal in terminals:
+                        tg.start_soon(_stop_and_wait, terminal)
 
     async def _insert(self, job: _Job) -> None:
         """Insert a held prompt: give it an id, let its request answer, then echo it (R52, R53)."""
@@ -493,6 +768,12 @@ class Session:
             with anyio.move_on_after(timeout, shield=True):
                 await self._stopped.wait()
         self._closed = True
+        self.background.clear()
+
+
+async def _stop_and_wait(terminal: Terminal) -> None:
+    await terminal.cancel()
+    await terminal.wait()
 
 
 def _blocks(content: str | Sequence[ContentBlock]) -> list[ContentBlock]:

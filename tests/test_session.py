@@ -270,7 +270,9 @@ async def test_session_cancel() -> None:  # R56, R65, R68
             client.cancel(sid)
         assert errors == [-32800]
         view = await client.wait_idle(sid)
-        assert view.updates[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+        assert view.updates[-1] == {
+            "sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled", "background": []
+        }
         # a prompt sent after the cancel is not affected by it
         view = await client.prompt_and_wait(sid, "echo after")
         assert view.stop_reason == "end_turn"

@@ -1,0 +1,258 @@
+"""The ``BackgroundRegistry``: every terminal, tool call and child a session knows.
+
+It sees each entity update before it reaches the wire (:meth:`BackgroundRegistry.observe`),
+refuses illegal moves there (R97), and computes the ``background`` list from entity state
+alone (:meth:`BackgroundRegistry.listing`). The session asks it for the list whenever it
+builds a snapshot, and re-sends its state whenever the list changed. Because an entity's
+update is sent before the registry reflects it, and the list is always recomputed from
+what was sent, the ordering rules hold by construction:
+
+- announce before listing (R93): only announced entities can be listed;
+- finalize before removing (R94): an item leaves the list because its final status or
+  ``exitStatus`` was observed (sent) first, or because its work re-attached;
+- every snapshot carries the list (R91), and a changed list is re-sent (R92).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel
+
+from .schema import (
+    BackgroundSubagent,
+    BackgroundTerminal,
+    BackgroundToolCall,
+    BackgroundWork,
+    SubagentUpdate,
+    Terminal,
+    TerminalUpdate,
+    ToolCallContentChunk,
+    ToolCallUpdate,
+)
+
+__all__ = ["FINAL_STATUSES", "BackgroundRegistry", "Entity", "ToolCallStateError"]
+
+FINAL_STATUSES: Final = frozenset({"completed", "failed", "cancelled"})
+"""Tool call statuses after which nothing may change (R97)."""
+
+Kind = Literal["tool_call", "terminal", "subagent"]
+
+
+class ToolCallStateError(ValueError):
+    """An update that would break the tool call / terminal lifecycle rules; nothing was sent."""
+
+
+@dataclass(slots=True, eq=False)
+class Entity:
+    """What the registry knows about one terminal, tool call or child session."""
+
+    kind: Kind
+    id: str
+    announced: bool = False
+    final: bool = False
+    detached: bool = False
+    status: str = "pending"
+    started: bool = False
+    cancel_advertised: bool = False
+    terminals: list[str] = field(default_factory=list)
+    """Tool calls: terminals their content references (R88)."""
+    own_work: bool = False
+    """Tool calls: whether something besides referenced terminals keeps them alive."""
+    child_state: Any = None
+    """Children: the latest mirrored state snapshot (a ``StateUpdate`` model) or ``None``."""
+    cancel: Callable[[], Any] | None = None
+    """The cancel path offered to the client, if any."""
+    handle: Any = None
+    """The author's handle (``ToolCall`` or ``Terminal``), when created through one."""
+
+
+class BackgroundRegistry:
+    """Entity state of one session and the ``background`` list computed from it."""
+
+    def __init__(self) -> None:
+        self.entities: dict[tuple[Kind, str], Entity] = {}
+
+    def get(self, kind: Kind, entity_id: str) -> Entity | None:
+        """The entity of that kind and id, if known."""
+        return self.entities.get((kind, entity_id))
+
+    def entity(self, kind: Kind, entity_id: str) -> Entity:
+        """The entity of that kind and id, created (unannounced) if new."""
+        key = (kind, entity_id)
+        found = self.entities.get(key)
+        if found is None:
+            found = self.entities[key] = Entity(kind, entity_id)
+        return found
+
+    def clear(self) -> None:
+        """Forget everything (the session was closed)."""
+        self.entities.clear()
+
+    # -- the gate every entity update passes --------------------------------------------
+
+    def check(self, update: BaseModel) -> None:
+        """Raise :class:`ToolCallStateError` if sending ``update`` would break R97 / R71."""
+        if isinstance(update, ToolCallUpdate):
+            self._check_tool_call(update)
+        elif isinstance(update, ToolCallContentChunk):
+            found = self.get("tool_call", update.tool_call_id)
+            if found is not None and found.final:
+                raise ToolCallStateError(f"tool call {update.tool_call_id} has ended; its content is final")
+        elif isinstance(update, TerminalUpdate):
+            found = self.get("terminal", update.terminal_id)
+            fields = update.model_fields_set
+            if found is not None and found.final and "exit_status" in fields and update.exit_status is None:
+                raise ToolCallStateError(f"terminal {update.terminal_id} has exited; its exit cannot be undone")
+
+    def _check_tool_call(self, update: ToolCallUpdate) -> None:
+        found = self.get("tool_call", update.tool_call_id)
+        fields = update.model_fields_set - {"session_update", "tool_call_id"}
+        if found is None or not fields:
+            return
+        if found.final:
+            raise ToolCallStateError(
+                f"tool call {update.tool_call_id} is {found.status}; a final status never changes (R97)"
+            )
+        if "status" in fields:
+            new = update.status
+            if new is None or new == "pending":
+                if found.started:
+                    raise ToolCallStateError(
+                        f"tool call {update.tool_call_id} has started; its status never goes back to pending (R97)"
+                    )
+            elif new == "paused" and not found.started:
+                raise ToolCallStateError(f"tool call {update.tool_call_id} never started; it cannot be paused")
+
+    def observe(self, update: BaseModel, *, foreground: bool = False, detach: bool | None = None) -> bool:
+        """Apply an update that is being sent; returns True if it may change the list.
+
+        An item first seen here is background work when created outside foreground work,
+        unless ``detach`` says otherwise.
+        """
+        is_new = self._entity_of(update) is None
+        changed = self._apply(update)
+        entity = self._entity_of(update)
+        if entity is not None:
+            wanted = detach if detach is not None else not foreground if is_new else entity.detached
+            if entity.detached != wanted:
+                entity.detached = wanted
+                changed = True
+        return changed
+
+    def _entity_of(self, update: BaseModel) -> Entity | None:
+        if isinstance(update, (ToolCallUpdate, ToolCallContentChunk)):
+            return self.get("tool_call", update.tool_call_id)
+        if isinstance(update, TerminalUpdate):
+            return self.get("terminal", update.terminal_id)
+        if isinstance(update, SubagentUpdate):
+            return self.get("subagent", update.session_id)
+        return None
+
+    def _apply(self, update: BaseModel) -> bool:
+        if isinstance(update, ToolCallUpdate):
+            return self._observe_tool_call(update.tool_call_id, update)
+        if isinstance(update, ToolCallContentChunk):
+            content = update.content
+            if isinstance(content, Terminal):
+                found = self.entity("tool_call", update.tool_call_id)
+                found.terminals.append(content.terminal_id)
+                return found.announced
+            return False
+        if isinstance(update, TerminalUpdate):
+            found = self.entity("terminal", update.terminal_id)
+            fields = update.model_fields_set
+            changed = not found.announced
+            found.announced = True
+            if "exit_status" in fields:
+                changed |= found.final != (update.exit_status is not None)
+                found.final = update.exit_status is not None
+            if "capabilities" in fields:
+                found.cancel_advertised = bool(update.capabilities and update.capabilities.cancel is not None)
+            return changed
+        if isinstance(update, SubagentUpdate):
+            found = self.entity("subagent", update.session_id)
+            found.announced = True
+            if "state" in update.model_fields_set:
+                found.child_state = update.state
+            if "capabilities" in update.model_fields_set:
+                found.cancel_advertised = bool(update.capabilities and update.capabilities.cancel is not None)
+            return True
+        return False
+
+    def observe_subject(self, tool_call: ToolCallUpdate) -> None:
+        """A permission subject's ``toolCall`` patches the tool call like an update (R82)."""
+        self._check_tool_call(tool_call)
+        self._observe_tool_call(tool_call.tool_call_id, tool_call)
+
+    def _observe_tool_call(self, tool_call_id: str, update: ToolCallUpdate) -> bool:
+        found = self.entity("tool_call", tool_call_id)
+        fields = update.model_fields_set
+        changed = not found.announced
+        found.announced = True
+        if "status" in fields:
+            status = update.status or "pending"
+            changed |= found.status != status
+            found.status = status
+            if status not in ("pending",):
+                found.started = True
+            found.final = status in FINAL_STATUSES
+        if "content" in fields:
+            found.terminals = [c.terminal_id for c in update.content or [] if isinstance(c, Terminal)]
+            changed = True
+        if "capabilities" in fields:
+            found.cancel_advertised = bool(update.capabilities and update.capabilities.cancel is not None)
+        return changed
+
+    # -- the list -----------------------------------------------------------------------
+
+    def listing(self) -> list[BackgroundWork]:
+        """The ``background`` list: detached, announced, live work, each piece once."""
+        items: list[BackgroundWork] = []
+        listed_terminals: set[str] = set()
+        for entity in self.entities.values():
+            if entity.kind == "terminal" and self._listed(entity):
+                listed_terminals.add(entity.id)
+        for entity in self.entities.values():
+            if not self._listed(entity):
+                continue
+            if entity.kind == "terminal":
+                items.append(BackgroundTerminal(terminal_id=entity.id))
+            elif entity.kind == "tool_call":
+                covered = not entity.own_work and any(t in listed_terminals for t in entity.terminals)
+                if not covered:  # R88: one shell is one task
+                    items.append(BackgroundToolCall(tool_call_id=entity.id))
+            else:
+                items.append(BackgroundSubagent(session_id=entity.id))
+        return items
+
+    def _listed(self, entity: Entity) -> bool:
+        if not (entity.announced and entity.detached) or entity.final:
+            return False
+        if entity.kind == "subagent":
+            return _child_busy(entity.child_state)
+        return True
+
+    def listed_ids(self) -> set[tuple[str, str]]:
+        """``(kind, id)`` of every item in the current list."""
+        out: set[tuple[str, str]] = set()
+        for item in self.listing():
+            if isinstance(item, BackgroundTerminal):
+                out.add(("terminal", item.terminal_id))
+            elif isinstance(item, BackgroundToolCall):
+                out.add(("tool_call", item.tool_call_id))
+            elif isinstance(item, BackgroundSubagent):
+                out.add(("subagent", item.session_id))
+        return out
+
+
+def _child_busy(state: Any) -> bool:
+    """R90: a child is listed while not idle, or while its own list is non-empty or unreported."""
+    if state is None:
+        return True
+    if getattr(state, "state", None) != "idle":
+        return True
+    background = getattr(state, "background", None)
+    return background is None or len(background) > 0

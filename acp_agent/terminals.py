@@ -1,0 +1,163 @@
+"""Agent-owned terminals backed by real processes.
+
+:meth:`Session.start_terminal` announces the terminal (``command``, ``cwd``, and
+``capabilities.cancel``), starts the process in its own process group, streams its output
+as base64 ``terminal_output_chunk`` updates (coalesced, never dropped, with back-pressure
+on the pipe), and reports ``exitStatus`` after the last byte of output. While foreground
+work awaits the process it is not listed; :meth:`Terminal.detach` (or ``detach=True``)
+makes it background work, listed until it exits (R85, R88, R96).
+
+``terminal/cancel`` stops the process group (SIGTERM, then SIGKILL after a grace period);
+the terminal and its output are kept, and no tool call changes because of it (R103, R105).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .background import Entity
+from .processes import DEFAULT_TERMINATE_GRACE, ExitStatus, ManagedProcess
+from .schema import (
+    CommandPermissionSubject,
+    PermissionOption,
+    TerminalCancelCapabilities,
+    TerminalCapabilities,
+    TerminalExitStatus,
+    TerminalOutputChunk,
+    TerminalUpdate,
+)
+
+if TYPE_CHECKING:
+    from .permissions import PermissionOutcome
+    from .session import Session
+
+__all__ = ["ExitStatus", "Terminal"]
+
+logger = logging.getLogger(__name__)
+
+
+class Terminal:
+    """A handle on one process-backed terminal. Create it with :meth:`Session.start_terminal`."""
+
+    def __init__(self, session: Session, entity: Entity, command: str, cwd: str, grace: float) -> None:
+        self.session = session
+        self._entity = entity
+        self.command = command
+        self.cwd = cwd
+        self.grace = grace
+        self.process: ManagedProcess | None = None
+        self.tool_call_id: str | None = None
+        self._exited = anyio.Event()
+        self._exit: ExitStatus | None = None
+
+    @property
+    def id(self) -> str:
+        """The ``terminalId``."""
+        return self._entity.id
+
+    @property
+    def exit_status(self) -> ExitStatus | None:
+        """How the process ended, once its exit was reported."""
+        return self._exit
+
+    @property
+    def detached(self) -> bool:
+        """True while the terminal is background work."""
+        return self._entity.detached
+
+    def __repr__(self) -> str:
+        return f"Terminal({self.id!r}, {self.command!r}, exit={self._exit})"
+
+    def tail(self) -> bytes:
+        """The retained tail of the output."""
+        return self.process.tail() if self.process is not None else b""
+
+    async def wait(self) -> ExitStatus:
+        """Wait until the process exited and its exit was reported."""
+        await self._exited.wait()
+        assert self._exit is not None
+        return self._exit
+
+    def detach(self) -> None:
+        """Hand the process to the background: it is listed until it exits.
+
+        A tool call that launched it and is still live stays unlisted (the terminal
+        stands for the work, R88).
+        """
+        self.session.set_detached(self._entity, True, also_tool_call=self.tool_call_id)
+
+    async def cancel(self, grace: float | None = None) -> None:
+        """Stop the process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        if self.process is not None:
+            await self.process.terminate(self.grace if grace is None else grace)
+
+    def _request_cancel(self) -> None:
+        self.session.spawn(self.cancel)
+
+    async def request_permission(
+        self, title: str, options: Sequence[PermissionOption], *, description: str | None = None
+    ) -> PermissionOutcome:
+        """Ask the user on behalf of this terminal's work; the subject names it (R109, R110)."""
+        fields: dict[str, Any] = {"command": self.command, "cwd": self.cwd, "terminal_id": self.id}
+        if self.tool_call_id is not None:
+            fields["tool_call_id"] = self.tool_call_id
+        return await self.session.request_permission(
+            title, options, subject=CommandPermissionSubject(**fields), description=description,
+            on_behalf_of=self._entity,
+        )
+
+    # -- running -----------------------------------------------------------------------
+
+    async def _start(self, argv: Sequence[str] | None, env: Mapping[str, str] | None, tail_limit: int,
+                     flush_bytes: int, flush_interval: float) -> None:
+        options: dict[str, Any] = {
+            "cwd": self.cwd,
+            "env": env,
+            "on_output": self._on_output,
+            "task_group": self.session.task_group,
+            "tail_limit": tail_limit,
+            "flush_bytes": flush_bytes,
+            "flush_interval": flush_interval,
+        }
+        if argv is None:
+            self.process = await ManagedProcess.start_shell(self.command, **options)
+        else:
+            self.process = await ManagedProcess.start(argv, **options)
+        self.session.spawn(self._watch_exit)
+
+    async def _on_output(self, data: bytes) -> None:
+        if self.session.closing:
+            return
+        await self.session.send(TerminalOutputChunk(terminal_id=self.id, data=base64.b64encode(data).decode()))
+
+    async def _watch_exit(self) -> None:
+        assert self.process is not None
+        status = await self.process.wait()
+        self._exit = status
+        self._entity.cancel = None
+        if not self.session.closing:
+            fields: dict[str, Any] = {
+                "exit_status": TerminalExitStatus(exit_code=status.exit_code, signal=status.signal)
+            }
+            if self._entity.cancel_advertised:
+                fields["capabilities"] = None  # R100
+            await self.session.send(TerminalUpdate(terminal_id=self.id, **fields))
+        self._exited.set()
+
+
+def command_text(command: str | Sequence[str]) -> tuple[str, list[str] | None]:
+    """The display command and, for an argv, the argv itself (a string runs under ``sh -c``)."""
+    if isinstance(command, str):
+        return command, None
+    argv = list(command)
+    return shlex.join(argv), argv
+
+
+CANCEL_CAPABILITIES = TerminalCapabilities(cancel=TerminalCancelCapabilities())
+DEFAULT_GRACE = DEFAULT_TERMINATE_GRACE

@@ -1,0 +1,253 @@
+"""Tool call handles: the author's side of a tool call's whole life.
+
+A :class:`ToolCall` is created announced (``title``, ``kind``, ``name``: R74) and then moves
+through ``pending`` → ``in_progress`` (⇄ ``paused``) → ``completed`` / ``failed`` /
+``cancelled``. Its status never moves backwards and never changes once final (the registry
+refuses such updates before they are sent). A tool call can outlive the prompt that started
+it: :meth:`ToolCall.run` runs a body in the session's task group (it survives the end of the
+turn and ``session/cancel``), and :meth:`ToolCall.detach` lists it as background work.
+``capabilities.cancel`` is advertised exactly while the tool call has a cancel path, and
+cleared in the update that reports its end (R98-R100).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .background import Entity
+from .schema import (
+    Content,
+    ContentBlock,
+    Diff,
+    PermissionOption,
+    Terminal,
+    TextContent,
+    ToolCallCancelCapabilities,
+    ToolCallCapabilities,
+    ToolCallContent,
+    ToolCallContentChunk,
+    ToolCallPermissionSubject,
+    ToolCallUpdate,
+    UnknownToolCallContent,
+)
+
+if TYPE_CHECKING:
+    from .permissions import PermissionOutcome
+    from .session import Session, StopReason
+
+__all__ = ["ToolCall", "ToolCallBody"]
+
+logger = logging.getLogger(__name__)
+
+ToolCallBody = Callable[["ToolCall"], Awaitable[Any]]
+"""The work behind a tool call: ``async def body(tool) -> raw_output | None``."""
+
+_CANCEL = ToolCallCapabilities(cancel=ToolCallCancelCapabilities())
+
+
+class ToolCall:
+    """A handle on one tool call of a session. Create it with :meth:`Session.start_tool_call`."""
+
+    def __init__(self, session: Session, entity: Entity) -> None:
+        self.session = session
+        self._entity = entity
+        self._done = anyio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._cancel_handler: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def id(self) -> str:
+        """The ``toolCallId``."""
+        return self._entity.id
+
+    @property
+    def status(self) -> str:
+        """The status last sent to the client."""
+        return self._entity.status
+
+    @property
+    def final(self) -> bool:
+        """True once the tool call reached ``completed``, ``failed`` or ``cancelled``."""
+        return self._entity.final
+
+    @property
+    def detached(self) -> bool:
+        """True while the tool call is background work (listed unless its terminal is)."""
+        return self._entity.detached
+
+    @property
+    def cancellable(self) -> bool:
+        """True while the client may send ``tool_call/cancel`` for it."""
+        return self._entity.cancel_advertised
+
+    def __repr__(self) -> str:
+        return f"ToolCall({self.id!r}, status={self.status!r})"
+
+    # -- updates -------------------------------------------------------------------------
+
+    async def update(self, **fields: Any) -> None:
+        """Patch the tool call: exactly the fields passed are sent (``None`` clears a field)."""
+        await self.session.send(ToolCallUpdate(tool_call_id=self.id, **fields))
+        if self._entity.final:
+            self._finished()
+
+    async def append(self, content: str | ContentBlock | ToolCallContent) -> None:
+        """Append one content item (a string becomes text content)."""
+        if isinstance(content, str):
+            content = Content(content=TextContent(text=content))
+        elif not isinstance(content, (Content, Diff, Terminal, UnknownToolCallContent)):
+            content = Content(content=content)  # a bare content block
+        await self.session.send(ToolCallContentChunk(tool_call_id=self.id, content=content))
+
+    async def start(self, **fields: Any) -> None:
+        """Report ``in_progress`` (the work began)."""
+        await self.update(status="in_progress", **fields)
+
+    async def pause(self, **fields: Any) -> None:
+        """Report ``paused``: started, suspended until :meth:`resume` (still listed if detached)."""
+        await self.update(status="paused", **fields)
+
+    async def resume(self, **fields: Any) -> None:
+        """Report ``in_progress`` again after :meth:`pause`."""
+        await self.update(status="in_progress", **fields)
+
+    async def complete(self, *, follow_up: Callable[[], Awaitable[StopReason | None]] | None = None,
+                       **fields: Any) -> None:
+        """Report ``completed``.
+
+        ``follow_up`` starts new foreground work in the same step: the snapshot that drops
+        this tool call from the list already says ``running`` (R95).
+        """
+        await self._end("completed", follow_up, fields)
+
+    async def fail(self, **fields: Any) -> None:
+        """Report ``failed``."""
+        await self._end("failed", None, fields)
+
+    async def cancel(self, **fields: Any) -> None:
+        """Report ``cancelled`` (the work was stopped or discarded)."""
+        await self._end("cancelled", None, fields)
+
+    async def _end(self, status: str, follow_up: Callable[[], Awaitable[Any]] | None, fields: dict[str, Any]
+                   ) -> None:
+        if self._entity.cancel_advertised and "capabilities" not in fields:
+            fields["capabilities"] = None  # R100: stop offering cancel in the update that ends it
+        update = ToolCallUpdate(tool_call_id=self.id, status=status, **fields)
+        if follow_up is None:
+            await self.session.send(update)
+        else:
+            with self.session.batch():
+                self.session.emit(update)
+                self.session.start_foreground(follow_up, now=True)
+            await self.session.drain_backpressure()
+        self._finished()
+
+    def _finished(self) -> None:
+        self._entity.cancel = None
+        self._done.set()
+
+    async def wait(self) -> None:
+        """Wait until the tool call reached a final status."""
+        await self._done.wait()
+
+    # -- background ------------------------------------------------------------------------
+
+    def detach(self) -> None:
+        """Make this tool call background work: it is listed until it ends (R85, R89)."""
+        self._entity.own_work = True
+        self.session.set_detached(self._entity, True)
+
+    async def set_cancel_handler(self, handler: Callable[[], Awaitable[None]] | None) -> None:
+        """Offer ``tool_call/cancel`` with ``handler`` as the way to stop the work (or withdraw it).
+
+        The handler runs in the session's task group once the client's cancel is accepted;
+        if the tool call is still not final when it returns, it is reported ``cancelled``.
+        """
+        self._cancel_handler = handler
+        self._entity.cancel = self._request_cancel if handler is not None else None
+        if self.final:
+            return
+        want = handler is not None
+        if want != self._entity.cancel_advertised:
+            await self.update(capabilities=_CANCEL if want else None)
+
+    def _request_cancel(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+        elif self._cancel_handler is not None:
+            self.session.spawn(self._run_cancel_handler)
+
+    async def _run_cancel_handler(self) -> None:
+        assert self._cancel_handler is not None
+        try:
+            await self._cancel_handler()
+        except Exception:
+            logger.exception("acp: cancel handler of tool call %s failed", self.id)
+        if not self.final:
+            await self.cancel()
+
+    def run(self, body: ToolCallBody, *, detach: bool = True, cancellable: bool = True) -> None:
+        """Run ``body(self)`` as this tool call's work, in the session's task group.
+
+        The work survives the end of the turn and ``session/cancel``. It reports
+        ``in_progress`` when it starts, ``completed`` (with the body's return value as
+        ``rawOutput``) when it returns, ``failed`` if it raises and ``cancelled`` if a
+        ``tool_call/cancel`` stops it. ``detach`` lists it as background work at once.
+        """
+        if self._scope is not None or self.final:
+            raise RuntimeError(f"tool call {self.id} already has work or has ended")
+        self._scope = anyio.CancelScope()
+        self._entity.own_work = True
+        if cancellable:
+            self._entity.cancel = self._request_cancel
+        if detach:
+            self.session.set_detached(self._entity, True)
+        self.session.spawn(self._run_body, body, cancellable)
+
+    async def _run_body(self, body: ToolCallBody, cancellable: bool) -> None:
+        scope = self._scope
+        assert scope is not None
+        try:
+            if self.status != "in_progress" or (cancellable and not self.cancellable):
+                fields: dict[str, Any] = {}
+                if self.status != "in_progress":
+                    fields["status"] = "in_progress"
+                if cancellable and not self.cancellable:
+                    fields["capabilities"] = _CANCEL
+                await self.update(**fields)
+            result: Any = None
+            failed: BaseException | None = None
+            with scope:
+                try:
+                    result = await body(self)
+                except Exception as exc:
+                    failed = exc
+        finally:
+            self._scope = None
+        if self.final or self.session.closing:
+            return
+        if scope.cancelled_caught or scope.cancel_called:
+            await self.cancel()
+        elif failed is not None:
+            logger.warning("acp: tool call %s failed: %r", self.id, failed)
+            await self.fail(raw_output={"error": str(failed)[:500]})
+        else:
+            await self.complete(**({"raw_output": result} if result is not None else {}))
+
+    async def request_permission(
+        self, title: str, options: Sequence[PermissionOption], *, description: str | None = None
+    ) -> PermissionOutcome:
+        """Ask the user on behalf of this tool call; the subject references it (R109).
+
+        For a listed tool call the request does not change the foreground state (R61), is
+        sent only after a snapshot listing it (R110), and survives ``session/cancel`` (R107).
+        """
+        subject = ToolCallPermissionSubject(tool_call=ToolCallUpdate(tool_call_id=self.id))
+        return await self.session.request_permission(
+            title, options, subject=subject, description=description, on_behalf_of=self._entity
+        )
+
