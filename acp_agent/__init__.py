@@ -6,6 +6,7 @@ The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and e
 """
 
 from .agent import Agent
+from .background import BackgroundRegistry, ToolCallStateError
 from .errors import ErrorCode, RequestError, SessionClosedError
 from .permissions import PermissionOutcome
 from .schema import (
@@ -23,14 +24,18 @@ from .schema import (
 )
 from .session import MessageStream, Session, StopReason
 from .stdio import run_stdio, serve, serve_stdio
+from .terminals import ExitStatus, Terminal
+from .tool_calls import ToolCall
 
 __all__ = [
     "Agent",
     "AudioContent",
     "AvailableCommand",
+    "BackgroundRegistry",
     "ContentBlock",
     "EmbeddedResource",
     "ErrorCode",
+    "ExitStatus",
     "ImageContent",
     "MessageStream",
     "PermissionOption",
@@ -42,7 +47,10 @@ __all__ = [
     "SessionClosedError",
     "SessionConfigOption",
     "StopReason",
+    "Terminal",
     "TextContent",
+    "ToolCall",
+    "ToolCallStateError",
     "ToolCallUpdate",
     "run_stdio",
     "serve",

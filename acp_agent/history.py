@@ -65,6 +65,13 @@ _CHUNKS: Final[dict[type[BaseModel], type[BaseModel]]] = {
 }
 
 
+_KINDS: Final[dict[str, type[BaseModel]]] = {
+    "tool_call": ToolCallUpdate,
+    "terminal": TerminalUpdate,
+    "subagent": SubagentUpdate,
+}
+
+
 @dataclass(slots=True)
 class _Entry:
     kind: type[BaseModel]
@@ -120,16 +127,27 @@ class History:
     def replay(self) -> Iterator[BaseModel]:
         """One full update per retained entity, in order of first appearance."""
         for entry in self._entries.values():
-            fields = dict(entry.fields)
-            collection = _UPSERTS.get(entry.kind, ("", ""))[1]
-            if collection and (entry.text is not None or collection in fields):
-                items = list(fields.get(collection) or [])
-                if entry.text is not None:
-                    items.append(TextContent(text="".join(entry.text)))
-                fields[collection] = items
-            if entry.output is not None:
-                fields["output"] = TerminalOutput(data=base64.b64encode(bytes(entry.output)).decode())
-            yield entry.kind(**fields)
+            yield self._rebuild(entry)
+
+    def _rebuild(self, entry: _Entry) -> BaseModel:
+        fields = dict(entry.fields)
+        collection = _UPSERTS.get(entry.kind, ("", ""))[1]
+        if collection and (entry.text is not None or collection in fields):
+            items = list(fields.get(collection) or [])
+            if entry.text is not None:
+                items.append(TextContent(text="".join(entry.text)))
+            fields[collection] = items
+        if entry.output is not None:
+            fields["output"] = TerminalOutput(data=base64.b64encode(bytes(entry.output)).decode())
+        return entry.kind(**fields)
+
+    def current(self, kind: str, entity_id: str) -> BaseModel | None:
+        """The full present state of one tool call, terminal or child, as one update."""
+        full = _KINDS.get(kind)
+        entry = self._entries.get((full, entity_id)) if full is not None else None
+        if entry is None:
+            return None
+        return self._rebuild(entry)
 
     # -- folding -----------------------------------------------------------------------
 

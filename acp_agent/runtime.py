@@ -22,6 +22,8 @@ from .connection import Connection, Method
 from .errors import ErrorCode, RequestError
 from .schema import (
     CancelSessionNotification,
+    CancelTerminalRequest,
+    CancelToolCallRequest,
     CloseSessionRequest,
     ContentBlock,
     DeleteSessionRequest,
@@ -80,6 +82,8 @@ class AgentRuntime:
             "session/list": Method(self._list, ListSessionsRequest),
             "session/delete": Method(self._delete, DeleteSessionRequest),
             "session/set_config_option": Method(self._set_config_option, SetSessionConfigOptionRequest),
+            "tool_call/cancel": Method(None, CancelToolCallRequest, prepare=self._cancel_tool_call),
+            "terminal/cancel": Method(None, CancelTerminalRequest, prepare=self._cancel_terminal),
         }
         if self.agent.implements("fork_session"):
             requests["session/fork"] = Method(self._fork, ForkSessionRequest)
@@ -208,10 +212,15 @@ class AgentRuntime:
             await self.agent.resume_session(session)
         else:
             session.mcp_servers = list(request.mcp_servers or [])
-        # R40: replay, then the current snapshot, then the answer.
+        # R40: replay, then re-announce listed work, then the current snapshot, then the answer.
         if replay:
             for update in record.history.replay():
                 session._send_nowait(update)
+        else:
+            for kind, item_id in session.background.listed_ids():
+                current = record.history.current(kind, item_id)
+                if current is not None:
+                    session._send_nowait(current)  # R113: the item's full present state
         session.repeat_state()
         return ResumeSessionResponse(**_lists(session))
 
@@ -305,6 +314,28 @@ class AgentRuntime:
         session = self.sessions.get(request.session_id)
         if session is not None:
             session.cancel()
+
+    # -- per-item cancels (R101-R105) -----------------------------------------------------
+
+    def _cancel_tool_call(self, request: CancelToolCallRequest) -> dict[str, Any]:
+        session = self._active(request.session_id)
+        entity = session.background.get("tool_call", request.tool_call_id)
+        if entity is None or entity.final or not entity.cancel_advertised or entity.cancel is None:
+            raise RequestError.invalid_params(
+                "the tool call is unknown, finished or not cancellable", {"toolCallId": request.tool_call_id}
+            )
+        entity.cancel()  # accepted: the handle confirms with a final status (R101)
+        return {}
+
+    def _cancel_terminal(self, request: CancelTerminalRequest) -> dict[str, Any]:
+        session = self._active(request.session_id)
+        entity = session.background.get("terminal", request.terminal_id)
+        if entity is None or entity.final or not entity.cancel_advertised or entity.cancel is None:
+            raise RequestError.invalid_params(
+                "the terminal is unknown, exited or not cancellable", {"terminalId": request.terminal_id}
+            )
+        entity.cancel()  # accepted: the exit is confirmed with exitStatus (R103)
+        return {}
 
     async def _set_config_option(self, request: SetSessionConfigOptionRequest) -> SetSessionConfigOptionResponse:
         session = self._active(request.session_id)

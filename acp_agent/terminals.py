@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import logging
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -55,6 +55,7 @@ class Terminal:
         self.tool_call_id: str | None = None
         self._exited = anyio.Event()
         self._exit: ExitStatus | None = None
+        self._exit_callbacks: list[Callable[[ExitStatus], None]] = []
 
     @property
     def id(self) -> str:
@@ -83,6 +84,10 @@ class Terminal:
         await self._exited.wait()
         assert self._exit is not None
         return self._exit
+
+    def on_exit(self, callback: Callable[[ExitStatus], None]) -> None:
+        """Call ``callback(status)`` right after the exit is reported, in the same snapshot batch."""
+        self._exit_callbacks.append(callback)
 
     def detach(self) -> None:
         """Hand the process to the background: it is listed until it exits.
@@ -147,7 +152,10 @@ class Terminal:
             }
             if self._entity.cancel_advertised:
                 fields["capabilities"] = None  # R100
-            await self.session.send(TerminalUpdate(terminal_id=self.id, **fields))
+            with self.session.batch():
+                self.session.emit(TerminalUpdate(terminal_id=self.id, **fields))
+                for callback in self._exit_callbacks:
+                    callback(status)
         self._exited.set()
 
 

@@ -37,7 +37,9 @@ from .schema import (
 
 if TYPE_CHECKING:
     from .permissions import PermissionOutcome
+    from .processes import ExitStatus
     from .session import Session, StopReason
+    from .terminals import Terminal as Terminal_
 
 __all__ = ["ToolCall", "ToolCallBody"]
 
@@ -134,16 +136,17 @@ class ToolCall:
 
     async def _end(self, status: str, follow_up: Callable[[], Awaitable[Any]] | None, fields: dict[str, Any]
                    ) -> None:
+        with self.session.batch():
+            self.end_now(status, **fields)
+            if follow_up is not None:
+                self.session.start_foreground(follow_up, now=True)
+        await self.session.drain_backpressure()
+
+    def end_now(self, status: str, **fields: Any) -> None:
+        """Send the final status at once, without waiting (for use inside ``session.batch()``)."""
         if self._entity.cancel_advertised and "capabilities" not in fields:
             fields["capabilities"] = None  # R100: stop offering cancel in the update that ends it
-        update = ToolCallUpdate(tool_call_id=self.id, status=status, **fields)
-        if follow_up is None:
-            await self.session.send(update)
-        else:
-            with self.session.batch():
-                self.session.emit(update)
-                self.session.start_foreground(follow_up, now=True)
-            await self.session.drain_backpressure()
+        self.session.emit(ToolCallUpdate(tool_call_id=self.id, status=status, **fields))
         self._finished()
 
     def _finished(self) -> None:
@@ -204,21 +207,22 @@ class ToolCall:
         self._entity.own_work = True
         if cancellable:
             self._entity.cancel = self._request_cancel
-        if detach:
-            self.session.set_detached(self._entity, True)
-        self.session.spawn(self._run_body, body, cancellable)
+        with self.session.batch():
+            fields: dict[str, Any] = {}
+            if self.status != "in_progress":
+                fields["status"] = "in_progress"
+            if cancellable and not self.cancellable:
+                fields["capabilities"] = _CANCEL
+            if fields:
+                self.session.emit(ToolCallUpdate(tool_call_id=self.id, **fields))
+            if detach:
+                self.session.set_detached(self._entity, True)
+        self.session.spawn(self._run_body, body)
 
-    async def _run_body(self, body: ToolCallBody, cancellable: bool) -> None:
+    async def _run_body(self, body: ToolCallBody) -> None:
         scope = self._scope
         assert scope is not None
         try:
-            if self.status != "in_progress" or (cancellable and not self.cancellable):
-                fields: dict[str, Any] = {}
-                if self.status != "in_progress":
-                    fields["status"] = "in_progress"
-                if cancellable and not self.cancellable:
-                    fields["capabilities"] = _CANCEL
-                await self.update(**fields)
             result: Any = None
             failed: BaseException | None = None
             with scope:
@@ -237,6 +241,21 @@ class ToolCall:
             await self.fail(raw_output={"error": str(failed)[:500]})
         else:
             await self.complete(**({"raw_output": result} if result is not None else {}))
+
+    def finish_with(self, terminal: Terminal_) -> None:
+        """End this tool call when ``terminal``'s process exits: ``completed`` on exit code 0,
+        ``failed`` otherwise (``rawOutput`` holds the exit), in the same step as the exit.
+
+        Until then the tool call stays live but is never listed next to its terminal: the
+        terminal stands for the work (R88).
+        """
+
+        def on_exit(status: ExitStatus) -> None:
+            if not self.final and not self.session.closing:
+                output = {"exitCode": status.exit_code, "signal": status.signal}
+                self.end_now("completed" if status.exit_code == 0 else "failed", raw_output=output)
+
+        terminal.on_exit(on_exit)
 
     async def request_permission(
         self, title: str, options: Sequence[PermissionOption], *, description: str | None = None

@@ -1,0 +1,131 @@
+"""An agent whose work outlives its turns: background processes, watchers, wake-ups, workflows.
+
+Run it as an ACP agent process:  python examples/background_agent.py
+
+Each prompt is one line; its first word picks the behaviour:
+
+    echo TEXT / any text   reply with TEXT
+    /bg CMD                run CMD in the background (its tool call completes at hand-off)
+    /bgwait CMD            run CMD in the background (its tool call ends when CMD exits)
+    /run CMD               run CMD in the foreground, the turn waits for it
+    /watch SECS            a watcher that reports once a second for SECS seconds
+    /schedule SECS TEXT    wake up after SECS seconds and say TEXT
+    /workflow STEPS        a workflow of STEPS one-second steps
+    /pause, /resume        pause or resume the newest unfinished workflow
+"""
+
+from __future__ import annotations
+
+import math
+
+import anyio
+
+from acp_agent import Agent, ContentBlock, Session, StopReason, TextContent, ToolCall, run_stdio
+
+
+class Workflow:
+    """A workflow tool call and the gate its steps wait on while paused."""
+
+    def __init__(self, tool: ToolCall) -> None:
+        self.tool = tool
+        self.running = anyio.Event()
+        self.running.set()
+
+
+class BackgroundAgent(Agent):
+    """Starts work that keeps running after the turn; the SDK keeps the wire correct."""
+
+    name = "background-agent"
+    title = "Background Agent"
+    version = "1.0.0"
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        text = " ".join(b.text for b in prompt if isinstance(b, TextContent)).strip()
+        command, _, arg = text.partition(" ")
+        handlers = {
+            "/bg": self.bg, "/bgwait": self.bgwait, "/run": self.run, "/watch": self.watch,
+            "/schedule": self.schedule, "/workflow": self.workflow, "/pause": self.pause, "/resume": self.resume,
+        }
+        handler = handlers.get(command)
+        if handler is None:
+            await session.say(arg if command == "echo" else text)
+        else:
+            await handler(session, arg.strip())
+        return "end_turn"
+
+    async def bg(self, session: Session, cmd: str) -> None:
+        tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
+                                             raw_input={"command": cmd})
+        await session.start_terminal(cmd, tool_call=tool, detach=True)
+        await tool.complete()  # handed off: from now on the terminal stands for the work
+
+    async def bgwait(self, session: Session, cmd: str) -> None:
+        tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
+                                             raw_input={"command": cmd})
+        terminal = await session.start_terminal(cmd, tool_call=tool, detach=True)
+        tool.finish_with(terminal)  # completed or failed by exit code, after the turn ended
+
+    async def run(self, session: Session, cmd: str) -> None:
+        tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
+                                             raw_input={"command": cmd})
+        terminal = await session.start_terminal(cmd, tool_call=tool)
+        status = await terminal.wait()
+        output = {"exitCode": status.exit_code, "signal": status.signal}
+        await (tool.complete(raw_output=output) if status.exit_code == 0 else tool.fail(raw_output=output))
+
+    async def watch(self, session: Session, secs: str) -> None:
+        seconds = float(secs or 5)
+        tool = await session.start_tool_call("Watch", kind="other", name="watch")
+
+        async def ticks(tool: ToolCall) -> None:
+            for i in range(math.ceil(seconds)):
+                await anyio.sleep(min(1.0, seconds - i))
+                await tool.append(f"tick {i + 1}")
+
+        tool.run(ticks)  # in_progress, listed, cancellable; completed when ticks() returns
+
+    async def schedule(self, session: Session, arg: str) -> None:
+        secs, _, text = arg.partition(" ")
+
+        async def wake_up() -> StopReason:
+            await session.say(text)
+            return "end_turn"
+
+        await session.schedule(float(secs), wake_up, title="Wake up")
+
+    async def workflow(self, session: Session, steps: str) -> None:
+        count = int(steps or 3)
+        flow = Workflow(await session.start_tool_call("Workflow", kind="other", name="workflow"))
+        session.data.setdefault("workflows", []).append(flow)
+
+        async def run_steps(tool: ToolCall) -> None:
+            for step in range(count):
+                await flow.running.wait()
+                await anyio.sleep(1)
+                await tool.append(f"step {step + 1}/{count}")
+
+        flow.tool.run(run_steps)
+
+    def _newest_workflow(self, session: Session) -> Workflow | None:
+        live = [f for f in session.data.get("workflows", []) if not f.tool.final]
+        return live[-1] if live else None
+
+    async def pause(self, session: Session, _: str) -> None:
+        flow = self._newest_workflow(session)
+        if flow is None or not flow.running.is_set():
+            await session.say("No running workflow to pause.")
+            return
+        flow.running = anyio.Event()
+        await flow.tool.pause()
+
+    async def resume(self, session: Session, _: str) -> None:
+        flow = self._newest_workflow(session)
+        if flow is None or flow.running.is_set():
+            await session.say("No paused workflow to resume.")
+            return
+        await flow.tool.resume()
+        flow.running.set()
+
+
+if __name__ == "__main__":
+    run_stdio(BackgroundAgent())
