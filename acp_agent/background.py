@@ -74,6 +74,10 @@ class BackgroundRegistry:
 
     def __init__(self) -> None:
         self.entities: dict[tuple[Kind, str], Entity] = {}
+        self._members: dict[tuple[Kind, str], BackgroundWork] = {}
+        self._refs: dict[str, set[str]] = {}  # terminal id -> tool calls whose content names it
+        self.version = 0
+        """Incremented whenever the list changes (the session re-sends its state then, R92)."""
 
     def get(self, kind: Kind, entity_id: str) -> Entity | None:
         """The entity of that kind and id, if known."""
@@ -90,6 +94,9 @@ class BackgroundRegistry:
     def clear(self) -> None:
         """Forget everything (the session was closed)."""
         self.entities.clear()
+        self._members.clear()
+        self._refs.clear()
+        self.version += 1
 
     # -- the gate every entity update passes --------------------------------------------
 
@@ -127,20 +134,21 @@ class BackgroundRegistry:
                 raise ToolCallStateError(f"tool call {update.tool_call_id} never started; it cannot be paused")
 
     def observe(self, update: BaseModel, *, foreground: bool = False, detach: bool | None = None) -> bool:
-        """Apply an update that is being sent; returns True if it may change the list.
+        """Apply an update that is being sent; returns True if the list changed.
 
         An item first seen here is background work when created outside foreground work,
         unless ``detach`` says otherwise.
         """
         is_new = self._entity_of(update) is None
-        changed = self._apply(update)
+        self._apply(update)
         entity = self._entity_of(update)
-        if entity is not None:
-            wanted = detach if detach is not None else not foreground if is_new else entity.detached
-            if entity.detached != wanted:
-                entity.detached = wanted
-                changed = True
-        return changed
+        if entity is None:
+            return False
+        if detach is not None:
+            entity.detached = detach
+        elif is_new:
+            entity.detached = not foreground
+        return self.refresh(entity)
 
     def _entity_of(self, update: BaseModel) -> Entity | None:
         if isinstance(update, (ToolCallUpdate, ToolCallContentChunk)):
@@ -158,7 +166,7 @@ class BackgroundRegistry:
             content = update.content
             if isinstance(content, Terminal):
                 found = self.entity("tool_call", update.tool_call_id)
-                found.terminals.append(content.terminal_id)
+                self._set_terminals(found, [*found.terminals, content.terminal_id])
                 return found.announced
             return False
         if isinstance(update, TerminalUpdate):
@@ -182,10 +190,12 @@ class BackgroundRegistry:
             return True
         return False
 
-    def observe_subject(self, tool_call: ToolCallUpdate) -> None:
-        """A permission subject's ``toolCall`` patches the tool call like an update (R82)."""
-        self._check_tool_call(tool_call)
-        self._observe_tool_call(tool_call.tool_call_id, tool_call)
+    def _set_terminals(self, tool_call: Entity, terminals: list[str]) -> None:
+        for terminal_id in tool_call.terminals:
+            self._refs.get(terminal_id, set()).discard(tool_call.id)
+        tool_call.terminals = terminals
+        for terminal_id in terminals:
+            self._refs.setdefault(terminal_id, set()).add(tool_call.id)
 
     def _observe_tool_call(self, tool_call_id: str, update: ToolCallUpdate) -> bool:
         found = self.entity("tool_call", tool_call_id)
@@ -200,7 +210,7 @@ class BackgroundRegistry:
                 found.started = True
             found.final = status in FINAL_STATUSES
         if "content" in fields:
-            found.terminals = [c.terminal_id for c in update.content or [] if isinstance(c, Terminal)]
+            self._set_terminals(found, [c.terminal_id for c in update.content or [] if isinstance(c, Terminal)])
             changed = True
         if "capabilities" in fields:
             found.cancel_advertised = bool(update.capabilities and update.capabilities.cancel is not None)
@@ -208,44 +218,59 @@ class BackgroundRegistry:
 
     # -- the list -----------------------------------------------------------------------
 
-    def listing(self) -> list[BackgroundWork]:
-        """The ``background`` list: detached, announced, live work, each piece once."""
-        items: list[BackgroundWork] = []
-        listed_terminals: set[str] = set()
-        for entity in self.entities.values():
-            if entity.kind == "terminal" and self._listed(entity):
-                listed_terminals.add(entity.id)
-        for entity in self.entities.values():
-            if not self._listed(entity):
-                continue
-            if entity.kind == "terminal":
-                items.append(BackgroundTerminal(terminal_id=entity.id))
-            elif entity.kind == "tool_call":
-                covered = not entity.own_work and any(t in listed_terminals for t in entity.terminals)
-                if not covered:  # R88: one shell is one task
-                    items.append(BackgroundToolCall(tool_call_id=entity.id))
-            else:
-                items.append(BackgroundSubagent(session_id=entity.id))
-        return items
+    def set_detached(self, entity: Entity, detached: bool) -> bool:
+        """Move an item between foreground and background work; True if the list changed."""
+        entity.detached = detached
+        return self.refresh(entity)
 
-    def _listed(self, entity: Entity) -> bool:
+    def set_own_work(self, entity: Entity, own_work: bool = True) -> bool:
+        """Record that a tool call has work of its own besides its terminals (R88)."""
+        entity.own_work = own_work
+        return self.refresh(entity)
+
+    def refresh(self, entity: Entity) -> bool:
+        """Recompute whether ``entity`` is listed; True (and a new :attr:`version`) if that changed."""
+        key = (entity.kind, entity.id)
+        member = self._is_member(entity)
+        if member == (key in self._members):
+            return False
+        if member:
+            self._members[key] = _item(entity)
+        else:
+            del self._members[key]
+        self.version += 1
+        if entity.kind == "terminal":
+            for tool_call_id in list(self._refs.get(entity.id, ())):
+                tool_call = self.get("tool_call", tool_call_id)
+                if tool_call is not None:
+                    self.refresh(tool_call)
+        return True
+
+    def _is_member(self, entity: Entity) -> bool:
         if not (entity.announced and entity.detached) or entity.final:
             return False
         if entity.kind == "subagent":
             return _child_busy(entity.child_state)
+        if entity.kind == "tool_call" and not entity.own_work:
+            # R88: one shell is one task; the listed terminal stands for this tool call.
+            return not any(("terminal", t) in self._members for t in entity.terminals)
         return True
 
-    def listed_ids(self) -> set[tuple[str, str]]:
+    def listing(self) -> list[BackgroundWork]:
+        """The ``background`` list: detached, announced, live work, each piece once."""
+        return list(self._members.values())
+
+    def listed_ids(self) -> list[tuple[Kind, str]]:
         """``(kind, id)`` of every item in the current list."""
-        out: set[tuple[str, str]] = set()
-        for item in self.listing():
-            if isinstance(item, BackgroundTerminal):
-                out.add(("terminal", item.terminal_id))
-            elif isinstance(item, BackgroundToolCall):
-                out.add(("tool_call", item.tool_call_id))
-            elif isinstance(item, BackgroundSubagent):
-                out.add(("subagent", item.session_id))
-        return out
+        return list(self._members)
+
+
+def _item(entity: Entity) -> BackgroundWork:
+    if entity.kind == "terminal":
+        return BackgroundTerminal(terminal_id=entity.id)
+    if entity.kind == "tool_call":
+        return BackgroundToolCall(tool_call_id=entity.id)
+    return BackgroundSubagent(session_id=entity.id)
 
 
 def _child_busy(state: Any) -> bool:

@@ -36,7 +36,6 @@ from .schema import (
     AgentThoughtChunk,
     AvailableCommand,
     AvailableCommandsUpdate,
-    BackgroundWork,
     ConfigOptionUpdate,
     ContentBlock,
     Error,
@@ -172,7 +171,7 @@ class Session:
         )
         self.background = BackgroundRegistry()
         """Every tool call, terminal and child of this session, and the ``background`` list."""
-        self._last_list: list[BackgroundWork] | None = None
+        self._last_version = -1  # registry version of the last snapshot sent
         self._batch_depth = 0
         self._list_dirty = False
         self.mcp_servers: list[Any] = []
@@ -367,7 +366,7 @@ class Session:
         if isinstance(subject, ToolCallPermissionSubject):
             self.background.check(subject.tool_call)
         background = on_behalf_of is not None and on_behalf_of.detached and not on_behalf_of.final
-        if background and (self._last_list is None or self.background.listing() != self._last_list):
+        if background and self.background.version != self._last_version:
             self.repeat_state()  # R110: the client sees the item listed before the request
         foreground = not background and _FOREGROUND.get() is self
         if foreground:
@@ -415,7 +414,7 @@ class Session:
         self.emit(ToolCallUpdate(tool_call_id=tool_call_id, **announce), detach=detach)
         entity = self.background.entity("tool_call", tool_call_id)
         if detach:
-            entity.own_work = True
+            self.background.set_own_work(entity)
         tool = entity.handle = ToolCall(self, entity)
         await self.drain_backpressure()
         return tool
@@ -554,7 +553,7 @@ class Session:
         already sent (R91), so it can only name announced, live items (R93, R94).
         """
         listing = self.background.listing()
-        self._last_list = listing
+        self._last_version = self.background.version
         self._list_dirty = False
         if state == "running":
             return RunningStateUpdate(background=listing)
@@ -582,7 +581,7 @@ class Session:
         """Entity state changed: re-send the state if the list differs from the last one sent (R92)."""
         if self._batch_depth:
             self._list_dirty = True
-        elif self.background.listing() != self._last_list:
+        elif self.background.version != self._last_version:
             self.repeat_state()
 
     @contextlib.contextmanager
@@ -604,12 +603,11 @@ class Session:
     def set_detached(self, entity: Entity, detached: bool, *, also_tool_call: str | None = None) -> None:
         """Move an item between foreground and background work (and re-send the list)."""
         with self.batch():
-            entity.detached = detached
+            self._list_dirty |= self.background.set_detached(entity, detached)
             if also_tool_call is not None:
                 tool = self.background.get("tool_call", also_tool_call)
                 if tool is not None and not tool.final:
-                    tool.detached = detached
-            self._list_dirty = True
+                    self._list_dirty |= self.background.set_detached(tool, detached)
 
     # -- foreground work -------------------------------------------------------------
 

@@ -161,7 +161,7 @@ class ToolCall:
 
     def detach(self) -> None:
         """Make this tool call background work: it is listed until it ends (R85, R89)."""
-        self._entity.own_work = True
+        self.session.background.set_own_work(self._entity)
         self.session.set_detached(self._entity, True)
 
     async def set_cancel_handler(self, handler: Callable[[], Awaitable[None]] | None) -> None:
@@ -204,7 +204,7 @@ class ToolCall:
         if self._scope is not None or self.final:
             raise RuntimeError(f"tool call {self.id} already has work or has ended")
         self._scope = anyio.CancelScope()
-        self._entity.own_work = True
+        self.session.background.set_own_work(self._entity)
         if cancellable:
             self._entity.cancel = self._request_cancel
         with self.session.batch():
