@@ -141,6 +141,10 @@ class History:
             fields["output"] = TerminalOutput(data=base64.b64encode(bytes(entry.output)).decode())
         return entry.kind(**fields)
 
+    def append_output(self, terminal_id: str, data: bytes) -> None:
+        """Record raw terminal output (same as a ``terminal_output_chunk`` carrying ``data``)."""
+        self._append_output(self._entry(TerminalUpdate, terminal_id), data)
+
     def current(self, kind: str, entity_id: str) -> BaseModel | None:
         """The full present state of one tool call, terminal or child, as one update."""
         full = _KINDS.get(kind)

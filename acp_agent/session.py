@@ -234,15 +234,17 @@ class Session:
         self.emit(update)
         await self.drain_backpressure()
 
-    def emit(self, update: BaseModel, *, detach: bool | None = None) -> None:
+    def emit(self, update: BaseModel, *, detach: bool | None = None, record: bool = True) -> None:
         """Queue one update now (no waiting); see :meth:`send`.
 
-        ``detach`` sets whether a tool call / terminal this update creates is background work.
+        ``detach`` sets whether a tool call / terminal this update creates is background work;
+        ``record=False`` leaves it out of the replayable history (the caller recorded it).
         """
         self._check_sendable(update)
         registry = self.background
         registry.check(update)
-        self.record.history.record(update)
+        if record:
+            self.record.history.record(update)
         self._conn.writer.send_nowait(self._frame(update))
         if registry.observe(update, foreground=_FOREGROUND.get() is self, detach=detach):
             self._list_changed()

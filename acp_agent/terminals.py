@@ -139,7 +139,10 @@ class Terminal:
     async def _on_output(self, data: bytes) -> None:
         if self.session.closing:
             return
-        await self.session.send(TerminalOutputChunk(terminal_id=self.id, data=base64.b64encode(data).decode()))
+        session = self.session
+        session.record.history.append_output(self.id, data)  # the raw bytes: no decoding back
+        session.emit(TerminalOutputChunk(terminal_id=self.id, data=base64.b64encode(data).decode()), record=False)
+        await session.drain_backpressure()
 
     async def _watch_exit(self) -> None:
         assert self.process is not None

@@ -137,8 +137,11 @@ class Client:
         *,
         permission_policy: PermissionPolicy | None = allow_first,
         on_message: Callable[[TranscriptEntry], None] | None = None,
+        keep_transcript: bool = True,
     ) -> None:
         self.transcript: list[TranscriptEntry] = []
+        self.keep_transcript = keep_transcript
+        """Whether :attr:`transcript` records messages (turn off for bulk benchmarks)."""
         self.on_message = on_message
         self._send_stream = _TappedSend(send, _Tap(self, "client->agent"))
         self.connection = Connection(_TappedReceive(receive, _Tap(self, "agent->client")), self._send_stream)
@@ -156,7 +159,8 @@ class Client:
 
     def _record(self, direction: Direction, message: Any) -> None:
         entry = TranscriptEntry(direction, message, self._clock())
-        self.transcript.append(entry)
+        if self.keep_transcript:
+            self.transcript.append(entry)
         if direction == "agent->client":
             self._apply(message)
         if self.on_message is not None:
