@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import logging
 import os
 from collections.abc import Iterable
@@ -16,19 +17,22 @@ from typing import Any, Final
 
 import anyio
 from anyio.abc import TaskStatus
+from pydantic import ValidationError
 
 from .agent import Agent
-from .connection import Connection, Method
+from .connection import Connection, Method, describe_validation_error
 from .errors import ErrorCode, RequestError
 from .schema import (
     CancelSessionNotification,
     CancelTerminalRequest,
     CancelToolCallRequest,
+    ClientCapabilities,
     CloseSessionRequest,
     ContentBlock,
     DeleteSessionRequest,
     ForkSessionRequest,
     ForkSessionResponse,
+    Implementation,
     InitializeRequest,
     InitializeResponse,
     ListSessionsRequest,
@@ -74,7 +78,7 @@ class AgentRuntime:
 
     def _register(self) -> None:
         requests: dict[str, Method] = {
-            "initialize": Method(self._initialize, InitializeRequest),
+            "initialize": Method(self._initialize, None, prepare=_parse_initialize),
             "session/new": Method(self._new_session, NewSessionRequest),
             "session/prompt": Method(self._await_insertion, PromptRequest, prepare=self._queue_prompt),
             "session/resume": Method(self._resume, ResumeSessionRequest),
@@ -346,6 +350,26 @@ class AgentRuntime:
         await self.agent.set_config_option(session, request.config_id, value)
         option.current_value = value
         return SetSessionConfigOptionResponse(config_options=list(session.config_options))
+
+
+def _parse_initialize(params: dict[str, Any]) -> InitializeRequest:
+    """Validate ``initialize`` params; for versions above 2, leniently (R24).
+
+    A newer client's params may not parse as v2: fields that do not are dropped, and a
+    missing or malformed ``info`` becomes ``{"name": "unknown", "version": "unknown"}``.
+    """
+    try:
+        return InitializeRequest.model_validate(params)
+    except ValidationError as exc:
+        version = params.get("protocolVersion")
+        if not isinstance(version, int) or isinstance(version, bool) or not PROTOCOL_VERSION < version <= 65535:
+            raise RequestError.invalid_params(describe_validation_error(exc)) from None
+    lenient: dict[str, Any] = {"protocolVersion": version, "info": {"name": "unknown", "version": "unknown"}}
+    for key, model in (("info", Implementation), ("capabilities", ClientCapabilities)):
+        if key in params:
+            with contextlib.suppress(ValidationError):
+                lenient[key] = model.model_validate(params[key])
+    return InitializeRequest.model_validate(lenient)
 
 
 def _lists(session: Session) -> dict[str, Any]:

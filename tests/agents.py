@@ -6,8 +6,17 @@ from typing import Any
 
 import anyio
 
-from acp_agent import Agent, ContentBlock, PermissionOption, Session, StopReason, TextContent
-from acp_agent.schema import SessionConfigOption, SessionConfigSelectOption
+from acp_agent import (
+    Agent,
+    AvailableCommand,
+    ContentBlock,
+    PermissionOption,
+    PlanEntry,
+    Session,
+    StopReason,
+    TextContent,
+)
+from acp_agent.schema import Content, Cost, SessionConfigOption, SessionConfigSelectOption
 
 
 def text_of(prompt: list[ContentBlock]) -> str:
@@ -82,6 +91,17 @@ class ScriptedAgent(Agent):
 
             session.start_foreground(follow_up)
             await session.say("scheduled")
+        elif command == "extras":
+            await session.plan([PlanEntry(content="look", priority="high", status="completed"),
+                                PlanEntry(content="fix", priority="medium", status="in_progress")])
+            await session.usage(1200, 200000, cost=Cost(amount=0.01, currency="USD"))
+            await session.notice("heads up", severity="warning", description="just a notice")
+            await session.update_info(title="A title", updated_at="2026-11-29T12:00:00Z")
+            await session.update_available_commands([AvailableCommand(name="test", description="Run tests")])
+            await session.update_config_options(session.config_options)
+            await session.update_tool_call("call_x", title="Read file", kind="read", status="in_progress")
+            await session.tool_call_content("call_x", Content(content=TextContent(text="contents")))
+            await session.update_tool_call("call_x", status="completed", raw_output={"ok": True})
         elif command == "thinkplan":
             await session.think("hmm")
             stream = session.thought()

@@ -65,19 +65,24 @@ async def test_scripted_agent_full_tour(validator: SchemaValidator, anyio_backen
         await client.prompt_and_wait(sid, "print")  # a stray print() in a hook
         await client.prompt_and_wait(sid, "crash")
         await client.prompt_and_wait(sid, "thinkplan")
+        view = await client.prompt_and_wait(sid, "extras")
+        kinds = [u["sessionUpdate"] for u in view.updates[-12:]]
+        for kind in ("plan_update", "usage_update", "notice", "session_info_update", "available_commands_update",
+                     "config_option_update", "tool_call_update", "tool_call_content_chunk"):
+            assert kind in kinds
         await client.prompt(sid, "ask")
         await client.wait_for(lambda: bool(client.pending_permissions))
         client.answer_permission(0, "allow")
-        await client.wait_idle(sid, 4)
+        await client.wait_idle(sid, 5)
         await client.prompt(sid, "sleep 30")
         client.cancel(sid)
-        await client.wait_idle(sid, 5)
+        await client.wait_idle(sid, 6)
         await client.request("session/set_config_option",
                              {"sessionId": sid, "configId": "model", "type": "id", "value": "smart"})
         await client.request("session/resume", {"sessionId": sid, "cwd": str(ROOT), "replayFrom": {"type": "start"}})
         await client.close_session(sid)
         stops = [u.get("stopReason") for u in client.view(sid).updates if u.get("state") == "idle"]
-        assert stops[:5] == ["end_turn", "error", "end_turn", "end_turn", "cancelled"]
+        assert stops[:6] == ["end_turn", "error", "end_turn", "end_turn", "end_turn", "cancelled"]
 
 
 async def test_bad_input_over_pipes(validator: SchemaValidator, anyio_backend: str) -> None:  # R8-R14

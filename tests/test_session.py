@@ -70,6 +70,17 @@ async def test_initialize_rejects_old_versions_and_accepts_newer() -> None:  # R
         assert result["protocolVersion"] == 2
 
 
+async def test_newer_client_params_parsed_leniently() -> None:  # R24
+    async with connect_agent(ScriptedAgent()) as client:
+        result = await client.request(
+            "initialize", {"protocolVersion": 3, "info": "not an object", "capabilities": {"fs": 5}, "extra": 1}
+        )
+        assert result["protocolVersion"] == 2
+        with pytest.raises(RequestError) as info:
+            await client.request("initialize", {"protocolVersion": 2, "info": "not an object"})
+        assert info.value.code == -32602
+
+
 async def test_nothing_before_initialize() -> None:  # R21, R22
     async with connect_agent(ScriptedAgent()) as client:
         client.notify("session/cancel", {"sessionId": "x"})
