@@ -48,7 +48,7 @@ from .schema import (
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
 )
-from .session import Session, SessionRecord, _Job, new_id
+from .session import ForegroundJob, Session, SessionRecord, new_id
 
 __all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
 
@@ -219,12 +219,12 @@ class AgentRuntime:
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.
         if replay:
             for update in record.history.replay():
-                session._send_nowait(update)
+                session.resend(update)
         else:
             for kind, item_id in session.background.listed_ids():
                 current = record.history.current(kind, item_id)
                 if current is not None:
-                    session._send_nowait(current)  # R113: the item's full present state
+                    session.resend(current)  # R113: the item's full present state
         session.repeat_state()
         return ResumeSessionResponse(**_lists(session))
 
@@ -282,13 +282,13 @@ class AgentRuntime:
             raise RequestError.session_not_found(session_id)
         return session
 
-    def _queue_prompt(self, request: PromptRequest) -> tuple[Session, _Job]:
+    def _queue_prompt(self, request: PromptRequest) -> tuple[Session, ForegroundJob]:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
         session = self._active(request.session_id)
         self._check_prompt(request.prompt)
         return session, session.enqueue_prompt(list(request.prompt))
 
-    async def _await_insertion(self, queued: tuple[Session, _Job]) -> PromptResponse:
+    async def _await_insertion(self, queued: tuple[Session, ForegroundJob]) -> PromptResponse:
         session, job = queued
         try:
             try:

@@ -110,8 +110,8 @@ def _now() -> str:
 
 
 @dataclass(slots=True, eq=False)
-class _Job:
-    """One unit of foreground work waiting for the worker."""
+class ForegroundJob:
+    """One unit of foreground work (a held prompt or agent-initiated work) waiting for the worker."""
 
     run: Callable[[], Awaitable[StopReason | None]] | None = None
     prompt: list[ContentBlock] | None = None
@@ -155,7 +155,7 @@ class Session:
         self._prompt_handler = prompt_handler
         self._state: ForegroundState = "idle"
         self._blocked = 0  # foreground permission requests in flight
-        self._jobs: deque[_Job] = deque()
+        self._jobs: deque[ForegroundJob] = deque()
         self._job_ready = anyio.Event()
         self._fg_scope: anyio.CancelScope | None = None
         self._fg_done = anyio.Event()
@@ -265,6 +265,10 @@ class Session:
             raise SessionClosedError(f"session {self.id} is closed")
         if getattr(update, "session_update", None) == "state_update":
             raise ValueError("the session reports its own state; agent code never sends state_update")
+
+    def resend(self, update: BaseModel) -> None:
+        """Send an update that is already history (replay, re-announcement) without recording it again."""
+        self._send_nowait(update)
 
     def _send_nowait(self, update: BaseModel) -> None:
         if self._closed:
@@ -622,23 +626,23 @@ class Session:
         """
         if self._closing:
             raise SessionClosedError(f"session {self.id} is closed")
-        self._enqueue(_Job(run=work))
+        self._enqueue(ForegroundJob(run=work))
         if now and self._state == "idle":
             self._set_state("running")
 
-    def enqueue_prompt(self, prompt: list[ContentBlock]) -> _Job:
+    def enqueue_prompt(self, prompt: list[ContentBlock]) -> ForegroundJob:
         """Hold a prompt until the worker inserts it (arrival order, R56)."""
         if self._closing:
             raise RequestError.session_not_found(self.id)
-        job = _Job(prompt=prompt)
+        job = ForegroundJob(prompt=prompt)
         self._enqueue(job)
         return job
 
-    def _enqueue(self, job: _Job) -> None:
+    def _enqueue(self, job: ForegroundJob) -> None:
         self._jobs.append(job)
         self._job_ready.set()
 
-    def withdraw(self, job: _Job, error: RequestError | None = None) -> bool:
+    def withdraw(self, job: ForegroundJob, error: RequestError | None = None) -> bool:
         """Take a held prompt back before insertion; returns False if it was already inserted."""
         if job.message_id is not None:
             return False
@@ -670,7 +674,7 @@ class Session:
         finally:
             self._stopped.set()
 
-    async def _run_job(self, job: _Job) -> None:
+    async def _run_job(self, job: ForegroundJob) -> None:
         self._fg_done = anyio.Event()
         scope = anyio.CancelScope()
         self._fg_scope = scope
@@ -733,7 +737,7 @@ class Session:
                     for terminal in terminals:
                         tg.start_soon(_stop_and_wait, terminal)
 
-    async def _insert(self, job: _Job) -> None:
+    async def _insert(self, job: ForegroundJob) -> None:
         """Insert a held prompt: give it an id, let its request answer, then echo it (R52, R53)."""
         assert job.prompt is not None
         job.message_id = new_id("msg_user")
