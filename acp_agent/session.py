@@ -701,6 +701,7 @@ class Session:
                         error = Error(code=-32603, message=_short(exc))
             if scope.cancel_called:
                 stop = "cancelled"
+            stop = _checked_stop_reason(stop)
         except BaseException:
             stop = "cancelled"  # the session itself is being torn down
             raise
@@ -773,6 +774,17 @@ class Session:
                 await self._stopped.wait()
         self._closed = True
         self.background.clear()
+
+
+_STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"})
+
+
+def _checked_stop_reason(stop: Any) -> StopReason | None:
+    """A hook's return value as a stop reason: known values and ``_custom`` ones (R84) only."""
+    if stop is None or (isinstance(stop, str) and (stop in _STOP_REASONS or stop.startswith("_"))):
+        return stop
+    logger.warning("acp: %r is not a stop reason (known values or _custom); reporting end_turn", stop)
+    return "end_turn"
 
 
 async def _stop_and_wait(terminal: Terminal) -> None:
