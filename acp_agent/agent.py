@@ -87,6 +87,19 @@ class Agent:
     async def delete_session(self, session_id: str) -> None:
         """Called when ``session/delete`` removes a session from this agent's store."""
 
+    async def cancel_tool_call(self, session: Session, tool_call_id: str) -> None:
+        """Stop a tool call that advertises ``cancel`` but has no handle-level cancel path.
+
+        Handles created with :meth:`Session.start_tool_call` route ``tool_call/cancel``
+        themselves; this hook serves tool calls the agent announced with raw updates. It
+        runs after the SDK accepted the request (answered ``{}``); confirm with a final status.
+        """
+        raise NotImplementedError
+
+    async def cancel_terminal(self, session: Session, terminal_id: str) -> None:
+        """Stop a terminal that advertises ``cancel`` but was not started by the SDK; report its exit."""
+        raise NotImplementedError
+
     # -- description ---------------------------------------------------------------------
 
     def info(self) -> Implementation:

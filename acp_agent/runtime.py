@@ -12,7 +12,7 @@ import binascii
 import contextlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
 
 import anyio
@@ -20,6 +20,7 @@ from anyio.abc import TaskStatus
 from pydantic import ValidationError
 
 from .agent import Agent
+from .background import Kind
 from .connection import Connection, Method, describe_validation_error
 from .errors import ErrorCode, RequestError
 from .schema import (
@@ -322,24 +323,31 @@ class AgentRuntime:
     # -- per-item cancels (R101-R105) -----------------------------------------------------
 
     def _cancel_tool_call(self, request: CancelToolCallRequest) -> dict[str, Any]:
+        # R101/R102: validate, accept with {}, and let the handle confirm with a final status.
         session = self._active(request.session_id)
-        entity = session.background.get("tool_call", request.tool_call_id)
-        if entity is None or entity.final or not entity.cancel_advertised or entity.cancel is None:
-            raise RequestError.invalid_params(
-                "the tool call is unknown, finished or not cancellable", {"toolCallId": request.tool_call_id}
-            )
-        entity.cancel()  # accepted: the handle confirms with a final status (R101)
+        self._accept_cancel(session, "tool_call", request.tool_call_id, self.agent.cancel_tool_call,
+                            "the tool call is unknown, finished or not cancellable", "toolCallId")
         return {}
 
     def _cancel_terminal(self, request: CancelTerminalRequest) -> dict[str, Any]:
+        # R103/R104: validate, accept with {}, and let the terminal confirm with exitStatus.
         session = self._active(request.session_id)
-        entity = session.background.get("terminal", request.terminal_id)
-        if entity is None or entity.final or not entity.cancel_advertised or entity.cancel is None:
-            raise RequestError.invalid_params(
-                "the terminal is unknown, exited or not cancellable", {"terminalId": request.terminal_id}
-            )
-        entity.cancel()  # accepted: the exit is confirmed with exitStatus (R103)
+        self._accept_cancel(session, "terminal", request.terminal_id, self.agent.cancel_terminal,
+                            "the terminal is unknown, exited or not cancellable", "terminalId")
         return {}
+
+    def _accept_cancel(self, session: Session, kind: Kind, item_id: str,
+                       hook: Callable[[Session, str], Awaitable[None]], refusal: str, key: str) -> None:
+        entity = session.background.get(kind, item_id)
+        hook_name = "cancel_tool_call" if kind == "tool_call" else "cancel_terminal"
+        usable = entity is not None and not entity.final and entity.cancel_advertised and (
+            entity.cancel is not None or self.agent.implements(hook_name))
+        if entity is None or not usable:
+            raise RequestError.invalid_params(refusal, {key: item_id})
+        if entity.cancel is not None:
+            entity.cancel()
+        else:
+            session.spawn(hook, session, item_id)
 
     async def _set_config_option(self, request: SetSessionConfigOptionRequest) -> SetSessionConfigOptionResponse:
         session = self._active(request.session_id)
