@@ -90,10 +90,16 @@ class History:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def copy(self) -> History:
-        """An independent copy (used by ``session/fork``)."""
+    def copy(self, *, without_children: bool = False) -> History:
+        """An independent copy (used by ``session/fork``).
+
+        ``without_children`` leaves out child sessions and messages between sessions: a
+        fork owns no children (R112), and naming one it never announced would break R79.
+        """
         other = History(self._terminal_tail)
         for key, entry in self._entries.items():
+            if without_children and entry.kind in (SubagentUpdate, SessionMessage):
+                continue
             fields = {
                 name: list(value) if isinstance(value, list) else value
                 for name, value in entry.fields.items()

@@ -50,6 +50,7 @@ from .schema import (
     SetSessionConfigOptionResponse,
 )
 from .session import ForegroundJob, Session, SessionRecord, new_id
+from .subagents import CHILD_MUTATION_REFUSED
 
 __all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
 
@@ -156,7 +157,7 @@ class AgentRuntime:
             names.add(str(name))
 
     async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None) -> Session:
-        session = Session(self.connection, record, prompt_handler=self.agent.prompt)
+        session = Session(self.connection, record, prompt_handler=self.agent.prompt, index=self.sessions)
         session.mcp_servers = list(mcp_servers or [])
         await self.connection.task_group.start(self._serve_session, session)
         self.sessions[record.session_id] = session
@@ -191,7 +192,7 @@ class AgentRuntime:
             cwd=request.cwd,
             additional_directories=list(request.additional_directories or []),
             title=source.record.title,
-            history=source.record.history.copy(),
+            history=source.record.history.copy(without_children=True),
             config_options=[o.model_copy(deep=True) for o in source.config_options],
             available_commands=list(source.available_commands),
         )
@@ -204,6 +205,8 @@ class AgentRuntime:
         return ForkSessionResponse(session_id=session.id, **_lists(session))
 
     async def _resume(self, request: ResumeSessionRequest) -> ResumeSessionResponse:
+        if request.session_id in self.sessions:
+            self._active(request.session_id)  # children cannot be resumed by the client
         record = self.records.get(request.session_id)
         if record is None:
             raise RequestError.session_not_found(request.session_id)
@@ -230,8 +233,10 @@ class AgentRuntime:
         return ResumeSessionResponse(**_lists(session))
 
     async def _close(self, request: CloseSessionRequest) -> dict[str, Any]:
-        session = self.sessions.pop(request.session_id, None)
+        session = self.sessions.get(request.session_id)
         if session is not None:
+            self._active(request.session_id)  # children cannot be closed by the client
+            self.sessions.pop(request.session_id, None)
             await self._stop(session)
         return {}
 
@@ -269,7 +274,7 @@ class AgentRuntime:
 
     async def close_all(self) -> None:
         """Close every active session (connection end: EOF, signal, fatal error)."""
-        sessions = list(self.sessions.values())
+        sessions = [s for s in self.sessions.values() if s.parent is None]
         self.sessions.clear()
         async with anyio.create_task_group() as tg:
             for session in sessions:
@@ -277,10 +282,12 @@ class AgentRuntime:
 
     # -- prompts -------------------------------------------------------------------------
 
-    def _active(self, session_id: str) -> Session:
+    def _active(self, session_id: str, *, child_cancel: bool = False) -> Session:
         session = self.sessions.get(session_id)
         if session is None:
             raise RequestError.session_not_found(session_id)
+        if session.parent is not None and not (child_cancel and _child_cancellable(session)):
+            raise RequestError.invalid_params(CHILD_MUTATION_REFUSED, {"sessionId": session_id})
         return session
 
     def _queue_prompt(self, request: PromptRequest) -> tuple[Session, ForegroundJob]:
@@ -317,21 +324,25 @@ class AgentRuntime:
 
     def _cancel(self, request: CancelSessionNotification) -> None:
         session = self.sessions.get(request.session_id)
-        if session is not None:
-            session.cancel()
+        if session is None:
+            return
+        if session.parent is not None and not _child_cancellable(session):
+            logger.warning("acp: ignoring session/cancel for child %s, which does not advertise cancel", session.id)
+            return
+        session.cancel()
 
     # -- per-item cancels (R101-R105) -----------------------------------------------------
 
     def _cancel_tool_call(self, request: CancelToolCallRequest) -> dict[str, Any]:
         # R101/R102: validate, accept with {}, and let the handle confirm with a final status.
-        session = self._active(request.session_id)
+        session = self._active(request.session_id, child_cancel=True)
         self._accept_cancel(session, "tool_call", request.tool_call_id, self.agent.cancel_tool_call,
                             "the tool call is unknown, finished or not cancellable", "toolCallId")
         return {}
 
     def _cancel_terminal(self, request: CancelTerminalRequest) -> dict[str, Any]:
         # R103/R104: validate, accept with {}, and let the terminal confirm with exitStatus.
-        session = self._active(request.session_id)
+        session = self._active(request.session_id, child_cancel=True)
         self._accept_cancel(session, "terminal", request.terminal_id, self.agent.cancel_terminal,
                             "the terminal is unknown, exited or not cancellable", "terminalId")
         return {}
@@ -358,6 +369,12 @@ class AgentRuntime:
         await self.agent.set_config_option(session, request.config_id, value)
         option.current_value = value
         return SetSessionConfigOptionResponse(config_options=list(session.config_options))
+
+
+def _child_cancellable(child: Session) -> bool:
+    parent = child.parent
+    entity = parent.background.get("subagent", child.id) if parent is not None else None
+    return entity is not None and entity.cancel_advertised
 
 
 def _parse_initialize(params: dict[str, Any]) -> InitializeRequest:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 import orjson
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel
 
 from .background import BackgroundRegistry, Entity
@@ -48,8 +48,11 @@ from .schema import (
     RequestPermissionRequest,
     RequiresActionStateUpdate,
     RunningStateUpdate,
+    SessionCancelCapabilities,
     SessionConfigOption,
     SessionInfoUpdate,
+    SubagentSessionCapabilities,
+    SubagentUpdate,
     TerminalExitStatus,
     TerminalSize,
     TerminalUpdate,
@@ -63,6 +66,7 @@ from .schema import (
 from .schema import (
     Terminal as TerminalContent,
 )
+from .subagents import Subagent
 from .terminals import CANCEL_CAPABILITIES as TERMINAL_CANCEL
 from .terminals import DEFAULT_GRACE, Terminal, command_text
 from .tool_calls import _CANCEL as TOOL_CALL_CANCEL
@@ -149,8 +153,14 @@ class Session:
         record: SessionRecord,
         *,
         prompt_handler: Callable[[Session, list[ContentBlock]], Awaitable[StopReason | None]],
+        index: dict[str, Session] | None = None,
+        parent: Session | None = None,
     ) -> None:
         self._conn = connection
+        self._index = index if index is not None else {}
+        self.parent = parent
+        """The session that owns this one, for a subagent child session."""
+        self.children: list[Session] = []
         self.record = record
         self._prompt_handler = prompt_handler
         self._state: ForegroundState = "idle"
@@ -160,6 +170,8 @@ class Session:
         self._fg_scope: anyio.CancelScope | None = None
         self._fg_done = anyio.Event()
         self._fg_done.set()
+        self._idle = anyio.Event()
+        self._idle.set()
         self._tg: TaskGroup | None = None
         self._stopped = anyio.Event()
         self._closing = False
@@ -522,6 +534,47 @@ class Session:
         self.spawn(timer)
         return tool
 
+    async def spawn_subagent(
+        self,
+        title: str,
+        *,
+        description: str | None = None,
+        cancellable: bool = True,
+        detach: bool = True,
+    ) -> Subagent:
+        """Create a child session owned by this one and announce it (R79).
+
+        The child starts ``idle``; give it work with :meth:`Subagent.start`. ``cancellable``
+        advertises ``capabilities.cancel`` (the client may ``session/cancel`` the child).
+        ``detach=False`` keeps it foreground work (unlisted, cancelled with this session's
+        foreground work) until :meth:`Subagent.detach`.
+        """
+        record = SessionRecord(session_id=new_id("sess"), cwd=self.cwd,
+                               additional_directories=list(self.additional_directories))
+        child = Session(self._conn, record, prompt_handler=self._prompt_handler, index=self._index, parent=self)
+        announce: dict[str, Any] = {"session_id": child.id, "title": title,
+                                    "state": child._snapshot("idle", None, None)}
+        if description is not None:
+            announce["description"] = description
+        if cancellable:
+            announce["capabilities"] = SubagentSessionCapabilities(cancel=SessionCancelCapabilities())
+        self.emit(SubagentUpdate(**announce), detach=detach)
+        entity = self.background.entity("subagent", child.id)
+        entity.handle = child
+        if cancellable:
+            entity.cancel = child.cancel
+        await self.task_group.start(child._serve)
+        self.children.append(child)
+        self._index[child.id] = child
+        await self.drain_backpressure()
+        return Subagent(self, child, entity)
+
+    async def _serve(self, *, task_status: TaskStatus[None]) -> None:
+        _FOREGROUND.set(None)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.run, tg)
+            task_status.started()
+
     # -- tasks ---------------------------------------------------------------------------
 
     @property
@@ -577,11 +630,31 @@ class Session:
     ) -> None:
         """Record and report a foreground transition (the only sender of ``state_update``)."""
         self._state = state
-        self._send_nowait(self._snapshot(state, stop_reason, error))
+        self._publish(self._snapshot(state, stop_reason, error))
+        self._update_idle()
+
+    def _update_idle(self) -> None:
+        quiet = self._state == "idle" and not self._jobs
+        if quiet and not self._idle.is_set():
+            self._idle.set()
+        elif not quiet and self._idle.is_set():
+            self._idle = anyio.Event()
 
     def repeat_state(self) -> None:
         """Re-send the current state without a stop reason (R62: not a new completion)."""
-        self._send_nowait(self._snapshot(self._state, None, None))
+        self._publish(self._snapshot(self._state, None, None))
+
+    def _publish(self, snapshot: BaseModel) -> None:
+        """Send a snapshot, and mirror it into the parent's ``subagent_update`` for a child (R80)."""
+        self._send_nowait(snapshot)
+        parent = self.parent
+        if parent is not None and not parent._closing and not self._closed:
+            parent.emit(SubagentUpdate(session_id=self.id, state=snapshot))
+
+    async def wait_idle(self) -> None:
+        """Wait until the session has no foreground work, running or queued."""
+        while not (self._state == "idle" and not self._jobs):
+            await self._idle.wait()
 
     def _list_changed(self) -> None:
         """Entity state changed: re-send the state if the list differs from the last one sent (R92)."""
@@ -641,6 +714,7 @@ class Session:
     def _enqueue(self, job: ForegroundJob) -> None:
         self._jobs.append(job)
         self._job_ready.set()
+        self._update_idle()
 
     def withdraw(self, job: ForegroundJob, error: RequestError | None = None) -> bool:
         """Take a held prompt back before insertion; returns False if it was already inserted."""
@@ -648,6 +722,7 @@ class Session:
             return False
         with contextlib.suppress(ValueError):
             self._jobs.remove(job)
+        self._update_idle()
         job.rejected = error or RequestError.request_cancelled()
         job.inserted.set()
         return True
@@ -658,6 +733,7 @@ class Session:
             if job.prompt is not None:
                 self.withdraw(job)
         self._jobs.clear()  # queued agent-initiated work has not started: drop it too
+        self._update_idle()
         if self._fg_scope is not None:
             self._fg_scope.cancel()
 
@@ -732,6 +808,8 @@ class Session:
                 self.emit(ToolCallUpdate(tool_call_id=entity.id, **fields))
             elif entity.kind == "terminal" and isinstance(entity.handle, Terminal):
                 terminals.append(entity.handle)
+            elif entity.kind == "subagent" and isinstance(entity.handle, Session):
+                entity.handle.cancel()  # a child this work was waiting on is cancelled with it
         if terminals:
             with anyio.move_on_after(DEFAULT_GRACE + 2):
                 async with anyio.create_task_group() as tg:
@@ -765,6 +843,10 @@ class Session:
             await self._stopped.wait()
             return
         self._closing = True
+        for child in list(self.children):
+            # Closing a parent ends its children without further notifications (§11.15).
+            child._closed = True
+            await child.close(timeout)
         self.cancel()
         with anyio.move_on_after(timeout, shield=True):
             await self._fg_done.wait()
@@ -774,6 +856,9 @@ class Session:
                 await self._stopped.wait()
         self._closed = True
         self.background.clear()
+        self._index.pop(self.id, None)
+        if self.parent is not None and self in self.parent.children:
+            self.parent.children.remove(self)
 
 
 _STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"})

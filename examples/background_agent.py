@@ -12,6 +12,9 @@ Each prompt is one line; its first word picks the behaviour:
     /schedule SECS TEXT    wake up after SECS seconds and say TEXT
     /workflow STEPS        a workflow of STEPS one-second steps
     /pause, /resume        pause or resume the newest unfinished workflow
+    /subagent SECS TEXT    a child session that streams TEXT over SECS seconds
+    /ask TEXT              ask permission for TEXT in the foreground
+    /bgask                 a background tool call that asks permission for itself
 """
 
 from __future__ import annotations
@@ -20,7 +23,21 @@ import math
 
 import anyio
 
-from acp_agent import Agent, ContentBlock, Session, StopReason, TextContent, ToolCall, run_stdio
+from acp_agent import (
+    Agent,
+    ContentBlock,
+    PermissionOption,
+    Session,
+    StopReason,
+    TextContent,
+    ToolCall,
+    run_stdio,
+)
+
+OPTIONS = [
+    PermissionOption(option_id="allow-once", name="Allow once", kind="allow_once"),
+    PermissionOption(option_id="reject-once", name="Reject", kind="reject_once"),
+]
 
 
 class Workflow:
@@ -45,13 +62,13 @@ class BackgroundAgent(Agent):
         handlers = {
             "/bg": self.bg, "/bgwait": self.bgwait, "/run": self.run, "/watch": self.watch,
             "/schedule": self.schedule, "/workflow": self.workflow, "/pause": self.pause, "/resume": self.resume,
+            "/subagent": self.subagent, "/ask": self.ask, "/bgask": self.bgask,
         }
         handler = handlers.get(command)
         if handler is None:
             await session.say(arg if command == "echo" else text)
-        else:
-            await handler(session, arg.strip())
-        return "end_turn"
+            return "end_turn"
+        return await handler(session, arg.strip()) or "end_turn"
 
     async def bg(self, session: Session, cmd: str) -> None:
         tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
@@ -125,6 +142,41 @@ class BackgroundAgent(Agent):
             return
         await flow.tool.resume()
         flow.running.set()
+
+
+    async def subagent(self, session: Session, arg: str) -> None:
+        secs, _, text = arg.partition(" ")
+        words = text.split() or ["..."]
+        child = await session.spawn_subagent(f"Subagent: {text}", description="streams a message")
+
+        async def stream(child_session: Session) -> StopReason:
+            message = child_session.message()
+            for i, word in enumerate(words):
+                await anyio.sleep(float(secs) / len(words))
+                await message.write(word if i == 0 else " " + word)
+            return "end_turn"
+
+        child.start(stream)  # listed while it runs; session/cancel on its id stops it
+
+    async def ask(self, session: Session, text: str) -> StopReason:
+        tool = await session.start_tool_call(f"Ask: {text}", kind="other", name="ask")
+        outcome = await tool.request_permission(f"Allow: {text}?", OPTIONS)  # requires_action meanwhile
+        if outcome.cancelled:
+            await tool.cancel()
+            return "cancelled"
+        await (tool.complete() if outcome.allowed else tool.fail())
+        await session.say(f"{'allowed' if outcome.allowed else 'rejected'}: {text}")
+        return "end_turn"
+
+    async def bgask(self, session: Session, _: str) -> None:
+        tool = await session.start_tool_call("Background job", kind="other", name="bgask")
+
+        async def ask_first(tool: ToolCall) -> None:
+            # Listed before the request goes out; session/cancel leaves it pending (R107, R110).
+            outcome = await tool.request_permission("Allow the background job to continue?", OPTIONS)
+            await tool.append("allowed" if outcome.allowed else "not allowed")
+
+        tool.run(ask_first)
 
 
 if __name__ == "__main__":
