@@ -1,0 +1,104 @@
+"""pytest plugin (registered through the ``pytest11`` entry point as ``acp_agent``).
+
+Fixtures, for tests marked ``@pytest.mark.anyio`` (anyio's own plugin runs them on the
+backend in use):
+
+``acp_connect``
+    A function ``acp_connect(target, **client_options)`` returning an async context
+    manager that yields a :class:`~acp_agent.testing.client.Client`: ``target`` is an
+    :class:`~acp_agent.Agent` instance (served in-process) or a command line (a list of
+    strings, launched as a subprocess). On exit the transcript is checked by the
+    :class:`~acp_agent.testing.checker.WireChecker` and, when available, against the
+    official schema; any problem fails the test.
+
+``acp_client``
+    An initialized client for the target named by ``@pytest.mark.acp_agent(agent=target)``
+    (an agent class or instance, or a command line as a list), checked the same way. (Pass
+    a class as ``agent=``: pytest treats a lone callable argument as the decorated object.)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import pytest
+
+from .client import Client, connect_agent, spawn_agent
+
+__all__ = ["acp_client", "acp_connect", "check_client"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``acp_agent`` marker."""
+    config.addinivalue_line("markers", "acp_agent(target): the agent (instance, class or command) for acp_client")
+
+
+def check_client(client: Client, *, schema_path: str | None = None) -> list[str]:
+    """Wire-rule violations and schema problems of everything ``client`` saw."""
+    problems: list[str] = []
+    try:
+        from .checker import WireChecker
+    except ImportError:  # pragma: no cover - the checker ships with the package
+        WireChecker = None  # type: ignore[assignment,misc]  # noqa: N806
+    if WireChecker is not None:
+        checker = WireChecker(raise_on_violation=False)
+        checker.feed_transcript(client.transcript)
+        checker.finish()
+        problems += [str(v) for v in checker.violations]
+    path = schema_path or os.environ.get("ACP_SCHEMA")
+    try:
+        from .schema import SchemaValidator, default_schema_path
+
+        resolved = path or str(default_schema_path())
+        if os.path.exists(resolved):
+            problems += SchemaValidator(resolved).check_transcript(client.transcript)
+    except ImportError:  # jsonschema is optional
+        pass
+    return problems
+
+
+def _connect(target: Any, **options: Any) -> AbstractAsyncContextManager[Client]:
+    if isinstance(target, type):
+        target = target()
+    if isinstance(target, (list, tuple)):
+        return spawn_agent([str(part) for part in target], **options)
+    return connect_agent(target, **options)
+
+
+@pytest.fixture
+def acp_connect() -> Callable[..., AbstractAsyncContextManager[Client]]:
+    """Connect a checked client to an agent instance or command line (see the module docs)."""
+
+    @asynccontextmanager
+    async def connect(target: Any, **options: Any) -> AsyncIterator[Client]:
+        async with _connect(target, **options) as client:
+            yield client
+        problems = check_client(client)
+        if problems:
+            pytest.fail("the agent broke the protocol:\n" + "\n".join(problems), pytrace=False)
+
+    return connect
+
+
+@pytest.fixture
+async def acp_client(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+    """An initialized, checked client for ``@pytest.mark.acp_agent(target)``."""
+    marker = request.node.get_closest_marker("acp_agent")
+    options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    target: Any = marker.args[0] if marker is not None and marker.args else options.pop("agent", None)
+    if target is None:
+        raise pytest.UsageError("acp_client needs @pytest.mark.acp_agent(agent=AgentClassOrInstance or [command])")
+    async with _connect(target, **options) as client:
+        await client.initialize()
+        yield client
+    problems = check_client(client)
+    if problems:
+        pytest.fail("the agent broke the protocol:\n" + "\n".join(problems), pytrace=False)
+
+
+def command(*parts: str | os.PathLike[str]) -> Sequence[str]:
+    """A command line for ``acp_agent`` markers: ``command(sys.executable, "my_agent.py")``."""
+    return [os.fspath(p) for p in parts]

@@ -1,0 +1,48 @@
+"""The pytest plugin's fixtures, used the way an agent author would."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_agent import Agent, ContentBlock, Session, StopReason
+from acp_agent.testing.client import Client
+
+from .agents import ScriptedAgent
+
+pytestmark = pytest.mark.anyio
+ECHO = Path(__file__).resolve().parents[1] / "examples" / "echo_agent.py"
+
+
+@pytest.mark.acp_agent(agent=ScriptedAgent)
+async def test_acp_client_in_process(acp_client: Client) -> None:
+    sid = await acp_client.new_session("/tmp")
+    view = await acp_client.prompt_and_wait(sid, "echo plugin")
+    assert list(view.messages().values()) == ["echo plugin"]
+
+
+@pytest.mark.acp_agent([sys.executable, str(ECHO)])
+async def test_acp_client_subprocess(acp_client: Client) -> None:
+    sid = await acp_client.new_session("/tmp")
+    view = await acp_client.prompt_and_wait(sid, "over pipes")
+    assert view.stop_reason == "end_turn"
+
+
+async def test_acp_connect_reports_protocol_breakage(acp_connect: Any) -> None:
+    class Broken(Agent):
+        async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+            # Writing a raw, schema-invalid update behind the SDK's back.
+            session._conn.writer.send_nowait(
+                b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":'
+                b'{"sessionUpdate":"agent_message_chunk"}}}\n' % session.id.encode()
+            )
+            return "end_turn"
+
+    with pytest.raises(pytest.fail.Exception, match="broke the protocol"):
+        async with acp_connect(Broken()) as client:
+            await client.initialize()
+            sid = await client.new_session("/tmp")
+            await client.prompt_and_wait(sid, "x")
