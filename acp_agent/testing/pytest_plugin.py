@@ -42,7 +42,7 @@ def check_client(client: Client, *, schema_path: str | None = None) -> list[str]
     try:
         from .checker import WireChecker
     except ImportError:  # pragma: no cover - the checker ships with the package
-        WireChecker = None  # type: ignore[assignment,misc]  # noqa: N806
+        WireChecker = None  # type: ignore[assignment,misc]
     if WireChecker is not None:
         checker = WireChecker(raise_on_violation=False)
         checker.feed_transcript(client.transcript)
