@@ -119,6 +119,7 @@ class WireModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         extra="allow",
+        defer_build=True,  # validators and serializers are built on first use, not at import
     )
 
     _wire_constants: ClassVar[frozenset[str]] = frozenset()
