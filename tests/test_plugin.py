@@ -46,3 +46,17 @@ async def test_acp_connect_reports_protocol_breakage(acp_connect: Any) -> None:
             await client.initialize()
             sid = await client.new_session("/tmp")
             await client.prompt_and_wait(sid, "x")
+
+
+BACKGROUND = Path(__file__).resolve().parents[1] / "examples" / "background_agent.py"
+
+
+@pytest.mark.acp_agent(agent=[sys.executable, str(BACKGROUND)])
+async def test_readme_background_example(acp_client: Client) -> None:
+    sid = await acp_client.new_session("/tmp")
+    await acp_client.prompt_and_wait(sid, "/watch 30")
+    view = acp_client.view(sid)
+    [item] = view.background or []
+    assert item["type"] == "tool_call"
+    await acp_client.request("tool_call/cancel", {"sessionId": sid, "toolCallId": item["toolCallId"]})
+    await acp_client.wait_for(lambda: view.background == [])
