@@ -1,15 +1,20 @@
-"""``make demo``: drive the echo agent over real pipes and print a readable timeline.
+"""``make demo``: drive the example agents over real pipes and print a readable timeline.
 
-Usage: ``python -m acp_agent.demo [--agent PATH]``. One line per message: time, direction
-(``→`` client to agent, ``←`` agent to client), the method or update kind, and the
-essentials of its content.
+Usage: ``python -m acp_agent.demo [--agent PATH] [--background-agent PATH]``. First a short
+conversation with the echo agent, then background work with the background agent: a
+background process, a watcher the client cancels with ``tool_call/cancel``, and a wake-up
+that fires after its turn ended. One line per message: time, direction (``→`` client to
+agent, ``←`` agent to client), the method or update kind, and the essentials of its
+content; each ``state_update`` shows its ``background`` list.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,14 +80,14 @@ def _params(method: str, params: dict[str, Any]) -> str:
         update = params.get("update") or {}
         kind = update.get("sessionUpdate", "?")
         if kind == "state_update":
-            extra = " ".join(
-                f"{k}={update[k]}" for k in ("stopReason", "background") if k in update
-            )
-            return f"{kind:<22} {update.get('state')} {extra}".rstrip()
+            extra = f"stopReason={update['stopReason']}" if update.get("stopReason") else ""
+            if "background" in update:
+                extra += f" background={_background(update['background'])}"
+            return f"{kind:<23} {update.get('state')} {extra}".rstrip()
         if "content" in update and "messageId" in update:
-            return f"{kind:<22} {update['messageId']} {_short(_text(update['content']))}"
+            return f"{kind:<23} {update['messageId']} {_short(_text(update['content']))}"
         ident = next((update[k] for k in ("toolCallId", "terminalId", "planId") if k in update), "")
-        return f"{kind:<22} {ident}".rstrip()
+        return f"{kind:<23} {ident} {_details(update)}".rstrip()
     if method == "initialize":
         return f"protocolVersion={params.get('protocolVersion')}"
     if method == "session/prompt":
@@ -92,6 +97,40 @@ def _params(method: str, params: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items() if k != "_meta")
 
 
+def _background(items: Any) -> str:
+    """``[term_4, call_7]``: the ids of a ``background`` list."""
+    if not isinstance(items, list):
+        return repr(items)
+    ids = (i.get("terminalId") or i.get("toolCallId") or i.get("sessionId") or i.get("type") for i in items)
+    return f"[{', '.join(map(str, ids))}]"
+
+
+def _details(update: dict[str, Any]) -> str:
+    """The essentials of a tool call or terminal update."""
+    parts = []
+    if update.get("title"):
+        parts.append(_short(update["title"], 40))
+    if update.get("status"):
+        parts.append(str(update["status"]))
+    if update.get("command"):
+        parts.append(f"$ {update['command']}")
+    if update.get("exitStatus") is not None:
+        exit_status = update["exitStatus"]
+        parts.append(f"exited signal={exit_status['signal']}" if exit_status.get("signal")
+                     else f"exited code={exit_status.get('exitCode')}")
+    if update.get("capabilities"):
+        parts.append("(cancellable)")
+    if "data" in update:  # terminal output
+        parts.append(_short(base64.b64decode(update["data"]).decode("utf-8", "replace")))
+    content = update.get("content")
+    if isinstance(content, dict) and content.get("type") == "content":  # one tool call content item
+        parts.append(_short(_text(content.get("content"))))
+    elif isinstance(content, dict):
+        parts.append(f"[{content.get('type')} {content['terminalId']}]" if "terminalId" in content
+                     else f"[{content.get('type')}]")
+    return " ".join(parts)
+
+
 def _result(method: str, result: dict[str, Any]) -> str:
     if method == "initialize":
         info = result.get("info") or {}
@@ -99,14 +138,21 @@ def _result(method: str, result: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in result.items()) or "{}"
 
 
-async def run_demo(agent_path: Path) -> int:
-    """Run the scripted conversation against the agent at ``agent_path``."""
+async def run_demo(echo_agent: Path, background_agent: Path) -> int:
+    """Run both scripted conversations; 0 if both agents exited with status 0."""
+    ok = await _run(echo_agent, _conversation)
+    print(flush=True)
+    ok = await _run(background_agent, _background_work) and ok
+    return 0 if ok else 1
+
+
+async def _run(agent_path: Path, conversation: Callable[[Client], Awaitable[None]]) -> bool:
     timeline = Timeline()
     print(f"acp-agent demo: launching {agent_path.name} over stdio\n", flush=True)
     async with spawn_agent([sys.executable, str(agent_path)], on_message=timeline) as client:
-        await _conversation(client)
+        await conversation(client)
     print(f"\nagent exited with status {client.returncode}", flush=True)
-    return 0 if client.returncode == 0 else 1
+    return client.returncode == 0
 
 
 async def _conversation(client: Client) -> None:
@@ -123,12 +169,30 @@ async def _conversation(client: Client) -> None:
     await client.close_session(session_id)
 
 
+async def _background_work(client: Client) -> None:
+    await client.initialize()
+    session_id = await client.new_session(os.getcwd())
+    # A process that outlives its turn: listed as its terminal until it exits.
+    await client.prompt_and_wait(session_id, "/bg for i in 1 2 3; do echo tick $i; sleep 0.3; done")
+    # A watcher (a tool call with no process), stopped by the client after a while.
+    view = await client.prompt_and_wait(session_id, "/watch 5")
+    watcher = next(u["toolCallId"] for u in view.updates if u.get("title") == "Watch")
+    await anyio.sleep(1.5)
+    await client.request("tool_call/cancel", {"sessionId": session_id, "toolCallId": watcher})
+    # A wake-up: pending and listed after its turn, then it completes and starts new work by itself.
+    await client.prompt_and_wait(session_id, "/schedule 1 Good morning! The wake-up fired.")
+    await client.wait_idle(session_id, count=4)  # the wake-up's work is the 4th to end
+    await client.close_session(session_id)
+
+
 def main() -> None:
     """Entry point of ``python -m acp_agent.demo``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--agent", type=Path, default=EXAMPLES / "echo_agent.py", help="agent script to run")
+    parser.add_argument("--agent", type=Path, default=EXAMPLES / "echo_agent.py", help="echo agent script")
+    parser.add_argument("--background-agent", type=Path, default=EXAMPLES / "background_agent.py",
+                        help="background agent script")
     args = parser.parse_args()
-    sys.exit(anyio.run(run_demo, args.agent))
+    sys.exit(anyio.run(run_demo, args.agent, args.background_agent))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import orjson
 from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel
 
-from .background import BackgroundRegistry, Entity
+from .background import BackgroundRegistry, Entity, ToolCallStateError
 from .errors import RequestError, SessionClosedError
 from .history import History
 from .permissions import NOT_APPROVED, PermissionOutcome, read_outcome
@@ -358,6 +358,7 @@ class Session:
         subject: Any = None,
         description: str | None = None,
         on_behalf_of: Entity | None = None,
+        scopes: set[anyio.CancelScope] | None = None,
     ) -> PermissionOutcome:
         """Ask the user; returns the typed outcome (only ``outcome.allowed`` permits).
 
@@ -386,6 +387,10 @@ class Session:
         background = on_behalf_of is not None and on_behalf_of.detached and not on_behalf_of.final
         if background and self.background.version != self._last_version:
             self.repeat_state()  # R110: the client sees the item listed before the request
+        if background:
+            if isinstance(subject, ToolCallPermissionSubject):
+                self.background.observe(subject.tool_call)
+            return await self._background_request(params, options, scopes)
         foreground = not background and _FOREGROUND.get() is self
         if foreground:
             self._blocked += 1
@@ -406,6 +411,34 @@ class Session:
                     self._set_state("running")
         return read_outcome(result, options)
 
+    async def _background_request(
+        self, params: RequestPermissionRequest, options: Sequence[PermissionOption],
+        scopes: set[anyio.CancelScope] | None,
+    ) -> PermissionOutcome:
+        """A request owned by listed work, not by the task asking: ``session/cancel`` of a
+        foreground turn that awaits it leaves it open (R107); it is withdrawn when the work
+        ends or the session closes."""
+        done = anyio.Event()
+        answer: list[Any] = []
+        scope = anyio.CancelScope()
+
+        async def ask() -> None:
+            try:
+                with scope, contextlib.suppress(RequestError):
+                    answer.append(await self._conn.request("session/request_permission", params))
+            finally:
+                done.set()
+
+        if scopes is not None:
+            scopes.add(scope)
+        self.spawn(ask)
+        try:
+            await done.wait()
+        finally:
+            if scopes is not None and done.is_set():
+                scopes.discard(scope)
+        return read_outcome(answer[0], options) if answer else NOT_APPROVED
+
     # -- tool calls, terminals, scheduled work --------------------------------------------
 
     async def start_tool_call(
@@ -415,13 +448,15 @@ class Session:
         kind: str | None = None,
         name: str | None = None,
         status: str = "pending",
-        detach: bool = False,
+        detach: bool | None = None,
         **fields: Any,
     ) -> ToolCall:
         """Announce a new tool call (``title``, ``kind``, ``name``: R74) and return its handle.
 
         Extra keyword fields (``raw_input``, ``content``, ``locations``, ``meta``) go into
-        the announcing update. ``detach=True`` makes it background work at once.
+        the announcing update. ``detach=True`` makes it background work at once; by default
+        a tool call started by foreground work belongs to it, and one started by background
+        work is background work.
         """
         announce: dict[str, Any] = {"title": title, "status": status, **fields}
         if kind is not None:
@@ -431,8 +466,6 @@ class Session:
         tool_call_id = new_id("call")
         self.emit(ToolCallUpdate(tool_call_id=tool_call_id, **announce), detach=detach)
         entity = self.background.entity("tool_call", tool_call_id)
-        if detach:
-            self.background.set_own_work(entity)
         tool = entity.handle = ToolCall(self, entity)
         await self.drain_backpressure()
         return tool
@@ -444,7 +477,8 @@ class Session:
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         tool_call: ToolCall | None = None,
-        detach: bool = False,
+        ends_tool_call: bool = False,
+        detach: bool | None = None,
         cancellable: bool = True,
         grace: float = DEFAULT_GRACE,
         size: tuple[int, int] | None = None,
@@ -456,14 +490,19 @@ class Session:
 
         A string runs under ``sh -c``; a sequence is an argv. ``cwd`` defaults to the
         session's (it must be absolute, R34); ``env`` is added to the agent's environment.
-        With ``tool_call``, the terminal is added to that tool call's content. Output is
+        With ``tool_call``, the terminal is added to that tool call's content, and with
+        ``ends_tool_call`` the process's exit also ends that tool call (``completed`` on exit
+        code 0, else ``failed``) in the same step (see :meth:`ToolCall.finish_with`). Output is
         streamed as it comes; the exit is reported after the last byte. ``detach=True``
-        starts it as background work; otherwise foreground work owns it until
-        :meth:`Terminal.detach`. ``cancellable`` offers ``terminal/cancel`` (SIGTERM, then
+        starts it as background work; by default foreground work owns a terminal it starts
+        (until :meth:`Terminal.detach`) and one started by background work is background work.
+        ``cancellable`` offers ``terminal/cancel`` (SIGTERM, then
         SIGKILL after ``grace`` seconds).
         """
         if tool_call is not None and tool_call.session is not self:
             raise ValueError("that tool call belongs to another session")
+        if tool_call is not None and tool_call.final:
+            raise ToolCallStateError(f"tool call {tool_call.id} has ended; it cannot take a terminal")
         text, argv = command_text(command)
         cwd = cwd or self.cwd
         if not os.path.isabs(cwd):
@@ -479,12 +518,14 @@ class Session:
         entity.handle = terminal
         if tool_call is not None:
             terminal.tool_call_id = tool_call.id
+            if ends_tool_call:
+                tool_call.finish_with(terminal)  # registered before the process can exit
         with self.batch():
             self.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
             if tool_call is not None:
                 self.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=TerminalContent(
                     terminal_id=terminal_id)))
-                if detach and not tool_call.final:
+                if entity.detached and not tool_call.final:
                     self.set_detached(tool_call._entity, True)
             try:
                 await terminal._start(argv, env, tail_limit, flush_bytes, flush_interval)
@@ -515,8 +556,7 @@ class Session:
         """
         tool = await self.start_tool_call(title, kind="other", name=name, detach=True,
                                           capabilities=TOOL_CALL_CANCEL)
-        scope = anyio.CancelScope()
-        tool._entity.cancel = scope.cancel
+        scope = tool.own_scope()
 
         async def timer() -> None:
             with scope:
@@ -540,7 +580,7 @@ class Session:
         *,
         description: str | None = None,
         cancellable: bool = True,
-        detach: bool = True,
+        detach: bool | None = True,
     ) -> Subagent:
         """Create a child session owned by this one and announce it (R79).
 
@@ -801,7 +841,9 @@ class Session:
         for entity in list(self.background.entities.values()):
             if entity.detached or entity.final or not entity.announced:
                 continue
-            if entity.kind == "tool_call":
+            if entity.kind == "tool_call" and isinstance(entity.handle, ToolCall):
+                entity.handle.abandon(status)  # stops its work too
+            elif entity.kind == "tool_call":
                 fields: dict[str, Any] = {"status": status}
                 if entity.cancel_advertised:
                     fields["capabilities"] = None

@@ -56,6 +56,7 @@ class Terminal:
         self._exited = anyio.Event()
         self._exit: ExitStatus | None = None
         self._exit_callbacks: list[Callable[[ExitStatus], None]] = []
+        self._request_scopes: set[anyio.CancelScope] = set()
 
     @property
     def id(self) -> str:
@@ -86,8 +87,12 @@ class Terminal:
         return self._exit
 
     def on_exit(self, callback: Callable[[ExitStatus], None]) -> None:
-        """Call ``callback(status)`` right after the exit is reported, in the same snapshot batch."""
-        self._exit_callbacks.append(callback)
+        """Call ``callback(status)`` right after the exit is reported, in the same snapshot batch
+        (at once if the exit was already reported)."""
+        if self._exit is not None and self._exited.is_set():
+            callback(self._exit)
+        else:
+            self._exit_callbacks.append(callback)
 
     def detach(self) -> None:
         """Hand the process to the background: it is listed until it exits.
@@ -114,7 +119,7 @@ class Terminal:
             fields["tool_call_id"] = self.tool_call_id
         return await self.session.request_permission(
             title, options, subject=CommandPermissionSubject(**fields), description=description,
-            on_behalf_of=self._entity,
+            on_behalf_of=self._entity, scopes=self._request_scopes,
         )
 
     # -- running -----------------------------------------------------------------------
@@ -157,9 +162,12 @@ class Terminal:
                 fields["capabilities"] = None  # R100
             with self.session.batch():
                 self.session.emit(TerminalUpdate(terminal_id=self.id, **fields))
+                self._exited.set()
                 for callback in self._exit_callbacks:
                     callback(status)
         self._exited.set()
+        for scope in self._request_scopes:
+            scope.cancel()
 
 
 def command_text(command: str | Sequence[str]) -> tuple[str, list[str] | None]:

@@ -60,6 +60,7 @@ class ToolCall:
         self._done = anyio.Event()
         self._scope: anyio.CancelScope | None = None
         self._cancel_handler: Callable[[], Awaitable[None]] | None = None
+        self._request_scopes: set[anyio.CancelScope] = set()
 
     @property
     def id(self) -> str:
@@ -151,7 +152,28 @@ class ToolCall:
 
     def _finished(self) -> None:
         self._entity.cancel = None
+        for scope in self._request_scopes:
+            scope.cancel()  # permission requests on behalf of ended work are withdrawn
+        if self._scope is not None:
+            self._scope.cancel()  # the work behind a tool call ends with it
         self._done.set()
+
+    def abandon(self, status: str = "cancelled") -> None:
+        """End the tool call now with ``status`` and stop whatever work it runs."""
+        if not self.final:
+            self.end_now(status)
+
+    def own_scope(self) -> anyio.CancelScope:
+        """A cancel scope for work that belongs to this tool call; it is its cancel path.
+
+        The scope is cancelled by ``tool_call/cancel`` and when the tool call ends.
+        """
+        if self._scope is not None:
+            raise RuntimeError(f"tool call {self.id} already has work")
+        scope = self._scope = anyio.CancelScope()
+        self._entity.cancel = scope.cancel
+        self.session.background.set_own_work(self._entity)
+        return scope
 
     async def wait(self) -> None:
         """Wait until the tool call reached a final status."""
@@ -160,8 +182,8 @@ class ToolCall:
     # -- background ------------------------------------------------------------------------
 
     def detach(self) -> None:
-        """Make this tool call background work: it is listed until it ends (R85, R89)."""
-        self.session.background.set_own_work(self._entity)
+        """Make this tool call background work: listed until it ends (R85, R89), unless a
+        listed terminal is all it runs (R88)."""
         self.session.set_detached(self._entity, True)
 
     async def set_cancel_handler(self, handler: Callable[[], Awaitable[None]] | None) -> None:
@@ -179,10 +201,10 @@ class ToolCall:
             await self.update(capabilities=_CANCEL if want else None)
 
     def _request_cancel(self) -> None:
-        if self._scope is not None:
-            self._scope.cancel()
-        elif self._cancel_handler is not None:
+        if self._cancel_handler is not None:
             self.session.spawn(self._run_cancel_handler)
+        elif self._scope is not None:
+            self._scope.cancel()
 
     async def _run_cancel_handler(self) -> None:
         assert self._cancel_handler is not None
@@ -201,12 +223,10 @@ class ToolCall:
         ``rawOutput``) when it returns, ``failed`` if it raises and ``cancelled`` if a
         ``tool_call/cancel`` stops it. ``detach`` lists it as background work at once.
         """
-        if self._scope is not None or self.final:
-            raise RuntimeError(f"tool call {self.id} already has work or has ended")
-        self._scope = anyio.CancelScope()
-        self.session.background.set_own_work(self._entity)
-        if cancellable:
-            self._entity.cancel = self._request_cancel
+        if self.final:
+            raise RuntimeError(f"tool call {self.id} has ended")
+        self.own_scope()
+        self._entity.cancel = self._request_cancel if cancellable else None
         with self.session.batch():
             fields: dict[str, Any] = {}
             if self.status != "in_progress":
@@ -222,16 +242,13 @@ class ToolCall:
     async def _run_body(self, body: ToolCallBody) -> None:
         scope = self._scope
         assert scope is not None
-        try:
-            result: Any = None
-            failed: BaseException | None = None
-            with scope:
-                try:
-                    result = await body(self)
-                except Exception as exc:
-                    failed = exc
-        finally:
-            self._scope = None
+        result: Any = None
+        failed: BaseException | None = None
+        with scope:
+            try:
+                result = await body(self)
+            except Exception as exc:
+                failed = exc
         if self.final or self.session.closing:
             return
         if scope.cancelled_caught or scope.cancel_called:
@@ -267,6 +284,7 @@ class ToolCall:
         """
         subject = ToolCallPermissionSubject(tool_call=ToolCallUpdate(tool_call_id=self.id))
         return await self.session.request_permission(
-            title, options, subject=subject, description=description, on_behalf_of=self._entity
+            title, options, subject=subject, description=description, on_behalf_of=self._entity,
+            scopes=self._request_scopes,
         )
 

@@ -79,8 +79,8 @@ class BackgroundAgent(Agent):
     async def bgwait(self, session: Session, cmd: str) -> None:
         tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
                                              raw_input={"command": cmd})
-        terminal = await session.start_terminal(cmd, tool_call=tool, detach=True)
-        tool.finish_with(terminal)  # completed or failed by exit code, after the turn ended
+        # The tool call ends with the process (completed or failed by exit code), after the turn.
+        await session.start_terminal(cmd, tool_call=tool, ends_tool_call=True, detach=True)
 
     async def run(self, session: Session, cmd: str) -> None:
         tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
