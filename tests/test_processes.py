@@ -387,7 +387,8 @@ async def test_cancelling_task_group_kills_group(tmp_path: Path) -> None:
             await wait_until(lambda: len(live_members(proc.pgid)) >= 3)
             tg.cancel_scope.cancel()
         assert proc.exit_status == ExitStatus(None, "SIGKILL")
-        assert live_members(proc.pgid) == []
+        # SIGKILL went to the whole group; a loaded machine may take a moment to finish them off.
+        await wait_until(lambda: live_members(proc.pgid) == [])
         await wait_group_gone(proc.pgid)
 
 
@@ -400,7 +401,7 @@ async def test_cancelling_after_child_exit_kills_grandchildren(tmp_path: Path) -
             await wait_until(lambda: proc.exited)
             assert live_members(proc.pgid)
             tg.cancel_scope.cancel()
-        assert live_members(proc.pgid) == []
+        await wait_until(lambda: live_members(proc.pgid) == [])
         await wait_group_gone(proc.pgid)
 
 
