@@ -417,7 +417,8 @@ async def test_on_output_error_propagates_and_kills_group(tmp_path: Path) -> Non
             )
     assert info.group_contains(RuntimeError, match="consumer failed")
     assert proc is not None
-    assert live_members(proc.pgid) == []
+    with anyio.fail_after(TIMEOUT):
+        await wait_until(lambda: live_members(proc.pgid) == [])
     await wait_group_gone(proc.pgid)
 
 
