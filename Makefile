@@ -25,5 +25,23 @@ $(NPM_STAMP): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 	cd $(INTEROP) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(NPM_STAMP)
 
+# `make bench`: acp-agent side by side with the official SDKs (bench/README.md). The anchors get their own venv
+# (the official Python SDK may pin what acp-agent does not) and bench/ its own node_modules.
+ANCHORS := bench/.venv-anchors
+ANCHORS_STAMP := $(ANCHORS)/.installed
+BENCH_NPM_STAMP := bench/node_modules/.installed
+
+bench: $(STAMP) $(ANCHORS_STAMP) $(BENCH_NPM_STAMP)
+	$(BIN)/python bench/run.py
+
+$(ANCHORS_STAMP): bench/anchors-requirements.txt | $(STAMP)
+	test -x $(ANCHORS)/bin/python || $(BIN)/python -m venv $(ANCHORS)
+	$(ANCHORS)/bin/python -m pip install --quiet --disable-pip-version-check -r bench/anchors-requirements.txt
+	touch $(ANCHORS_STAMP)
+
+$(BENCH_NPM_STAMP): bench/package.json bench/package-lock.json
+	cd bench && npm ci --no-audit --no-fund --loglevel=error
+	touch $(BENCH_NPM_STAMP)
+
 clean:
 	rm -rf $(VENV) $(INTEROP)/node_modules

@@ -1,0 +1,823 @@
+"""``make bench``: acp-agent side by side with the official SDKs and two hand-written agents.
+
+Every agent under ``bench/agents/`` serves the same workload over stdio (``stream N``, ``echo TEXT``);
+this driver is the client. It launches each agent as a subprocess with pipes, checks that it answers
+correctly, then measures it in several interleaved rounds (round-robin over the agents, the order
+rotated each round) and prints medians with their ratio to the stdlib raw agent measured in the
+same rounds. See ``bench/README.md`` for what each number means.
+
+Run: ``make bench`` (sets up ``bench/.venv-anchors`` and ``bench/node_modules``), or directly
+``.venv/bin/python bench/run.py [--rounds 5] [--quick]``. Raw data goes to
+``bench/results/<timestamp>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import gc
+import math
+import os
+import platform
+import re
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+RESULTS = BENCH / "results"
+ANCHORS_PYTHON = BENCH / ".venv-anchors" / "bin" / "python"
+TS_SDK = BENCH / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
+
+READ_SIZE = 1 << 20
+READ_TIMEOUT = 120.0
+EXIT_TIMEOUT = 10.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+ANCHOR = "raw-json"
+CEILING = "raw-orjson"
+
+Message = dict[str, Any]
+
+# Agents run in the environment an editor would give them: the caller's, less the PYTHON* variables that change
+# what is measured (PYTHONUNBUFFERED makes every write a syscall, PYTHONDONTWRITEBYTECODE recompiles every module
+# at each start-up, PYTHONDEVMODE/PYTHONASYNCIODEBUG/PYTHONTRACEMALLOC slow everything down).
+STRIPPED_ENV = sorted(name for name in os.environ if name.startswith("PYTHON"))
+AGENT_ENV = {name: value for name, value in os.environ.items() if not name.startswith("PYTHON")}
+
+
+class BenchError(Exception):
+    """An agent misbehaved (wrong answer, early exit, timeout): the run stops, no number is printed for it."""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    key: str
+    label: str
+    argv: list[str]
+    protocol: int  # 2 for ACP v2 (idle end_turn ends a turn), 1 for v1 (the prompt response ends it)
+
+
+def agent_specs(python: str, anchors_python: str, node: str) -> list[AgentSpec]:
+    agents = "bench/agents/"
+    return [
+        AgentSpec("acp-agent", "acp-agent (v2)", [python, agents + "sdk_agent.py"], 2),
+        AgentSpec(
+            "official-py", "official Python SDK 0.12.1 (v1)", [anchors_python, agents + "official_python_agent.py"], 1
+        ),
+        AgentSpec("ts-sdk", "TypeScript SDK 2.4.0 (v2)", [node, agents + "ts_agent.mjs"], 2),
+        AgentSpec(ANCHOR, "raw stdlib json (anchor)", [python, agents + "raw_json_agent.py"], 2),
+        AgentSpec(CEILING, "raw orjson", [python, agents + "raw_orjson_agent.py"], 2),
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# The client: one agent process over pipes.
+
+RESPONSE_MARKERS = (b'"result"', b'"error"')
+V2_TURN_MARKERS = (b'"idle"', b'"result"', b'"error"')
+
+
+class Peer:
+    """An agent subprocess and the client end of its pipes."""
+
+    def __init__(self, spec: AgentSpec, stderr: IO[bytes]) -> None:
+        self.spec = spec
+        self.stderr = stderr
+        self.spawned = time.perf_counter()
+        self.proc = subprocess.Popen(
+            spec.argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, bufsize=0, env=AGENT_ENV
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.pid = self.proc.pid
+        self._wfd = self.proc.stdin.fileno()
+        self._rfd = self.proc.stdout.fileno()
+        self._pending = b""
+        self._next_id = 0
+        self.bytes_read = 0
+
+    def read(self) -> bytes:
+        """One read of whatever the agent wrote (up to 1 MiB)."""
+        if not select.select([self._rfd], [], [], READ_TIMEOUT)[0]:
+            raise BenchError(f"no output for {READ_TIMEOUT:.0f} s")
+        data = os.read(self._rfd, READ_SIZE)
+        if not data:
+            raise BenchError("the agent closed its stdout")
+        return data
+
+    def request(self, method: str, params: Message) -> int:
+        self._next_id += 1
+        line = orjson.dumps({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}) + b"\n"
+        os.write(self._wfd, line)
+        return self._next_id
+
+    def collect(
+        self, is_end: Callable[[list[Message], int], bool], markers: Sequence[bytes]
+    ) -> tuple[list[Message], float]:
+        """Read and parse messages until ``is_end`` says so; returns them and the arrival time of the last read.
+
+        The hot loop: big reads, one split per read, ``orjson.loads`` per line. ``is_end`` looks at the new
+        messages of a read only when one of ``markers`` occurs in its bytes.
+        """
+        messages: list[Message] = []
+        extend = messages.extend
+        loads = orjson.loads
+        read = self.read
+        pending = self._pending
+        while True:
+            data = read()
+            self.bytes_read += len(data)
+            buffer = pending + data if pending else data
+            cut = buffer.rfind(b"\n")
+            if cut < 0:
+                pending = buffer
+                continue
+            complete = buffer[:cut]
+            pending = buffer[cut + 1 :]
+            start = len(messages)
+            try:
+                extend(map(loads, complete.split(b"\n")))
+            except orjson.JSONDecodeError as exc:
+                raise BenchError(f"the agent wrote a line that is not JSON: {exc}") from None
+            for marker in markers:
+                if marker in complete:
+                    if is_end(messages, start):
+                        self._pending = pending
+                        return messages, time.perf_counter()
+                    break
+
+    def call(self, method: str, params: Message) -> tuple[Message, list[Message], float]:
+        """Send a request and read until its response; returns the result, everything read, the arrival time."""
+        request_id = self.request(method, params)
+        end = TurnEnd(request_id, protocol=1)
+        messages, arrived = self.collect(end, RESPONSE_MARKERS)
+        assert end.response is not None
+        return end.response["result"], messages, arrived
+
+    def prompt(self, session_id: str, text: str) -> tuple[TurnEnd, list[Message], float, float]:
+        """One prompt turn: returns its end, the messages, the send time and the time the turn ended."""
+        params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        sent = time.perf_counter()
+        request_id = self.request("session/prompt", params)
+        end = TurnEnd(request_id, self.spec.protocol)
+        messages, ended = self.collect(end, V2_TURN_MARKERS if self.spec.protocol == 2 else RESPONSE_MARKERS)
+        return end, messages, sent, ended
+
+    def close(self) -> int:
+        """Close the agent's stdin and wait for it to exit; returns its exit code."""
+        self.proc.stdin.close()  # type: ignore[union-attr]
+        try:
+            code = self.proc.wait(EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise BenchError(f"did not exit within {EXIT_TIMEOUT:.0f} s of its stdin closing") from None
+        self.proc.stdout.close()  # type: ignore[union-attr]
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stderr_tail(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-2000:]
+
+
+class TurnEnd:
+    """Decides when a turn is over: the response to ``request_id`` (and, in v2, an idle state_update with a
+    stop reason) has arrived. Both orders are allowed; an error response fails the run."""
+
+    def __init__(self, request_id: int, protocol: int) -> None:
+        self.request_id = request_id
+        self.protocol = protocol
+        self.response: Message | None = None
+        self.idle: Message | None = None
+
+    def __call__(self, messages: list[Message], start: int) -> bool:
+        for index in range(start, len(messages)):
+            message = messages[index]
+            if "method" not in message:
+                if message.get("id") != self.request_id:
+                    raise BenchError(f"a response to a request that was not sent: {message}")
+                if "error" in message:
+                    raise BenchError(f"error response: {message['error']}")
+                self.response = message
+            elif self.protocol == 2 and message["method"] == "session/update":
+                update = message["params"]["update"]
+                if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle" \
+                        and update.get("stopReason") is not None:
+                    self.idle = message
+        return self.response is not None and (self.protocol == 1 or self.idle is not None)
+
+
+def initialize_params(protocol: int) -> Message:
+    if protocol == 1:
+        return {"protocolVersion": 1, "clientCapabilities": {},
+                "clientInfo": {"name": "acp-agent-bench", "version": "0.0.0"}}
+    return {"protocolVersion": 2, "info": {"name": "acp-agent-bench", "version": "0.0.0"}, "capabilities": {}}
+
+
+def new_session_params(protocol: int) -> Message:
+    return {"cwd": str(ROOT), "mcpServers": []} if protocol == 1 else {"cwd": str(ROOT)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Checks (outside every timed region).
+
+
+def updates_of(messages: list[Message], session_id: str) -> list[Message]:
+    updates = []
+    for message in messages:
+        if message.get("method") == "session/update":
+            if message["params"].get("sessionId") != session_id:
+                raise BenchError(f"update for another session: {message}")
+            updates.append(message["params"]["update"])
+        elif "method" in message:
+            raise BenchError(f"unexpected message from the agent: {message}")
+    return updates
+
+
+def check_turn(spec: AgentSpec, end: TurnEnd, messages: list[Message], session_id: str, prompt: str) -> list[Message]:
+    """Checks the turn's frame (v2: messageId answer, user_message echo, running, idle end_turn last) and
+    returns its agent-message updates."""
+    assert end.response is not None
+    result = end.response["result"]
+    updates = updates_of(messages, session_id)
+    if spec.protocol == 1:
+        if result.get("stopReason") != "end_turn":
+            raise BenchError(f"prompt response {result}, expected stopReason end_turn")
+        return [u for u in updates if u.get("sessionUpdate") in ("agent_message_chunk", "agent_message")]
+    user_id = result.get("messageId")
+    if not isinstance(user_id, str) or not user_id:
+        raise BenchError(f"prompt response {result}, expected a messageId")
+    echoes = [u for u in updates if u.get("sessionUpdate") == "user_message"]
+    if len(echoes) != 1 or echoes[0].get("messageId") != user_id or echoes[0].get("content") != [
+        {"type": "text", "text": prompt}
+    ]:
+        raise BenchError(f"expected one user_message echo with messageId {user_id!r}: {echoes}")
+    states = [u for u in updates if u.get("sessionUpdate") == "state_update"]
+    if not states or states[0].get("state") != "running":
+        raise BenchError(f"no running state_update before the reply: {states}")
+    last = updates[-1]
+    if (last.get("sessionUpdate"), last.get("state"), last.get("stopReason")) != ("state_update", "idle", "end_turn"):
+        raise BenchError(f"the turn did not end with idle end_turn: {last}")
+    return [u for u in updates if u.get("sessionUpdate") in ("agent_message_chunk", "agent_message")]
+
+
+def check_stream(spec: AgentSpec, end: TurnEnd, messages: list[Message], session_id: str, count: int) -> None:
+    replies = check_turn(spec, end, messages, session_id, f"stream {count}")
+    chunks = [u for u in replies if u.get("sessionUpdate") == "agent_message_chunk"]
+    if len(chunks) != count or len(replies) != count:
+        raise BenchError(f"stream {count}: got {len(chunks)} agent_message_chunk updates ({len(replies)} replies)")
+    ids = {u.get("messageId") for u in chunks}
+    if len(ids) != 1 or None in ids:
+        raise BenchError(f"stream {count}: the chunks do not share one messageId: {sorted(map(str, ids))[:5]}")
+    for i, update in enumerate(chunks):
+        if update.get("content") != {"type": "text", "text": f"chunk {i} "}:
+            raise BenchError(f"stream {count}: chunk {i} is {update.get('content')}")
+
+
+def check_echo(spec: AgentSpec, end: TurnEnd, messages: list[Message], session_id: str, text: str) -> None:
+    replies = check_turn(spec, end, messages, session_id, f"echo {text}")
+    if len({u.get("messageId") for u in replies}) != 1:
+        raise BenchError(f"echo: expected one agent message, got {replies}")
+    said = ""
+    for update in replies:
+        content = update.get("content")
+        for block in content if isinstance(content, list) else [content]:
+            said += block.get("text", "") if isinstance(block, dict) else ""
+    if said != text:
+        raise BenchError(f"echo: the agent said {said!r}, expected {text!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# /proc readings.
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the process (all threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM (peak resident set) of the process, in MB (10^6 bytes)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    raise BenchError("no VmHWM in /proc/<pid>/status")
+
+
+# --------------------------------------------------------------------------------------------------
+# Workloads.
+
+
+@dataclass
+class Config:
+    rounds: int
+    stream_n: int
+    echo_n: int
+    startups: int  # extra spawn -> initialize samples per agent and round, besides the full run's own
+    terminal_mb: int = 0  # MB of terminal output through this driver per round (0: none)
+
+
+def full_run(spec: AgentSpec, config: Config) -> Message:
+    """One agent process: start-up, warm-up, the stream workload, the echo workload, clean exit."""
+    with tempfile.TemporaryFile() as stderr:
+        peer = Peer(spec, stderr)
+        try:
+            result, _, arrived = peer.call("initialize", initialize_params(spec.protocol))
+            startup_ms = (arrived - peer.spawned) * 1e3
+            if result.get("protocolVersion") != spec.protocol:
+                raise BenchError(f"initialize answered {result}")
+            session, _, _ = peer.call("session/new", new_session_params(spec.protocol))
+            session_id = session["sessionId"]
+
+            # Warm-up (lazily built validators, JIT): the first prompt is reported, not compared.
+            end, messages, sent, ended = peer.prompt(session_id, "echo warm-up")
+            check_echo(spec, end, messages, session_id, "warm-up")
+            first_prompt_ms = (ended - sent) * 1e3
+            end, messages, _, _ = peer.prompt(session_id, "stream 1000")
+            check_stream(spec, end, messages, session_id, 1000)
+
+            bytes_before = peer.bytes_read
+            cpu_before = cpu_seconds(peer.pid)
+            end, messages, sent, ended = peer.prompt(session_id, f"stream {config.stream_n}")
+            cpu_after = cpu_seconds(peer.pid)
+            rss_mb = peak_rss_mb(peer.pid)
+            check_stream(spec, end, messages, session_id, config.stream_n)
+            stream_s = ended - sent
+            stream_bytes = peer.bytes_read - bytes_before
+
+            echoes: list[float] = []
+            echo_cpu_before = cpu_seconds(peer.pid)
+            for i in range(config.echo_n):
+                text = f"ping {i}"
+                end, messages, sent, ended = peer.prompt(session_id, f"echo {text}")
+                echoes.append(ended - sent)
+                check_echo(spec, end, messages, session_id, text)
+            echo_cpu = cpu_seconds(peer.pid) - echo_cpu_before
+            exit_code = peer.close()
+            if exit_code != 0:
+                raise BenchError(f"exit code {exit_code}")
+        except BaseException as exc:
+            peer.kill()
+            if isinstance(exc, BenchError | OSError):
+                raise BenchError(f"{spec.key}: {exc}\n--- agent stderr ---\n{peer.stderr_tail()}") from None
+            raise
+    echoes.sort()
+    return {
+        "startup_ms": startup_ms,
+        "first_prompt_ms": first_prompt_ms,
+        "stream_n": config.stream_n,
+        "stream_s": stream_s,
+        "stream_notif_per_s": config.stream_n / stream_s,
+        "stream_bytes": stream_bytes,
+        "stream_cpu_s": cpu_after - cpu_before,
+        "cpu_us_per_notif": (cpu_after - cpu_before) / config.stream_n * 1e6,
+        "peak_rss_mb": rss_mb,
+        "echo_n": config.echo_n,
+        "echo_p50_ms": statistics.median(echoes) * 1e3,
+        "echo_p99_ms": percentile(echoes, 99) * 1e3,
+        "echo_cpu_ms_per_prompt": echo_cpu / config.echo_n * 1e3,
+        "echo_ms": [round(t * 1e3, 4) for t in echoes],
+    }
+
+
+def startup_only(spec: AgentSpec) -> float:
+    """Spawn -> initialize response, in ms; then a clean exit."""
+    with tempfile.TemporaryFile() as stderr:
+        peer = Peer(spec, stderr)
+        try:
+            _, _, arrived = peer.call("initialize", initialize_params(spec.protocol))
+            code = peer.close()
+            if code != 0:
+                raise BenchError(f"exit code {code}")
+        except BaseException as exc:
+            peer.kill()
+            if isinstance(exc, BenchError | OSError):
+                raise BenchError(f"{spec.key}: {exc}\n--- agent stderr ---\n{peer.stderr_tail()}") from None
+            raise
+    return (arrived - peer.spawned) * 1e3
+
+
+class TerminalEnd:
+    """The end of a ``/bg`` command: the ``terminal_update`` that carries its ``exitStatus``."""
+
+    def __call__(self, messages: list[Message], start: int) -> bool:
+        for index in range(start, len(messages)):
+            message = messages[index]
+            if "error" in message:
+                raise BenchError(f"error response: {message['error']}")
+            update = (message.get("params") or {}).get("update") or {}
+            if update.get("sessionUpdate") == "terminal_update" and "exitStatus" in update:
+                return True
+        return False
+
+
+def terminal_run(python: str, megabytes: int) -> Message:
+    """Terminal output through this driver: ``examples/background_agent.py`` runs ``/bg head -c N /dev/zero``;
+    MB/s from the prompt to the ``exitStatus`` update, chunks, the agent's CPU; every byte is checked after."""
+    spec = AgentSpec("background-agent", "examples/background_agent.py", [python, "examples/background_agent.py"], 2)
+    size = megabytes * 1_000_000
+    with tempfile.TemporaryFile() as stderr:
+        peer = Peer(spec, stderr)
+        try:
+            peer.call("initialize", initialize_params(2))
+            session, _, _ = peer.call("session/new", new_session_params(2))
+            session_id = session["sessionId"]
+
+            def command(text: str) -> tuple[list[Message], float, float]:
+                params = {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+                sent = time.perf_counter()
+                peer.request("session/prompt", params)
+                messages, ended = peer.collect(TerminalEnd(), (b'"exitStatus"', b'"error"'))
+                return messages, sent, ended
+
+            command("/bg head -c 1000000 /dev/zero")  # warm-up
+            cpu_before = cpu_seconds(peer.pid)
+            messages, sent, ended = command(f"/bg head -c {size} /dev/zero")
+            cpu = cpu_seconds(peer.pid) - cpu_before
+            peer.close()
+        except BaseException as exc:
+            peer.kill()
+            if isinstance(exc, BenchError | OSError):
+                raise BenchError(f"{spec.key}: {exc}\n--- agent stderr ---\n{peer.stderr_tail()}") from None
+            raise
+    received = chunks = 0
+    for message in messages:
+        update = (message.get("params") or {}).get("update") or {}
+        if update.get("sessionUpdate") == "terminal_output_chunk":
+            received += len(base64.b64decode(update["data"]))
+            chunks += 1
+    if received != size:
+        raise BenchError(f"terminal output: {received} bytes arrived, expected {size}")
+    seconds = ended - sent
+    return {"mb": megabytes, "seconds": seconds, "mb_per_s": size / 1e6 / seconds, "chunks": chunks,
+            "agent_cpu_s": cpu}
+
+
+def client_ceiling(count: int) -> float:
+    """Notifications/s of the client loop alone: ``count`` pre-made chunk lines parsed from memory, fed in
+    64 KiB reads (a pipe's buffer) through the same ``Peer.collect``."""
+    lines = [
+        orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "sess_1", "update": {
+            "sessionUpdate": "agent_message_chunk", "messageId": "msg_3",
+            "content": {"type": "text", "text": f"chunk {i} "}}}})
+        for i in range(count)
+    ]
+    lines.append(orjson.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "sess_1",
+                 "update": {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}}}))
+    lines.append(orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"messageId": "msg_user_2"}}))
+    data = b"\n".join(lines) + b"\n"
+    peer = MemoryPeer([data[i : i + 65536] for i in range(0, len(data), 65536)])
+    start = time.perf_counter()
+    messages, ended = peer.collect(TurnEnd(1, protocol=2), V2_TURN_MARKERS)
+    if len(messages) != count + 2:
+        raise BenchError(f"client ceiling: parsed {len(messages)} messages, expected {count + 2}")
+    return count / (ended - start)
+
+
+class MemoryPeer(Peer):
+    """``Peer.collect`` fed from pre-cut reads in memory instead of a pipe."""
+
+    def __init__(self, reads: list[bytes]) -> None:
+        self._reads = iter(reads)
+        self._pending = b""
+        self.bytes_read = 0
+
+    def read(self) -> bytes:
+        data = next(self._reads, b"")
+        if not data:
+            raise BenchError("client ceiling: out of data")
+        return data
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    return sorted_values[max(0, math.ceil(p / 100 * len(sorted_values)) - 1)]
+
+
+# --------------------------------------------------------------------------------------------------
+# The other two bench scripts.
+
+TERMINAL_RE = re.compile(r"terminal output: (\d+) MB in ([\d.]+) s = ([\d.]+) MB/s, (\d+) chunks")
+
+
+def run_script(python: str, args: list[str]) -> str:
+    completed = subprocess.run([python, *args], cwd=ROOT, capture_output=True, text=True, timeout=1200, env=AGENT_ENV)
+    if completed.returncode != 0:
+        raise BenchError(f"{' '.join(args)} failed ({completed.returncode}):\n{completed.stdout}{completed.stderr}")
+    return completed.stdout
+
+
+# --------------------------------------------------------------------------------------------------
+# Reporting.
+
+
+def command_output(argv: list[str]) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def machine_info(python: str, anchors_python: str, node: str) -> Message:
+    model = "?"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": command_output(["nproc"]),
+        "machine": platform.machine(),
+        "cpu": model,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "anchors_python": command_output([anchors_python, "-c", "import platform; print(platform.python_version())"]),
+        "node": command_output([node, "--version"]),
+        "loadavg_start": os.getloadavg(),
+        "stripped_env": STRIPPED_ENV,
+        "git": command_output(["git", "-C", str(ROOT), "describe", "--always", "--dirty"]),
+    }
+
+
+def ratio(value: float, anchor: float) -> float:
+    return value / anchor if anchor else float("nan")
+
+
+def summarize(specs: list[AgentSpec], runs: list[Message], startups: list[Message]) -> dict[str, Message]:
+    """Per agent: medians of the rounds, and the median of the per-round ratios to the anchor."""
+    rounds = sorted({run["round"] for run in runs})
+    by: dict[tuple[str, int], Message] = {(run["agent"], run["round"]): run for run in runs}
+    startup_by: dict[tuple[str, int], list[float]] = {}
+    for sample in startups:
+        startup_by.setdefault((sample["agent"], sample["round"]), []).append(sample["startup_ms"])
+
+    def per_round(key: str, metric: str) -> list[float]:
+        if metric == "startup_ms":
+            return [statistics.median(startup_by[key, r]) for r in rounds]
+        return [by[key, r][metric] for r in rounds]
+
+    summary: dict[str, Message] = {}
+    metrics = ["startup_ms", "stream_notif_per_s", "cpu_us_per_notif", "echo_p50_ms", "echo_p99_ms", "peak_rss_mb",
+               "first_prompt_ms", "echo_cpu_ms_per_prompt"]
+    for spec in specs:
+        row: Message = {"label": spec.label}
+        for metric in metrics:
+            values = per_round(spec.key, metric)
+            anchors = per_round(ANCHOR, metric)
+            row[metric] = statistics.median(values)
+            row[metric + "_ratio"] = statistics.median(ratio(v, a) for v, a in zip(values, anchors, strict=True))
+        summary[spec.key] = row
+    return summary
+
+
+def cross_ratio(runs: list[Message], metric: str, key: str, other: str) -> float:
+    by = {(run["agent"], run["round"]): run[metric] for run in runs}
+    rounds = sorted({run["round"] for run in runs})
+    return statistics.median(ratio(by[key, r], by[other, r]) for r in rounds)
+
+
+def startup_ratio(startups: list[Message], key: str, other: str) -> float:
+    per: dict[tuple[str, int], list[float]] = {}
+    for sample in startups:
+        per.setdefault((sample["agent"], sample["round"]), []).append(sample["startup_ms"])
+    rounds = sorted({r for _, r in per})
+    return statistics.median(ratio(statistics.median(per[key, r]), statistics.median(per[other, r])) for r in rounds)
+
+
+COLUMNS = [
+    ("start-up ms", "startup_ms", "{:.1f}"),
+    ("stream notif/s", "stream_notif_per_s", "{:,.0f}"),
+    ("CPU µs/notif", "cpu_us_per_notif", "{:.2f}"),
+    ("echo p50 ms", "echo_p50_ms", "{:.3f}"),
+    ("echo p99 ms", "echo_p99_ms", "{:.3f}"),
+    ("peak RSS MB", "peak_rss_mb", "{:.1f}"),
+]
+
+
+def table(specs: list[AgentSpec], summary: dict[str, Message]) -> str:
+    header = "| agent | " + " | ".join(name for name, _, _ in COLUMNS) + " |"
+    lines = [header, "|---|" + "---:|" * len(COLUMNS)]
+    for spec in specs:
+        row = summary[spec.key]
+        cells = [f"{fmt.format(row[metric])} ({row[metric + '_ratio']:.2f}x)" for _, metric, fmt in COLUMNS]
+        lines.append(f"| {spec.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--stream", type=int, default=20000, help="chunks in the stream workload (default 20000)")
+    parser.add_argument("--echo", type=int, default=300, help="sequential echo prompts per round (default 300)")
+    parser.add_argument("--startups", type=int, default=2,
+                        help="extra spawn->initialize samples per agent and round (default 2)")
+    parser.add_argument("--bg-runs", type=int, default=3, help="runs of background_bench.py (default 3)")
+    parser.add_argument("--mb", type=int, default=100,
+                        help="MB of terminal output, per round through this driver and for background_bench.py")
+    parser.add_argument("--only", help="comma-separated agent keys (the anchor is always included)")
+    parser.add_argument("--skip-scripts", action="store_true",
+                        help="do not run dispatch_overhead.py and background_bench.py")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds, small workloads, no scripts")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.stream, args.echo, args.startups, args.skip_scripts, args.mb = 2, 2000, 30, 0, True, 10
+
+    python = sys.executable
+    node = shutil.which("node") or "node"
+    missing = []
+    if not ANCHORS_PYTHON.exists():
+        missing.append(f"{ANCHORS_PYTHON.relative_to(ROOT)} (run `make bench`, which creates it)")
+    if not TS_SDK.exists():
+        missing.append("bench/node_modules (run `make bench`, which runs `npm ci` in bench/)")
+    if missing:
+        print("missing: " + "; ".join(missing), file=sys.stderr)
+        return 2
+    specs = agent_specs(python, str(ANCHORS_PYTHON), node)
+    if args.only:
+        wanted = set(args.only.split(",")) | {ANCHOR}
+        specs = [spec for spec in specs if spec.key in wanted]
+    config = Config(rounds=args.rounds, stream_n=args.stream, echo_n=args.echo, startups=args.startups,
+                    terminal_mb=args.mb if "acp-agent" in {spec.key for spec in specs} else 0)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_path = RESULTS / f"{stamp}.jsonl"
+    records: list[Message] = []
+    machine = machine_info(python, str(ANCHORS_PYTHON), node)
+    records.append({"kind": "meta", **machine, "config": vars(config),
+                    "agents": {spec.key: {"label": spec.label, "argv": spec.argv, "protocol": spec.protocol}
+                               for spec in specs}})
+    print(f"acp-agent bench, {machine['date']}: {machine['nproc']} cores {machine['machine']} ({machine['cpu']}), "
+          f"Python {machine['python']}, Node {machine['node']}")
+    print(f"{config.rounds} interleaved rounds; stream {config.stream_n}, echo x{config.echo_n}, "
+          f"start-up {1 + config.startups} samples per agent and round")
+    if STRIPPED_ENV:
+        print(f"agents run without {', '.join(STRIPPED_ENV)} (set in this environment)")
+
+    # The driver keeps every message of a workload for the checks: no cyclic GC passes over them while timing
+    # (everything is freed by reference counting; a collection runs between agents).
+    gc.disable()
+    try:
+        # Correctness first (and warm caches: .pyc files, the page cache).
+        print("checking each agent ...", end="", flush=True)
+        quick = Config(rounds=1, stream_n=1000, echo_n=5, startups=0)
+        for spec in specs:
+            full_run(spec, quick)
+            print(f" {spec.key} ok", end="", flush=True)
+        print()
+
+        runs: list[Message] = []
+        startups: list[Message] = []
+        ceilings: list[float] = []
+        terminals: list[Message] = []
+        for round_index in range(config.rounds):
+            shift = round_index % len(specs)
+            order = specs[shift:] + specs[:shift]
+            for spec in order:
+                gc.collect()
+                run = {"kind": "run", "round": round_index, "agent": spec.key, **full_run(spec, config)}
+                runs.append(run)
+                records.append(run)
+                startups.append({"kind": "startup", "round": round_index, "agent": spec.key,
+                                 "startup_ms": run["startup_ms"]})
+            for _ in range(config.startups):
+                for spec in order:
+                    sample = {"kind": "startup", "round": round_index, "agent": spec.key,
+                              "startup_ms": startup_only(spec)}
+                    startups.append(sample)
+            if config.terminal_mb:
+                gc.collect()
+                terminal = terminal_run(python, config.terminal_mb)
+                terminals.append(terminal)
+                records.append({"kind": "terminal", "round": round_index, **terminal})
+            gc.collect()
+            ceiling = client_ceiling(config.stream_n)
+            ceilings.append(ceiling)
+            records.extend(s for s in startups if s["round"] == round_index)
+            records.append({"kind": "client_ceiling", "round": round_index, "notif_per_s": ceiling})
+            print(f"  round {round_index + 1}/{config.rounds}: " + ", ".join(
+                f"{run['agent']} {run['stream_notif_per_s']:,.0f}/s" for run in runs if run["round"] == round_index))
+    except BenchError as exc:
+        gc.enable()
+        print(f"\nFAILED: {exc}", file=sys.stderr)
+        records.append({"kind": "failure", "error": str(exc)})
+        write_records(out_path, records)
+        return 1
+
+    gc.enable()
+    summary = summarize(specs, runs, startups)
+    records.append({"kind": "summary", "agents": summary, "client_ceiling_notif_per_s": statistics.median(ceilings)})
+    print()
+    print(f"Medians of {config.rounds} interleaved rounds; (x) = median per-round ratio to the raw stdlib json agent.")
+    print(table(specs, summary))
+    print(f"client-only ceiling: the driver parses {statistics.median(ceilings):,.0f} notif/s from memory "
+          f"({config.stream_n} pre-made chunk lines); a stream rate near it is capped by the client, not the agent")
+    first = ", ".join(f"{spec.key} {summary[spec.key]['first_prompt_ms']:.1f}" for spec in specs)
+    print(f"first prompt after start-up (echo, not in the table), ms: {first}")
+    echo_cpu = ", ".join(f"{spec.key} {summary[spec.key]['echo_cpu_ms_per_prompt']:.3f}" for spec in specs)
+    print(f"agent CPU per echo round trip (not in the table), ms: {echo_cpu}")
+
+    if terminals:
+        mb_s = statistics.median(t["mb_per_s"] for t in terminals)
+        cpu_per_mb = statistics.median(t["agent_cpu_s"] / t["mb"] * 1e3 for t in terminals)
+        chunk_kib = statistics.median(t["mb"] * 1e6 / t["chunks"] / 1024 for t in terminals)
+        print(f"terminal output through this driver (examples/background_agent.py, /bg head -c {config.terminal_mb} MB,"
+              f" median of {len(terminals)}): {mb_s:.1f} MB/s, {chunk_kib:.0f} KiB per chunk, "
+              f"agent CPU {cpu_per_mb:.1f} ms/MB")
+
+    targets: list[Message] = []
+    keys = {spec.key for spec in specs}
+    if "acp-agent" in keys:
+        if CEILING in keys:
+            r = cross_ratio(runs, "stream_notif_per_s", "acp-agent", CEILING)
+            targets.append({"target": "stream notif/s >= 0.6x raw orjson", "value": r, "ok": r >= 0.6})
+        if "ts-sdk" in keys:
+            r = cross_ratio(runs, "stream_notif_per_s", "acp-agent", "ts-sdk")
+            targets.append({"target": "stream notif/s >= 3x TypeScript SDK", "value": r, "ok": r >= 3})
+        r = startup_ratio(startups, "acp-agent", ANCHOR)
+        targets.append({"target": "start-up <= 3x raw stdlib json", "value": r, "ok": r <= 3})
+        r = cross_ratio(runs, "echo_p50_ms", "acp-agent", ANCHOR)
+        targets.append({"target": "echo p50 <= 1.2x raw stdlib json", "value": r, "ok": r <= 1.2})
+        rss = summary["acp-agent"]["peak_rss_mb"]
+        targets.append({"target": "peak RSS <= 35 MB (stream workload)", "value": rss, "ok": rss <= 35})
+    if terminals:
+        targets.append({"target": "terminal output >= 100 MB/s (this driver)", "value": mb_s, "ok": mb_s >= 100})
+        targets.append({"target": "terminal KiB per chunk >= 16 (this driver)", "value": chunk_kib,
+                        "ok": chunk_kib >= 16})
+
+    if not args.skip_scripts:
+        print()
+        print("$ .venv/bin/python bench/dispatch_overhead.py")
+        output = run_script(python, ["bench/dispatch_overhead.py"])
+        print(output, end="")
+        records.append({"kind": "script", "script": "dispatch_overhead.py", "output": output})
+        bg_terminals: list[Message] = []
+        for run_index in range(args.bg_runs):
+            print(f"$ .venv/bin/python bench/background_bench.py --mb {args.mb}   # run {run_index + 1}/{args.bg_runs}")
+            output = run_script(python, ["bench/background_bench.py", "--mb", str(args.mb)])
+            print(output, end="")
+            match = TERMINAL_RE.search(output)
+            record: Message = {"kind": "script", "script": "background_bench.py", "run": run_index, "output": output}
+            if match:
+                record["terminal"] = {"mb": int(match[1]), "seconds": float(match[2]), "mb_per_s": float(match[3]),
+                                      "chunks": int(match[4])}
+                bg_terminals.append(record["terminal"])
+            records.append(record)
+        if bg_terminals:
+            bg_mb_s = statistics.median(t["mb_per_s"] for t in bg_terminals)
+            per_chunk_kib = statistics.median(t["mb"] * 1e6 / t["chunks"] / 1024 for t in bg_terminals)
+            print(f"background_bench terminal output, median of {len(bg_terminals)} runs: {bg_mb_s:.1f} MB/s, "
+                  f"{per_chunk_kib:.0f} KiB per chunk on average (its Python test client reads and decodes)")
+            targets.append({"target": "terminal output >= 100 MB/s (background_bench)", "value": bg_mb_s,
+                            "ok": bg_mb_s >= 100})
+            targets.append({"target": "terminal KiB per chunk >= 16 (background_bench)", "value": per_chunk_kib,
+                            "ok": per_chunk_kib >= 16})
+
+    if targets:
+        print()
+        print("targets (acp-agent):")
+        for target in targets:
+            print(f"  {target['target']:<48} {target['value']:8.2f}   {verdict(target['ok'])}")
+        records.append({"kind": "targets", "targets": targets})
+    write_records(out_path, records)
+    print(f"\nraw data: {out_path.relative_to(ROOT)}")
+    return 0
+
+
+def write_records(path: Path, records: list[Message]) -> None:
+    with open(path, "wb") as out:
+        for record in records:
+            out.write(orjson.dumps(record) + b"\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
