@@ -20,6 +20,7 @@ import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..connection import Connection, Method
+from .checker import WireChecker
 from .streams import byte_pipe
 
 __all__ = ["Client", "SessionView", "TranscriptEntry", "connect_agent", "spawn_agent"]
@@ -138,10 +139,13 @@ class Client:
         permission_policy: PermissionPolicy | None = allow_first,
         on_message: Callable[[TranscriptEntry], None] | None = None,
         keep_transcript: bool = True,
+        check: bool = True,
     ) -> None:
         self.transcript: list[TranscriptEntry] = []
         self.keep_transcript = keep_transcript
         """Whether :attr:`transcript` records messages (turn off for bulk benchmarks)."""
+        self.checker: WireChecker | None = WireChecker(raise_on_violation=False) if check else None
+        """The wire-rule checker fed with every message (``check=False`` turns it off)."""
         self.on_message = on_message
         self._send_stream = _TappedSend(send, _Tap(self, "client->agent"))
         self.connection = Connection(_TappedReceive(receive, _Tap(self, "agent->client")), self._send_stream)
@@ -161,6 +165,8 @@ class Client:
         entry = TranscriptEntry(direction, message, self._clock())
         if self.keep_transcript:
             self.transcript.append(entry)
+        if self.checker is not None:
+            self.checker.feed(direction, message)
         if direction == "agent->client":
             self._apply(message)
         if self.on_message is not None:
@@ -287,6 +293,15 @@ class Client:
         """Close the client's sending side (the agent sees end of input)."""
         await self._send_stream.aclose()
 
+    def check(self) -> None:
+        """Raise ``AssertionError`` listing every wire-rule violation seen (end of connection)."""
+        if self.checker is None:
+            return
+        self.checker.finish()
+        if self.checker.violations:
+            details = "\n".join(str(v) for v in self.checker.violations)
+            raise AssertionError(f"the agent broke {len(self.checker.violations)} wire rule(s):\n{details}")
+
     def sent_by_agent(self) -> list[Any]:
         """Every message the agent sent, in order."""
         return [e.message for e in self.transcript if e.direction == "agent->client"]
@@ -294,7 +309,11 @@ class Client:
 
 @asynccontextmanager
 async def connect_agent(agent: Any, **client_options: Any) -> AsyncIterator[Client]:
-    """Serve ``agent`` in this process and yield a :class:`Client` connected to it."""
+    """Serve ``agent`` in this process and yield a :class:`Client` connected to it.
+
+    When the block ends normally, the transcript is judged by the client's
+    :class:`~acp_agent.testing.checker.WireChecker` (pass ``check=False`` to skip).
+    """
     from ..stdio import serve
 
     to_agent_send, to_agent_receive = byte_pipe()
@@ -320,6 +339,7 @@ async def connect_agent(agent: Any, **client_options: Any) -> AsyncIterator[Clie
                 await agent_done.wait()
             client.connection.close()
             tg.cancel_scope.cancel()
+    client.check()
 
 
 @asynccontextmanager
@@ -355,4 +375,5 @@ async def spawn_agent(
     finally:
         if process.returncode is None:
             process.kill()
+    client.check()
 

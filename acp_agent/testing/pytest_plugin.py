@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from .checker import WireChecker
 from .client import Client, connect_agent, spawn_agent
 
 __all__ = ["acp_client", "acp_connect", "check_client"]
@@ -38,16 +39,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def check_client(client: Client, *, schema_path: str | None = None) -> list[str]:
     """Wire-rule violations and schema problems of everything ``client`` saw."""
-    problems: list[str] = []
-    try:
-        from .checker import WireChecker
-    except ImportError:  # pragma: no cover - the checker ships with the package
-        WireChecker = None  # type: ignore[assignment,misc]
-    if WireChecker is not None:
-        checker = WireChecker(raise_on_violation=False)
-        checker.feed_transcript(client.transcript)
-        checker.finish()
-        problems += [str(v) for v in checker.violations]
+    checker = WireChecker(raise_on_violation=False)
+    checker.feed_transcript(client.transcript)
+    checker.finish()
+    problems = [str(v) for v in checker.violations]
     path = schema_path or os.environ.get("ACP_SCHEMA")
     try:
         from .schema import SchemaValidator, default_schema_path
@@ -61,6 +56,7 @@ def check_client(client: Client, *, schema_path: str | None = None) -> list[str]
 
 
 def _connect(target: Any, **options: Any) -> AbstractAsyncContextManager[Client]:
+    options.setdefault("check", False)  # judged by check_client() instead, together with the schema
     if isinstance(target, type):
         target = target()
     if isinstance(target, (list, tuple)):
