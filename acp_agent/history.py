@@ -168,6 +168,13 @@ class History:
             self._entries[(kind, key)] = entry
         return entry
 
+    def append_text(self, thought: bool, message_id: str, text: str) -> None:
+        """Record a plain-text agent message (or thought) chunk without building its model."""
+        entry = self._entry(AgentThought if thought else AgentMessage, message_id)
+        if entry.text is None:
+            entry.text = []
+        entry.text.append(text)
+
     def _append_chunk(self, full: type[BaseModel], chunk: BaseModel) -> None:
         id_field, collection = _UPSERTS[full]
         entry = self._entry(full, getattr(chunk, id_field))

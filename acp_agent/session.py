@@ -131,12 +131,29 @@ class MessageStream:
     def __init__(self, session: Session, *, thought: bool = False, message_id: str | None = None) -> None:
         self.session = session
         self.message_id = message_id or new_id("thought" if thought else "msg")
+        self._thought = thought
         self._chunk = AgentThoughtChunk if thought else AgentMessageChunk
+        # The hot path: text chunks are framed straight to bytes (same JSON the models produce).
+        self._head = (
+            session._prefix
+            + (b'{"sessionUpdate":"agent_thought_chunk","messageId":' if thought
+               else b'{"sessionUpdate":"agent_message_chunk","messageId":')
+            + orjson.dumps(self.message_id)
+            + b',"content":{"type":"text","text":'
+        )
 
     async def write(self, content: str | ContentBlock) -> None:
         """Append one piece of text (or one content block) to the message."""
-        block = TextContent(text=content) if isinstance(content, str) else content
-        await self.session.send(self._chunk(message_id=self.message_id, content=block))
+        session = self.session
+        if type(content) is not str:
+            await session.send(self._chunk(message_id=self.message_id, content=content))
+            return
+        if session._closed:
+            raise SessionClosedError(f"session {session.id} is closed")
+        session.record.history.append_text(self._thought, self.message_id, content)
+        writer = session._conn.writer
+        writer.send_nowait(self._head + orjson.dumps(content) + b"}}}}\n")
+        await writer.backpressure()
 
 
 class Session:
@@ -253,12 +270,13 @@ class Session:
         ``record=False`` leaves it out of the replayable history (the caller recorded it).
         """
         self._check_sendable(update)
-        registry = self.background
-        registry.check(update)
+        entity_update = isinstance(update, _ENTITY_UPDATES)
+        if entity_update:
+            self.background.check(update)
         if record:
             self.record.history.record(update)
         self._conn.writer.send_nowait(self._frame(update))
-        if registry.observe(update, foreground=_FOREGROUND.get() is self, detach=detach):
+        if entity_update and self.background.observe(update, foreground=_FOREGROUND.get() is self, detach=detach):
             self._list_changed()
 
     async def drain_backpressure(self) -> None:
@@ -275,7 +293,7 @@ class Session:
     def _check_sendable(self, update: BaseModel) -> None:
         if self._closed:
             raise SessionClosedError(f"session {self.id} is closed")
-        if getattr(update, "session_update", None) == "state_update":
+        if isinstance(update, _STATE_UPDATES) or getattr(update, "session_update", None) == "state_update":
             raise ValueError("the session reports its own state; agent code never sends state_update")
 
     def resend(self, update: BaseModel) -> None:
@@ -902,6 +920,9 @@ class Session:
         if self.parent is not None and self in self.parent.children:
             self.parent.children.remove(self)
 
+
+_ENTITY_UPDATES: Final = (ToolCallUpdate, ToolCallContentChunk, TerminalUpdate, SubagentUpdate)
+_STATE_UPDATES: Final = (RunningStateUpdate, RequiresActionStateUpdate, IdleStateUpdate)
 
 _STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"})
 
