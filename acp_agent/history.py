@@ -11,6 +11,7 @@ option lists) are not history (R37).
 from __future__ import annotations
 
 import base64
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -77,7 +78,7 @@ class _Entry:
     kind: type[BaseModel]
     fields: dict[str, Any] = field(default_factory=dict)
     text: list[str] | None = None  # an open run of plain-text chunks at the end of the collection
-    output: bytearray | None = None  # terminals: retained output tail
+    output: _Tail | None = None  # terminals: retained output tail
 
 
 class History:
@@ -108,7 +109,7 @@ class History:
                 entry.kind,
                 fields,
                 list(entry.text) if entry.text is not None else None,
-                bytearray(entry.output) if entry.output is not None else None,
+                entry.output.copy() if entry.output is not None else None,
             )
         return other
 
@@ -144,12 +145,23 @@ class History:
                 items.append(TextContent(text="".join(entry.text)))
             fields[collection] = items
         if entry.output is not None:
-            fields["output"] = TerminalOutput(data=base64.b64encode(bytes(entry.output)).decode())
+            fields["output"] = TerminalOutput(data=base64.b64encode(entry.output.data()).decode())
         return entry.kind(**fields)
 
-    def append_output(self, terminal_id: str, data: bytes) -> None:
-        """Record raw terminal output (same as a ``terminal_output_chunk`` carrying ``data``)."""
-        self._append_output(self._entry(TerminalUpdate, terminal_id), data)
+    def append_output(self, terminal_id: str, data: bytes, *, limit: int | None = None) -> None:
+        """Record raw terminal output (same as a ``terminal_output_chunk`` carrying ``data``).
+
+        ``limit`` sets how many bytes this terminal retains (on its first output).
+        """
+        entry = self._entry(TerminalUpdate, terminal_id)
+        if entry.output is None and limit is not None:
+            entry.output = _Tail(limit)
+        self._append_output(entry, data)
+
+    def output(self, terminal_id: str) -> bytes:
+        """The retained output tail of a terminal."""
+        entry = self._entries.get((TerminalUpdate, terminal_id))
+        return entry.output.data() if entry is not None and entry.output is not None else b""
 
     def current(self, kind: str, entity_id: str) -> BaseModel | None:
         """The full present state of one tool call, terminal or child, as one update."""
@@ -208,7 +220,7 @@ class History:
             elif name == "meta":
                 entry.fields["meta"] = _patch_meta(entry.fields.get("meta"), value)
             elif name == "output" and kind is TerminalUpdate:
-                entry.output = bytearray()
+                entry.output = _Tail(entry.output.limit if entry.output is not None else self._terminal_tail)
                 if value is not None:
                     self._append_output(entry, base64.b64decode(value.data))
             else:
@@ -218,11 +230,35 @@ class History:
 
     def _append_output(self, entry: _Entry, data: bytes) -> None:
         if entry.output is None:
-            entry.output = bytearray()
-        entry.output += data
-        excess = len(entry.output) - self._terminal_tail
-        if excess > 0:
-            del entry.output[:excess]
+            entry.output = _Tail(self._terminal_tail)
+        entry.output.append(data)
+
+
+class _Tail:
+    """The last ``limit`` bytes of a stream, kept as chunks (appending never copies the tail)."""
+
+    __slots__ = ("chunks", "limit", "size")
+
+    def __init__(self, limit: int) -> None:
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.limit = limit
+
+    def append(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.size += len(data)
+        while self.chunks and self.size - len(self.chunks[0]) >= self.limit:
+            self.size -= len(self.chunks.popleft())
+
+    def data(self) -> bytes:
+        joined = b"".join(self.chunks)
+        return joined[len(joined) - self.limit :] if len(joined) > self.limit else joined
+
+    def copy(self) -> _Tail:
+        other = _Tail(self.limit)
+        other.chunks = deque(self.chunks)
+        other.size = self.size
+        return other
 
 
 def _patch_meta(stored: dict[str, Any] | None, patch: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import orjson
 
 from .background import Entity
 from .processes import DEFAULT_TERMINATE_GRACE, ExitStatus, ManagedProcess
@@ -29,7 +30,6 @@ from .schema import (
     TerminalCancelCapabilities,
     TerminalCapabilities,
     TerminalExitStatus,
-    TerminalOutputChunk,
     TerminalUpdate,
 )
 
@@ -52,11 +52,18 @@ class Terminal:
         self.cwd = cwd
         self.grace = grace
         self.process: ManagedProcess | None = None
+        self.tail_limit = 1024 * 1024
         self.tool_call_id: str | None = None
         self._exited = anyio.Event()
         self._exit: ExitStatus | None = None
         self._exit_callbacks: list[Callable[[ExitStatus], None]] = []
         self._request_scopes: set[anyio.CancelScope] = set()
+        self._chunk_head = (
+            session._prefix
+            + b'{"sessionUpdate":"terminal_output_chunk","terminalId":'
+            + orjson.dumps(entity.id)
+            + b',"data":"'
+        )
 
     @property
     def id(self) -> str:
@@ -77,8 +84,8 @@ class Terminal:
         return f"Terminal({self.id!r}, {self.command!r}, exit={self._exit})"
 
     def tail(self) -> bytes:
-        """The retained tail of the output."""
-        return self.process.tail() if self.process is not None else b""
+        """The retained tail of the output (what a resume snapshot sends)."""
+        return self.session.record.history.output(self.id)
 
     async def wait(self) -> ExitStatus:
         """Wait until the process exited and its exit was reported."""
@@ -126,12 +133,13 @@ class Terminal:
 
     async def _start(self, argv: Sequence[str] | None, env: Mapping[str, str] | None, tail_limit: int,
                      flush_bytes: int, flush_interval: float) -> None:
+        self.tail_limit = tail_limit
         options: dict[str, Any] = {
             "cwd": self.cwd,
             "env": env,
             "on_output": self._on_output,
             "task_group": self.session.task_group,
-            "tail_limit": tail_limit,
+            "tail_limit": 0,  # the session history keeps the tail; the process need not
             "flush_bytes": flush_bytes,
             "flush_interval": flush_interval,
         }
@@ -142,12 +150,15 @@ class Terminal:
         self.session.spawn(self._watch_exit)
 
     async def _on_output(self, data: bytes) -> None:
-        if self.session.closing:
-            return
         session = self.session
-        session.record.history.append_output(self.id, data)  # the raw bytes: no decoding back
-        session.emit(TerminalOutputChunk(terminal_id=self.id, data=base64.b64encode(data).decode()), record=False)
-        await session.drain_backpressure()
+        if session.closing or session.closed:
+            return
+        session.record.history.append_output(self.id, data, limit=self.tail_limit)  # raw bytes, no decoding
+        # The hot path: each chunk is framed straight to bytes (base64 needs no JSON escaping);
+        # this is exactly what TerminalOutputChunk(terminal_id=..., data=...) serializes to.
+        writer = session._conn.writer
+        writer.send_nowait(self._chunk_head + base64.b64encode(data) + b'"}}}\n')
+        await writer.backpressure()
 
     async def _watch_exit(self) -> None:
         assert self.process is not None

@@ -1,0 +1,65 @@
+"""Retained history: folding chunks, patching entities, bounded terminal tails."""
+
+from __future__ import annotations
+
+import base64
+
+from acp_agent.history import History
+from acp_agent.schema import (
+    AgentMessageChunk,
+    TerminalOutput,
+    TerminalOutputChunk,
+    TerminalUpdate,
+    TextContent,
+    ToolCallUpdate,
+    to_wire,
+)
+
+
+def test_text_chunks_fold_into_one_message() -> None:
+    history = History()
+    for piece in ("a", "b", "c"):
+        history.record(AgentMessageChunk(message_id="m1", content=TextContent(text=piece)))
+    history.append_text(False, "m1", "d")
+    [message] = [to_wire(u) for u in history.replay()]
+    assert message == {
+        "sessionUpdate": "agent_message", "messageId": "m1", "content": [{"type": "text", "text": "abcd"}]
+    }
+
+
+def test_tool_call_patches_merge_and_keep_null() -> None:
+    history = History()
+    history.record(ToolCallUpdate(tool_call_id="c1", title="t", kind="read", status="pending"))
+    history.record(ToolCallUpdate(tool_call_id="c1", status="in_progress", raw_input=None))
+    assert to_wire(history.current("tool_call", "c1")) == {
+        "sessionUpdate": "tool_call_update", "toolCallId": "c1", "title": "t", "kind": "read",
+        "status": "in_progress", "rawInput": None,
+    }
+
+
+def test_terminal_tail_is_bounded_and_exact() -> None:
+    history = History(terminal_tail=10)
+    history.record(TerminalUpdate(terminal_id="t1", command="x"))
+    stream = b""
+    for i in range(50):
+        piece = bytes([65 + i % 26]) * (i % 7 + 1)
+        stream += piece
+        if i % 2:
+            history.append_output("t1", piece)
+        else:
+            history.record(TerminalOutputChunk(terminal_id="t1", data=base64.b64encode(piece).decode()))
+    assert history.output("t1") == stream[-10:]
+    current = history.current("terminal", "t1")
+    assert isinstance(current, TerminalUpdate) and isinstance(current.output, TerminalOutput)
+    assert base64.b64decode(current.output.data) == stream[-10:]
+    # an output snapshot replaces what was retained
+    history.record(TerminalUpdate(terminal_id="t1", output=TerminalOutput(data=base64.b64encode(b"fresh").decode())))
+    assert history.output("t1") == b"fresh"
+
+
+def test_fork_copy_is_independent() -> None:
+    history = History()
+    history.append_output("t1", b"abc")
+    copy = history.copy()
+    history.append_output("t1", b"def")
+    assert copy.output("t1") == b"abc" and history.output("t1") == b"abcdef"
