@@ -790,10 +790,14 @@ class Session:
         for job in list(self._jobs):
             if job.prompt is not None:
                 self.withdraw(job)
+        dropped = bool(self._jobs)
         self._jobs.clear()  # queued agent-initiated work has not started: drop it too
         self._update_idle()
         if self._fg_scope is not None:
             self._fg_scope.cancel()
+        elif dropped and self._state != "idle":
+            # Follow-up work already reported `running` but never started: it ends here.
+            self._set_state("idle", "cancelled")
 
     async def run(self, task_group: TaskGroup) -> None:
         """The session's worker: runs queued foreground jobs one at a time until closed."""
