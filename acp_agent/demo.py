@@ -2,10 +2,13 @@
 
 Usage: ``python -m acp_agent.demo [--agent PATH] [--background-agent PATH]``. First a short
 conversation with the echo agent, then background work with the background agent: a
-background process, a watcher the client cancels with ``tool_call/cancel``, and a wake-up
-that fires after its turn ended. One line per message: time, direction (``→`` client to
-agent, ``←`` agent to client), the method or update kind, and the essentials of its
-content; each ``state_update`` shows its ``background`` list.
+background process, a watcher the client cancels with ``tool_call/cancel``, a wake-up
+that fires after its turn ended, a subagent (a child session listed while it works), and a
+background job whose permission request survives a ``session/cancel`` and is answered
+afterwards. One line per message: time, direction (``→`` client to agent, ``←`` agent to
+client), the method or update kind (``session/update @ID`` for a child session's own
+updates), and the essentials of its content; each ``state_update`` shows its
+``background`` list.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class Timeline:
     def __init__(self) -> None:
         self._start: float | None = None
         self._methods: dict[tuple[str, Any], str] = {}
+        self._children: set[str] = set()
 
     def __call__(self, entry: TranscriptEntry) -> None:
         if self._start is None:
@@ -51,7 +55,15 @@ class Timeline:
         if method is not None:
             if "id" in msg:
                 self._methods[(entry.direction, msg["id"])] = method
-            return f"{arrow} {method:<28} {_params(method, msg.get('params') or {})}"
+            params = msg.get("params") or {}
+            label = method
+            if method == "session/update":
+                update = params.get("update") or {}
+                if update.get("sessionUpdate") == "subagent_update":
+                    self._children.add(str(update.get("sessionId")))
+                if params.get("sessionId") in self._children:
+                    label = f"{method} @{params['sessionId']}"  # a child session's own update
+            return f"{arrow} {label:<28} {_params(method, params)}"
         sender = "agent->client" if entry.direction == "client->agent" else "client->agent"
         asked = self._methods.pop((sender, msg.get("id")), "?")
         if "error" in msg:
@@ -86,8 +98,15 @@ def _params(method: str, params: dict[str, Any]) -> str:
             return f"{kind:<23} {update.get('state')} {extra}".rstrip()
         if "content" in update and "messageId" in update:
             return f"{kind:<23} {update['messageId']} {_short(_text(update['content']))}"
+        if kind == "subagent_update":
+            return f"{kind:<23} {update.get('sessionId')} {_subagent(update)}".rstrip()
         ident = next((update[k] for k in ("toolCallId", "terminalId", "planId") if k in update), "")
         return f"{kind:<23} {ident} {_details(update)}".rstrip()
+    if method == "session/request_permission":
+        subject = params.get("subject") or {}
+        about = (subject.get("toolCall") or {}).get("toolCallId") or subject.get("terminalId") or "-"
+        options = ",".join(str(o.get("optionId")) for o in params.get("options") or [])
+        return f"{params.get('sessionId')} {_short(str(params.get('title', '')), 40)} about={about} [{options}]"
     if method == "initialize":
         return f"protocolVersion={params.get('protocolVersion')}"
     if method == "session/prompt":
@@ -95,6 +114,20 @@ def _params(method: str, params: dict[str, Any]) -> str:
     if method == "session/new":
         return f"cwd={params.get('cwd')}"
     return " ".join(f"{k}={v}" for k, v in params.items() if k != "_meta")
+
+
+def _subagent(update: dict[str, Any]) -> str:
+    """The essentials of a ``subagent_update``: title, capabilities, the child's mirrored state."""
+    parts = []
+    if update.get("title"):
+        parts.append(_short(update["title"], 40))
+    if update.get("capabilities"):
+        parts.append("(cancellable)")
+    state = update.get("state")
+    if isinstance(state, dict):
+        stop = f" stopReason={state['stopReason']}" if state.get("stopReason") else ""
+        parts.append(f"state={state.get('state')}{stop} background={_background(state.get('background'))}")
+    return " ".join(parts)
 
 
 def _background(items: Any) -> str:
@@ -132,6 +165,9 @@ def _details(update: dict[str, Any]) -> str:
 
 
 def _result(method: str, result: dict[str, Any]) -> str:
+    if method == "session/request_permission":
+        outcome = result.get("outcome") or {}
+        return " ".join(str(outcome[k]) for k in ("outcome", "optionId") if k in outcome)
     if method == "initialize":
         info = result.get("info") or {}
         return f"protocolVersion={result.get('protocolVersion')} agent={info.get('name')} {info.get('version')}"
@@ -142,14 +178,15 @@ async def run_demo(echo_agent: Path, background_agent: Path) -> int:
     """Run both scripted conversations; 0 if both agents exited with status 0."""
     ok = await _run(echo_agent, _conversation)
     print(flush=True)
-    ok = await _run(background_agent, _background_work) and ok
+    # The background conversation answers its permission request by hand (after a session/cancel).
+    ok = await _run(background_agent, _background_work, permission_policy=None) and ok
     return 0 if ok else 1
 
 
-async def _run(agent_path: Path, conversation: Callable[[Client], Awaitable[None]]) -> bool:
+async def _run(agent_path: Path, conversation: Callable[[Client], Awaitable[None]], **client_options: Any) -> bool:
     timeline = Timeline()
     print(f"acp-agent demo: launching {agent_path.name} over stdio\n", flush=True)
-    async with spawn_agent([sys.executable, str(agent_path)], on_message=timeline) as client:
+    async with spawn_agent([sys.executable, str(agent_path)], on_message=timeline, **client_options) as client:
         await conversation(client)
     print(f"\nagent exited with status {client.returncode}", flush=True)
     return client.returncode == 0
@@ -181,7 +218,19 @@ async def _background_work(client: Client) -> None:
     await client.request("tool_call/cancel", {"sessionId": session_id, "toolCallId": watcher})
     # A wake-up: pending and listed after its turn, then it completes and starts new work by itself.
     await client.prompt_and_wait(session_id, "/schedule 1 Good morning! The wake-up fired.")
-    await client.wait_idle(session_id, count=4)  # the wake-up's work is the 4th to end
+    view = await client.wait_idle(session_id, count=4)  # the wake-up's work is the 4th to end
+    # A subagent: a child session that streams its message for a second; the parent lists it meanwhile.
+    await client.prompt_and_wait(session_id, "/subagent 1 Exploring the auth module")
+    child = next(u["sessionId"] for u in reversed(view.updates) if u.get("sessionUpdate") == "subagent_update")
+    await client.wait_idle(child)
+    await client.wait_for(lambda: view.background == [])
+    # A background job asks permission: session/cancel leaves its request open; the answer comes later.
+    await client.prompt_and_wait(session_id, "/bgask")
+    await client.wait_for(lambda: bool(client.pending_permissions))
+    client.cancel(session_id)
+    await anyio.sleep(0.5)  # nothing is withdrawn: the request is for listed background work
+    client.answer_permission(next(iter(client.pending_permissions)), "allow-once")
+    await client.wait_for(lambda: view.background == [])
     await client.close_session(session_id)
 
 

@@ -254,6 +254,8 @@ class AgentRuntime:
             await session.close()
 
     async def _delete(self, request: DeleteSessionRequest) -> dict[str, Any]:
+        if request.session_id in self.sessions:
+            self._active(request.session_id)  # children cannot be deleted by the client
         session = self.sessions.pop(request.session_id, None)
         if session is not None:
             await self._stop(session)

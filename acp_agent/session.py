@@ -860,6 +860,7 @@ class Session:
         """
         status = "failed" if stop == "error" else "cancelled"
         terminals: list[Terminal] = []
+        children: list[Session] = []
         for entity in list(self.background.entities.values()):
             if entity.detached or entity.final or not entity.announced:
                 continue
@@ -873,12 +874,15 @@ class Session:
             elif entity.kind == "terminal" and isinstance(entity.handle, Terminal):
                 terminals.append(entity.handle)
             elif entity.kind == "subagent" and isinstance(entity.handle, Session):
-                entity.handle.cancel()  # a child this work was waiting on is cancelled with it
-        if terminals:
+                children.append(entity.handle)  # a child this work waited on is cancelled with it
+        if terminals or children:
             with anyio.move_on_after(DEFAULT_GRACE + 2):
                 async with anyio.create_task_group() as tg:
                     for terminal in terminals:
                         tg.start_soon(_stop_and_wait, terminal)
+                    for child in children:
+                        child.cancel()
+                        tg.start_soon(child.wait_idle)  # its final updates precede our idle (R68)
 
     async def _insert(self, job: ForegroundJob) -> None:
         """Insert a held prompt: give it an id, let its request answer, then echo it (R52, R53)."""

@@ -9,8 +9,8 @@ resume, fork and close. Illegal moves raise :class:`ToolCallStateError` in the a
 and are skipped. The judge is the independent :class:`WireChecker` over the whole
 transcript (plus the local order judge of ``test_background``): it sees only the wire.
 
-What the random mix deliberately avoids is listed in ``AVOIDED`` (two approximations of the
-checker, not library behaviour).
+What the random mix deliberately avoids is listed in ``AVOIDED`` (known library bugs shown by
+strict xfails in ``test_background.py``, and two approximations of the checker).
 """
 
 from __future__ import annotations
@@ -48,6 +48,11 @@ from acp_agent.testing.client import Client, connect_agent
 from .test_background import order_problems
 
 AVOIDED = """
+- background terminals are started with detach=True: without it a terminal started by background
+  work is not detached (strict xfail test_terminal_started_by_background_work_is_background_work);
+  the two rarer races shown by test_cancel_while_a_turn_finalizes_sends_one_idle and
+  test_follow_up_removal_is_not_folded_into_another_tasks_idle are not avoided, only made rarer
+  by that (before it, a stress run of 1400 examples hit the first once and the second twice);
 - a terminal is never attached to a tool call that runs a body, nor a body given to a tool call
   that shows a terminal: the checker judges R88 from content alone (a tool call whose content is
   only listed terminals) and cannot see that the body is work of its own;
@@ -354,7 +359,7 @@ class Driver:
             tool = None
         if tool is not None:
             self.agent.launchers.add(tool.id)
-        term = await self.session.start_terminal(argv, cancellable=cancellable, tool_call=tool,
+        term = await self.session.start_terminal(argv, cancellable=cancellable, tool_call=tool, detach=True,
                                                  ends_tool_call=ends_tool_call and tool is not None)
         self.agent.terms.append(term)
 

@@ -1260,13 +1260,22 @@ class WireChecker:
             return
         self._r42_idle_first(s, req, answer)
         self._r44_requests_withdrawn(s, req, answer)
+        self._mark_closed(s)
+
+    def _mark_closed(self, s: _Session) -> None:
+        """A closed session and, with it, all its children (closing a parent ends them)."""
         s.closed = True
         s.active = False
         s.closed_at = self._n
         s.cancel = None
         s.r95 = None
+        s.state = "idle"
         if s.last_list is not None:
             s.last_list = []
+        for child_id in s.children:
+            child = self._sessions.get(child_id)
+            if child is not None and not child.closed:
+                self._mark_closed(child)
 
     def _r42_idle_first(self, s: _Session, req: _Req, answer: _Answer) -> None:
         """R42: close ends active work with an idle ``cancelled`` before its answer."""
@@ -1352,6 +1361,9 @@ class WireChecker:
         prompt = req.params.get("prompt")
         if answer.code != -32602 or not isinstance(prompt, list) or not prompt:
             return
+        target = self._sessions.get(req.session_id or "")
+        if target is not None and target.parent is not None:
+            return  # a child session refuses client prompts (§11.15)
         for block in prompt:
             b = _obj(block)
             text_ok = b.get("type") == "text" and isinstance(b.get("text"), str)

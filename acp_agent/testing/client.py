@@ -150,10 +150,14 @@ class Client:
         self._send_stream = _TappedSend(send, _Tap(self, "client->agent"))
         self.connection = Connection(_TappedReceive(receive, _Tap(self, "agent->client")), self._send_stream)
         self.connection.notifications["session/update"] = Method(self._on_update)
-        self.connection.requests["session/request_permission"] = Method(self._on_permission)
+        self.connection.requests["session/request_permission"] = Method(
+            self._on_permission, prepare=self._hold_permission
+        )
         self.permission_policy = permission_policy
         self.sessions: dict[str, SessionView] = {}
         self.pending_permissions: dict[Any, dict[str, Any]] = {}
+        """Permission requests waiting for a hand answer, by arrival number (0, 1, 2, ...)."""
+        self._permission_count = 0
         self.returncode: int | None = None
         """Exit code of an agent subprocess, once it ended (see :func:`spawn_agent`)."""
         self._changed = anyio.Event()
@@ -196,17 +200,25 @@ class Client:
     async def _on_update(self, params: dict[str, Any]) -> None:
         return None  # already applied by the tap, in wire order
 
-    async def _on_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _hold_permission(self, params: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        # Runs as the request arrives, so hand-answer keys follow wire order on every backend.
         policy = self.permission_policy
         if policy is not None:
             answer = policy(params)
             if answer is not None:
-                return answer
-        done = anyio.Event()
-        slot: dict[str, Any] = {"params": params, "done": done}
-        key = len(self.pending_permissions)
-        self.pending_permissions[key] = slot
+                return answer, None
+        key = self._permission_count
+        self._permission_count += 1
+        self.pending_permissions[key] = {"params": params, "done": anyio.Event()}
         self._notify_change()
+        return params, key
+
+    async def _on_permission(self, held: tuple[dict[str, Any], Any]) -> dict[str, Any]:
+        answer, key = held
+        if key is None:
+            return answer
+        slot = self.pending_permissions[key]
+        done: anyio.Event = slot["done"]
         try:
             await done.wait()
         finally:

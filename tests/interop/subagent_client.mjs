@@ -1,0 +1,605 @@
+#!/usr/bin/env node
+// Drives examples/background_agent.py with the official ACP TypeScript SDK (experimental v2 client API) through its
+// permission and subagent rows, and checks that the SDK's `ActiveSession` view agrees with what the agent did:
+// `session.isForBackgroundWork(request)` for permission requests, and `session.background` for a child session.
+//
+//   node tests/interop/subagent_client.mjs <python> <path/to/examples/background_agent.py>
+//
+// Scenario: `/bgask` (its request must be for background work), `session/cancel` (the request must stay open: no
+// `$/cancel_request`), then the answer `allow-once` (the tool call shows "allowed" and leaves the list); `/ask`
+// (its request must not be for background work; answered `allow-once`); `/subagent 1 ...` (the child must be in
+// `session.background` as a subagent item while it runs, and leave after its idle); then `session/close`.
+// Exit 0 and a one-line JSON summary on stdout on success; exit 1 with a message on stderr on any failed check, any
+// error the SDK reports, or a timeout. Optional environment variables:
+//   ACP_INTEROP_TRANSCRIPT         file that receives every byte the agent wrote to stdout (verbatim)
+//   ACP_INTEROP_CLIENT_TRANSCRIPT  file that receives every line the client SDK wrote to the agent's stdin
+//   ACP_INTEROP_WIRE               file that receives both directions as JSON lines {"from", "message"}, in the
+//                                  order the client saw them (for a wire-rule checker)
+
+import { spawn } from "node:child_process";
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
+import process from "node:process";
+import { setTimeout as sleep } from "node:timers/promises";
+import { format, isDeepStrictEqual } from "node:util";
+
+import { client, ndJsonStream, RequestError } from "@agentclientprotocol/sdk/experimental/v2/unstable";
+
+const OVERALL_TIMEOUT_MS = 30_000;
+const EXIT_TIMEOUT_MS = 5_000;
+const EXPECTED_AGENT_NAME = "background-agent";
+const SUBAGENT_TEXT = "hello from the child";
+const OPTIONS = [
+  { optionId: "allow-once", name: "Allow once", kind: "allow_once" },
+  { optionId: "reject-once", name: "Reject", kind: "reject_once" },
+];
+
+const { zUpdateSessionNotification } = await import(
+  new URL("./node_modules/@agentclientprotocol/sdk/dist/v2/unstable/schema/zod.gen.js", import.meta.url).href
+);
+const SDK_VERSION = JSON.parse(
+  readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url), "utf8"),
+).version;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Failure handling: everything funnels into `reportError`, which makes the run fail.
+
+class CheckFailed extends Error {
+  name = "CheckFailed";
+}
+
+const errors = [];
+let rejectFatal;
+const fatal = new Promise((_, reject) => {
+  rejectFatal = reject;
+});
+fatal.catch(() => {});
+let step = "starting";
+
+function reportError(message) {
+  const full = `[step: ${step}] ${message}`;
+  errors.push(full);
+  rejectFatal(new CheckFailed(full));
+}
+
+function check(condition, message, details) {
+  if (!condition) {
+    throw new CheckFailed(details === undefined ? message : `${message}: ${show(details)}`);
+  }
+}
+
+function show(value) {
+  try {
+    const text = JSON.stringify(value);
+    return text === undefined ? String(value) : text.length > 2000 ? `${text.slice(0, 2000)}…` : text;
+  } catch {
+    return String(value);
+  }
+}
+
+function describeError(error) {
+  if (error instanceof RequestError) {
+    return `RequestError ${error.code} ${error.message}${error.data === undefined ? "" : ` data=${show(error.data)}`}`;
+  }
+  if (error instanceof Error) {
+    return `${error.name}: ${error.message}${error.issues ? ` issues=${show(error.issues)}` : ""}`;
+  }
+  return show(error);
+}
+
+// The SDK reports problems it cannot turn into a rejected promise only through console.*: make them fatal.
+for (const level of ["error", "warn", "log", "info", "debug"]) {
+  console[level] = (...args) => reportError(`SDK reported via console.${level}: ${format(...args)}`);
+}
+process.on("unhandledRejection", (reason) => reportError(`unhandled promise rejection: ${describeError(reason)}`));
+process.on("uncaughtException", (error) => reportError(`uncaught exception: ${describeError(error)}`));
+
+// ---------------------------------------------------------------------------------------------------------------
+// Wire log: every message in both directions, in the order they crossed the pipe.
+
+let seq = 0;
+const wire = []; // {seq, from: "agent" | "client", message}
+const agentMessages = () => wire.filter((entry) => entry.from === "agent");
+const clientMessages = () => wire.filter((entry) => entry.from === "client");
+
+const transcriptPath = process.env.ACP_INTEROP_TRANSCRIPT;
+const clientTranscriptPath = process.env.ACP_INTEROP_CLIENT_TRANSCRIPT;
+const wirePath = process.env.ACP_INTEROP_WIRE;
+for (const path of [transcriptPath, clientTranscriptPath, wirePath]) {
+  if (path) writeFileSync(path, "");
+}
+
+function logWire(from, message) {
+  wire.push({ seq: seq++, from, message });
+  if (wirePath) appendFileSync(wirePath, `${JSON.stringify({ from, message })}\n`);
+}
+
+function lineSplitter(onLine) {
+  let pending = Buffer.alloc(0);
+  return {
+    push(chunk) {
+      pending = Buffer.concat([pending, chunk]);
+      let index;
+      while ((index = pending.indexOf(0x0a)) !== -1) {
+        onLine(pending.subarray(0, index).toString("utf8"));
+        pending = pending.subarray(index + 1);
+      }
+    },
+    flush() {
+      if (pending.length > 0) {
+        onLine(pending.toString("utf8"), true);
+        pending = Buffer.alloc(0);
+      }
+    },
+  };
+}
+
+function recordAgentLine(line, unterminated = false) {
+  if (unterminated) reportError(`agent stdout ended with an unterminated line: ${show(line)}`);
+  let message;
+  try {
+    message = JSON.parse(line);
+  } catch {
+    reportError(`agent wrote a line to stdout that is not JSON: ${show(line)}`);
+    return;
+  }
+  if (typeof message !== "object" || message === null || Array.isArray(message) || message.jsonrpc !== "2.0") {
+    reportError(`agent wrote something that is not a single JSON-RPC 2.0 object: ${show(line)}`);
+    return;
+  }
+  logWire("agent", message);
+  if (message.method === "session/update" && !("id" in message)) {
+    const parsed = zUpdateSessionNotification.safeParse(message.params);
+    if (!parsed.success) {
+      reportError(`the SDK cannot parse this session/update: ${show(line)}; issues: ${show(parsed.error.issues)}`);
+    }
+  }
+}
+
+function recordClientLine(line) {
+  const message = JSON.parse(line);
+  logWire("client", message);
+  if ("error" in message && !("method" in message)) {
+    reportError(`the client SDK rejected a message from the agent and answered: ${show(message)}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Agent process and stdio streams.
+
+const [, , python, agentScript] = process.argv;
+if (!python || !agentScript) {
+  process.stderr.write("usage: node subagent_client.mjs <python> <path/to/background_agent.py>\n");
+  process.exit(2);
+}
+
+const child = spawn(python, [agentScript], { stdio: ["pipe", "pipe", "inherit"] });
+let agentExit;
+let expectingExit = false;
+const agentClosed = new Promise((resolve) => {
+  child.on("close", (code, signal) => {
+    agentExit = { code, signal };
+    if (!expectingExit) reportError(`agent process exited unexpectedly (code ${code}, signal ${signal})`);
+    resolve(agentExit);
+  });
+});
+child.on("error", (error) => reportError(`agent process error: ${describeError(error)}`));
+child.stdin.on("error", (error) => reportError(`writing to the agent's stdin failed: ${describeError(error)}`));
+
+const agentLines = lineSplitter(recordAgentLine);
+let inputController;
+let inputOpen = true;
+const input = new ReadableStream({
+  start(controller) {
+    inputController = controller;
+  },
+  cancel() {
+    inputOpen = false;
+  },
+});
+child.stdout.on("data", (chunk) => {
+  if (transcriptPath) appendFileSync(transcriptPath, chunk);
+  agentLines.push(chunk);
+  if (inputOpen) inputController.enqueue(new Uint8Array(chunk));
+});
+child.stdout.on("end", () => {
+  agentLines.flush();
+  if (inputOpen) {
+    inputOpen = false;
+    inputController.close();
+  }
+});
+
+const clientLines = lineSplitter(recordClientLine);
+const output = new WritableStream({
+  write(bytes) {
+    const buffer = Buffer.from(bytes);
+    if (clientTranscriptPath) appendFileSync(clientTranscriptPath, buffer);
+    clientLines.push(buffer);
+    return new Promise((resolve, reject) => {
+      child.stdin.write(buffer, (error) => (error ? reject(error) : resolve()));
+    });
+  },
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Client app: handlers for everything an agent may send, so nothing is left unhandled.
+
+const sessionsCreated = new Set();
+const activeSessions = new Map(); // sessionId -> ActiveSession
+const childrenOf = new Map(); // child sessionId -> parent sessionId, from the announcing subagent_update
+const childUpdates = new Map(); // child sessionId -> its own updates, in arrival order
+const permissionRequests = []; // every permission request, in arrival order
+let permissionArrived = () => {};
+
+function nextPermission(after) {
+  return new Promise((resolve) => {
+    const poll = () => {
+      if (permissionRequests.length > after) resolve(permissionRequests[after]);
+      else permissionArrived = poll;
+    };
+    poll();
+  });
+}
+
+const app = client({ name: "acp-agent-interop-subagents" })
+  .onRequest("session/request_permission", ({ params, signal, requestId }) => {
+    const session = activeSessions.get(params.sessionId);
+    if (!session) {
+      reportError(`permission request for a session this client has no ActiveSession for: ${show(params)}`);
+      return { outcome: { outcome: "cancelled" } };
+    }
+    return new Promise((resolve) => {
+      // isForBackgroundWork as the SDK answers it when the request arrives (the decision a UI makes then)
+      const entry = { params, requestId, forBackground: session.isForBackgroundWork(params), aborted: false, resolve };
+      signal.addEventListener("abort", () => {
+        entry.aborted = true;
+        resolve({ outcome: { outcome: "cancelled" } });
+      });
+      permissionRequests.push(entry);
+      permissionArrived();
+    });
+  })
+  .onRequest("*", ({ method, params }) => {
+    reportError(`unexpected request from the agent: ${method} ${show(params)}`);
+    throw RequestError.methodNotFound(method);
+  })
+  .onNotification("session/update", ({ params }) => {
+    const { sessionId, update } = params;
+    if (sessionsCreated.has(sessionId)) {
+      if (update.sessionUpdate === "subagent_update" && !childrenOf.has(update.sessionId)) {
+        childrenOf.set(update.sessionId, sessionId);
+        childUpdates.set(update.sessionId, []);
+      }
+    } else if (childrenOf.has(sessionId)) {
+      childUpdates.get(sessionId).push(update);
+    } else {
+      reportError(`session/update for a session neither created nor announced as a child: ${show(params)}`);
+    }
+  })
+  .onNotification("*", ({ method, params }) => {
+    reportError(`unexpected notification from the agent: ${method} ${show(params)}`);
+  });
+
+// ---------------------------------------------------------------------------------------------------------------
+// Scenario helpers.
+
+const toolCallItem = (toolCallId) => ({ type: "tool_call", toolCallId });
+const subagentItem = (sessionId) => ({ type: "subagent", sessionId });
+
+/** Reads session updates until `done(update)` holds; returns every update read, the matching one last. */
+async function readUntil(session, what, done) {
+  const updates = [];
+  for (;;) {
+    const message = await session.nextUpdate();
+    updates.push(message.update);
+    if (done(message.update, message)) return updates;
+  }
+}
+
+/** Sends a prompt and reads its turn up to the idle snapshot carrying a stop reason (which must be end_turn). */
+async function promptTurn(session, text) {
+  const [response, updates] = await Promise.all([
+    session.prompt(text),
+    readUntil(session, "idle end_turn", (_, message) => message.kind === "stop" && message.stopReason != null),
+  ]);
+  const stop = updates.at(-1);
+  check(stop.stopReason === "end_turn", `${text}: the turn did not end with end_turn`, stop);
+  check(typeof response.messageId === "string", `${text}: bad prompt response`, response);
+  return updates;
+}
+
+function lists(update, item) {
+  return update.sessionUpdate === "state_update" && (update.background ?? []).some((w) => isDeepStrictEqual(w, item));
+}
+
+function checkBackground(session, expected, label) {
+  check(isDeepStrictEqual(session.background, expected), `${label}: session.background`, {
+    sdk: session.background,
+    expected,
+  });
+}
+
+function withdrawalsOf(requestId) {
+  return agentMessages().filter(
+    (entry) =>
+      entry.message.method === "$/cancel_request" && isDeepStrictEqual(entry.message.params?.requestId, requestId),
+  );
+}
+
+function lastClientRequest(method) {
+  return clientMessages().filter((entry) => entry.message.method === method && "id" in entry.message).at(-1);
+}
+
+function responseTo(request) {
+  return agentMessages().find(
+    (entry) => !("method" in entry.message) && isDeepStrictEqual(entry.message.id, request.message.id),
+  );
+}
+
+/** Wire position of the first agent message matching `predicate`. */
+function seqOf(predicate) {
+  return agentMessages().find((entry) => predicate(entry.message))?.seq;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The scenario.
+
+async function backgroundPermission(ctx, session) {
+  step = "/bgask: turn";
+  const turn = await promptTurn(session, "/bgask");
+  const call = turn.find((u) => u.sessionUpdate === "tool_call_update" && u.title === "Background job");
+  check(call, "/bgask: no tool call titled Background job", turn);
+  const { toolCallId } = call;
+
+  step = "/bgask: the permission request";
+  const request = await nextPermission(0);
+  check(request.params.sessionId === session.sessionId, "/bgask: request for another session", request.params);
+  check(
+    isDeepStrictEqual(request.params.subject, { type: "tool_call", toolCall: { toolCallId } }),
+    "/bgask: the subject does not reference the background tool call",
+    request.params,
+  );
+  check(isDeepStrictEqual(request.params.options, OPTIONS), "/bgask: unexpected options", request.params.options);
+  check(request.forBackground === true, "/bgask: isForBackgroundWork was false when the request arrived", {
+    request: request.params,
+    background: session.background,
+  });
+  checkBackground(session, [toolCallItem(toolCallId)], "/bgask: while the request is open");
+
+  step = "/bgask: session/cancel";
+  await ctx.notify("session/cancel", { sessionId: session.sessionId });
+  await sleep(500);
+  check(!request.aborted, "/bgask: session/cancel withdrew the request for background work");
+  check(withdrawalsOf(request.requestId).length === 0, "/bgask: $/cancel_request sent for the background request");
+  const forBackgroundAfterCancel = session.isForBackgroundWork(request.params);
+  check(forBackgroundAfterCancel, "/bgask: isForBackgroundWork became false after session/cancel");
+  checkBackground(session, [toolCallItem(toolCallId)], "/bgask: after session/cancel");
+
+  step = "/bgask: answer allow-once";
+  request.resolve({ outcome: { outcome: "selected", optionId: "allow-once" } });
+  const after = await readUntil(
+    session,
+    "the snapshot without the tool call",
+    (u) => u.sessionUpdate === "state_update" && !lists(u, toolCallItem(toolCallId)),
+  );
+  const content = after
+    .filter((u) => u.sessionUpdate === "tool_call_content_chunk" && u.toolCallId === toolCallId)
+    .map((u) => u.content);
+  check(
+    isDeepStrictEqual(content, [{ type: "content", content: { type: "text", text: "allowed" } }]),
+    "/bgask: the answer did not reach the tool call",
+    after,
+  );
+  const final = after.find((u) => u.sessionUpdate === "tool_call_update" && u.toolCallId === toolCallId && u.status);
+  check(final?.status === "completed", "/bgask: the tool call did not complete", after);
+  const removal = after.at(-1);
+  check(removal.state === "idle" && removal.stopReason == null, "/bgask: the removal changed the foreground", removal);
+  checkBackground(session, [], "/bgask: after the tool call ended");
+  return {
+    toolCallId,
+    forBackground: request.forBackground,
+    forBackgroundAfterCancel,
+    withdrawn: request.aborted || withdrawalsOf(request.requestId).length > 0,
+    content: content.map((c) => c.content.text),
+    finalStatus: final.status,
+    backgroundAfter: session.background,
+  };
+}
+
+async function foregroundPermission(session) {
+  step = "/ask";
+  const turnDone = promptTurn(session, "/ask deploy");
+  const request = await nextPermission(1);
+  check(request.params.sessionId === session.sessionId, "/ask: request for another session", request.params);
+  check(request.params.subject?.type === "tool_call", "/ask: the subject is not a tool call", request.params);
+  check(request.forBackground === false, "/ask: isForBackgroundWork was true for a foreground request", {
+    request: request.params,
+    background: session.background,
+  });
+  request.resolve({ outcome: { outcome: "selected", optionId: "allow-once" } });
+  const turn = await turnDone;
+  const states = turn.filter((u) => u.sessionUpdate === "state_update").map((u) => u.state);
+  check(states.includes("requires_action"), "/ask: no requires_action while the request was open", states);
+  const said = turn.filter((u) => u.sessionUpdate === "agent_message").flatMap((u) => u.content.map((b) => b.text));
+  check(isDeepStrictEqual(said, ["allowed: deploy"]), "/ask: unexpected reply", said);
+  const askCall = turn.find((u) => u.sessionUpdate === "tool_call_update" && u.title === "Ask: deploy");
+  check(
+    askCall && request.params.subject.toolCall.toolCallId === askCall.toolCallId,
+    "/ask: the subject does not reference the turn's tool call",
+    { subject: request.params.subject, turn },
+  );
+  return { forBackground: request.forBackground, states, said };
+}
+
+async function subagent(session) {
+  step = "/subagent: turn";
+  const turn = await promptTurn(session, `/subagent 1 ${SUBAGENT_TEXT}`);
+  const announce = turn.find((u) => u.sessionUpdate === "subagent_update");
+  check(announce, "/subagent: no subagent_update in the turn", turn);
+  const childId = announce.sessionId;
+  check(announce.title === `Subagent: ${SUBAGENT_TEXT}`, "/subagent: unexpected title", announce);
+  check(isDeepStrictEqual(announce.capabilities, { cancel: {} }), "/subagent: the child does not advertise cancel");
+  const item = subagentItem(childId);
+
+  step = "/subagent: listed while it runs";
+  if (!turn.some((u) => lists(u, item))) {
+    await readUntil(session, "a snapshot listing the child", (u) => lists(u, item));
+  }
+  checkBackground(session, [item], "/subagent: while the child runs");
+  const childRunning = (childUpdates.get(childId) ?? []).some((u) => u.sessionUpdate === "state_update");
+  check(childRunning, "/subagent: listed before the child reported any state");
+
+  step = "/subagent: the child finishes";
+  const after = await readUntil(
+    session,
+    "the snapshot without the child",
+    (u) => u.sessionUpdate === "state_update" && !lists(u, item),
+  );
+  checkBackground(session, [], "/subagent: after the child finished");
+  const removal = after.at(-1);
+  check(removal.state === "idle" && removal.stopReason == null, "/subagent: the removal changed the foreground",
+    removal);
+  const own = childUpdates.get(childId);
+  const text = own
+    .filter((u) => u.sessionUpdate === "agent_message_chunk")
+    .map((u) => u.content.text)
+    .join("");
+  check(text === SUBAGENT_TEXT, "/subagent: the child's streamed text", { text, own });
+  const childStates = own.filter((u) => u.sessionUpdate === "state_update");
+  const childStop = childStates.at(-1);
+  check(childStop?.state === "idle" && childStop.stopReason === "end_turn", "/subagent: the child did not end", own);
+  // R79 / §11.7: announced before anything names the child; its quiet idle before the snapshot that drops it
+  const announcedAt = seqOf(
+    (m) => m.params?.update?.sessionUpdate === "subagent_update" && m.params.update.sessionId === childId,
+  );
+  const firstNamedAt = seqOf((m) => JSON.stringify(m).includes(`"${childId}"`));
+  check(announcedAt === firstNamedAt, "/subagent: a message named the child before its announcement");
+  const childIdleAt = seqOf((m) => m.params?.sessionId === childId && m.params.update?.stopReason === "end_turn");
+  const droppedAt = agentMessages().filter(
+    (e) =>
+      e.seq > childIdleAt &&
+      e.message.params?.sessionId === session.sessionId &&
+      e.message.params.update?.sessionUpdate === "state_update",
+  )[0]?.seq;
+  check(childIdleAt < droppedAt, "/subagent: the parent dropped the child before the child's idle");
+  return {
+    childId,
+    title: announce.title,
+    capabilities: announce.capabilities,
+    listedWhileRunning: [item],
+    backgroundAfter: session.background,
+    text,
+    childStates: childStates.map((u) => u.state),
+    childStopReason: childStop.stopReason,
+  };
+}
+
+async function scenario(ctx) {
+  step = "initialize";
+  const init = await ctx.request("initialize", {
+    protocolVersion: 2,
+    info: { name: "acp-agent-interop", version: "0.0.0" },
+    capabilities: {},
+  });
+  check(init.protocolVersion === 2, "initialize: protocolVersion is not 2", init);
+  check(init.info?.name === EXPECTED_AGENT_NAME, `initialize: info.name is not ${EXPECTED_AGENT_NAME}`, init);
+
+  step = "session/new";
+  const session = await ctx.buildSession(process.cwd()).start();
+  sessionsCreated.add(session.sessionId);
+  activeSessions.set(session.sessionId, session);
+
+  const bgask = await backgroundPermission(ctx, session);
+  const ask = await foregroundPermission(session);
+  const sub = await subagent(session);
+  check(permissionRequests.length === 2, "unexpected permission requests", permissionRequests.map((r) => r.params));
+
+  step = "session/close";
+  const closed = await ctx.request("session/close", { sessionId: session.sessionId });
+  check(isDeepStrictEqual(closed, {}), "session/close: result is not {}", closed);
+  const closeResponse = responseTo(lastClientRequest("session/close"));
+  session.dispose();
+  return {
+    agent: init.info,
+    sessionId: session.sessionId,
+    childIds: [...childrenOf.keys()],
+    bgask,
+    ask,
+    subagent: sub,
+    close: closed,
+    closeSeq: closeResponse.seq,
+  };
+}
+
+/** Checks over the whole wire log, once the agent has exited and its stdout is fully read. */
+function checkWire(result) {
+  const requests = clientMessages().filter((entry) => "method" in entry.message && "id" in entry.message);
+  const responses = agentMessages().filter((entry) => !("method" in entry.message));
+  for (const request of requests) {
+    const answers = responses.filter((entry) => isDeepStrictEqual(entry.message.id, request.message.id));
+    check(answers.length === 1, `request ${request.message.method} got ${answers.length} responses`, request.message);
+  }
+  const ids = new Set([result.sessionId, ...result.childIds]);
+  const late = agentMessages().filter(
+    (entry) => entry.seq > result.closeSeq && ids.has(entry.message.params?.sessionId),
+  );
+  check(late.length === 0, "agent sent messages for the session or its child after the session/close response", late);
+  const withdrawn = agentMessages().filter((entry) => entry.message.method === "$/cancel_request");
+  check(withdrawn.length === 0, "agent withdrew a permission request", withdrawn);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+async function main() {
+  const timer = setTimeout(() => reportError(`timed out after ${OVERALL_TIMEOUT_MS / 1000} s`), OVERALL_TIMEOUT_MS);
+  try {
+    const result = await Promise.race([app.connectWith(ndJsonStream(output, input), scenario), fatal]);
+
+    step = "agent shutdown";
+    expectingExit = true;
+    child.stdin.end();
+    const exitTimer = setTimeout(
+      () => reportError(`agent did not exit within ${EXIT_TIMEOUT_MS / 1000} s after stdin was closed`),
+      EXIT_TIMEOUT_MS,
+    );
+    const exit = await Promise.race([agentClosed, fatal]);
+    clearTimeout(exitTimer);
+    check(exit.code === 0 && exit.signal === null, "agent did not exit with code 0", exit);
+
+    step = "wire checks";
+    checkWire(result);
+    if (errors.length > 0) throw new CheckFailed(errors[0]);
+
+    const summary = {
+      ok: true,
+      sdk: `@agentclientprotocol/sdk@${SDK_VERSION}`,
+      agent: result.agent,
+      bgask: result.bgask,
+      ask: result.ask,
+      subagent: result.subagent,
+      close: result.close,
+      agentExitCode: exit.code,
+      messages: { agent: agentMessages().length, client: clientMessages().length },
+    };
+    process.stdout.write(`${JSON.stringify(summary)}\n`);
+    return 0;
+  } catch (error) {
+    let message = error instanceof CheckFailed ? error.message : describeError(error);
+    if (!message.startsWith("[step: ")) message = `[step: ${step}] ${message}`;
+    process.stderr.write(`subagent_client: FAILED: ${message}\n`);
+    for (const extra of errors.filter((text) => text !== message)) {
+      process.stderr.write(`subagent_client: also: ${extra}\n`);
+    }
+    const tail = wire.slice(-10).map((entry) => `  ${entry.from}: ${show(entry.message)}`);
+    if (tail.length > 0) process.stderr.write(`subagent_client: last messages on the wire:\n${tail.join("\n")}\n`);
+    return 1;
+  } finally {
+    clearTimeout(timer);
+    if (agentExit === undefined) {
+      expectingExit = true;
+      child.kill("SIGKILL");
+    }
+  }
+}
+
+process.exit(await main());
