@@ -87,6 +87,9 @@ ForegroundState = Literal["idle", "running", "requires_action"]
 _FOREGROUND: Final[contextvars.ContextVar[Session | None]] = contextvars.ContextVar(
     "acp_foreground", default=None
 )
+_BATCHING: Final[contextvars.ContextVar[tuple[Session, ...]]] = contextvars.ContextVar(
+    "acp_batching", default=()
+)
 _ids = itertools.count(1)
 
 
@@ -187,6 +190,8 @@ class Session:
         self._fg_scope: anyio.CancelScope | None = None
         self._fg_done = anyio.Event()
         self._fg_done.set()
+        self._job_active = False  # a foreground job is between its start and its idle
+        self._cancelled_late = False  # session/cancel arrived while that job was finishing up
         self._idle = anyio.Event()
         self._idle.set()
         self._tg: TaskGroup | None = None
@@ -201,7 +206,6 @@ class Session:
         self.background = BackgroundRegistry()
         """Every tool call, terminal and child of this session, and the ``background`` list."""
         self._last_version = -1  # registry version of the last snapshot sent
-        self._batch_depth = 0
         self._list_dirty = False
         self.mcp_servers: list[Any] = []
         self.data: dict[str, Any] = {}
@@ -538,19 +542,21 @@ class Session:
             terminal.tool_call_id = tool_call.id
             if ends_tool_call:
                 tool_call.finish_with(terminal)  # registered before the process can exit
-        with self.batch():
+        if detach is None:
+            detach = _FOREGROUND.get() is not self  # started by background work: background work
+        with self.batch():  # never held across an await: other tasks' list changes must not wait on it
             self.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
             if tool_call is not None:
                 self.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=TerminalContent(
                     terminal_id=terminal_id)))
                 if entity.detached and not tool_call.final:
                     self.set_detached(tool_call._entity, True)
-            try:
-                await terminal._start(argv, env, tail_limit, flush_bytes, flush_interval)
-            except BaseException:
-                self.emit(TerminalUpdate(terminal_id=terminal_id, exit_status=TerminalExitStatus(
-                    exit_code=None, signal=None), **({"capabilities": None} if cancellable else {})))
-                raise
+        try:
+            await terminal._start(argv, env, tail_limit, flush_bytes, flush_interval)
+        except BaseException:
+            self.emit(TerminalUpdate(terminal_id=terminal_id, exit_status=TerminalExitStatus(
+                exit_code=None, signal=None), **({"capabilities": None} if cancellable else {})))
+            raise
         if cancellable:
             entity.cancel = terminal._request_cancel
         await self.drain_backpressure()
@@ -629,6 +635,7 @@ class Session:
 
     async def _serve(self, *, task_status: TaskStatus[None]) -> None:
         _FOREGROUND.set(None)
+        _BATCHING.set(())
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.run, tg)
             task_status.started()
@@ -652,6 +659,7 @@ class Session:
 
         async def background() -> None:
             _FOREGROUND.set(None)
+            _BATCHING.set(())  # a batch never spans tasks
             try:
                 await func(*args)
             except SessionClosedError:
@@ -716,24 +724,30 @@ class Session:
 
     def _list_changed(self) -> None:
         """Entity state changed: re-send the state if the list differs from the last one sent (R92)."""
-        if self._batch_depth:
+        if self in _BATCHING.get():
             self._list_dirty = True
         elif self.background.version != self._last_version:
             self.repeat_state()
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
-        """Coalesce list changes made inside the block into at most one snapshot at its end.
+        """Coalesce list changes this task makes inside the block into at most one snapshot.
 
         Entity updates still go out at once, in order; only the repeated ``state_update``
-        waits, so it can never precede an update it depends on.
+        waits until the block ends, so it can never precede an update it depends on. The
+        batch belongs to the calling task: list changes made by other tasks meanwhile are
+        re-sent as usual.
         """
-        self._batch_depth += 1
+        outer = _BATCHING.get()
+        if self in outer:
+            yield
+            return
+        token = _BATCHING.set((*outer, self))
         try:
             yield
         finally:
-            self._batch_depth -= 1
-            if not self._batch_depth and self._list_dirty:
+            _BATCHING.reset(token)
+            if self._list_dirty:
                 self._list_dirty = False
                 self._list_changed()
 
@@ -795,6 +809,8 @@ class Session:
         self._update_idle()
         if self._fg_scope is not None:
             self._fg_scope.cancel()
+        elif self._job_active:
+            self._cancelled_late = True  # the job is finishing up: it ends as cancelled (R68)
         elif dropped and self._state != "idle":
             # Follow-up work already reported `running` but never started: it ends here.
             self._set_state("idle", "cancelled")
@@ -813,6 +829,8 @@ class Session:
             self._stopped.set()
 
     async def _run_job(self, job: ForegroundJob) -> None:
+        self._job_active = True
+        self._cancelled_late = False
         self._fg_done = anyio.Event()
         scope = anyio.CancelScope()
         self._fg_scope = scope
@@ -849,7 +867,10 @@ class Session:
             self._blocked = 0
             with anyio.CancelScope(shield=True):
                 await self._end_foreground_items(stop or "cancelled")
+            if self._cancelled_late:
+                stop, error = "cancelled", None
             self._set_state("idle", stop or "end_turn", error)
+            self._job_active = False
             self._fg_done.set()
 
     async def _end_foreground_items(self, stop: StopReason) -> None:

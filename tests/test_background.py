@@ -1348,8 +1348,6 @@ async def test_cancel_right_after_follow_up_running_still_ends_with_an_idle() ->
         assert view.stop_reason == "cancelled"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: start_terminal() called by background work without detach= is not "
-                   "detached: unlisted, and stopped by the end of an unrelated foreground turn")
 async def test_terminal_started_by_background_work_is_background_work() -> None:
     async def echo(session: Session, _: str) -> None:
         await session.say("hello")
@@ -1367,8 +1365,6 @@ async def test_terminal_started_by_background_work_is_background_work() -> None:
         assert not any(is_exit(term.id)(u) for u in view.updates)  # the turn did not stop it
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: session/cancel while an ended turn is still stopping its foreground "
-                   "process, with a job queued, sends idle 'cancelled' and then the turn's idle 'end_turn' (R62, R68)")
 async def test_cancel_while_a_turn_finalizes_sends_one_idle() -> None:
     async def leave(session: Session, _: str) -> None:
         # a foreground process that ignores SIGTERM: stopping it at the end of the turn takes `grace`
@@ -1393,8 +1389,6 @@ async def test_cancel_while_a_turn_finalizes_sends_one_idle() -> None:
             u.get("exitStatus"))) < view.updates.index(idles[0])
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: Session.batch() is shared by all tasks: a removal deferred by another "
-                   "task's open batch lands in a turn's idle, so the follow-up shows idle+[] then running (R95)")
 async def test_follow_up_removal_is_not_folded_into_another_tasks_idle() -> None:
     async def job(session: Session, _: str) -> None:
         tool = await session.start_tool_call("watch", kind="other")
