@@ -60,3 +60,25 @@ async def test_readme_background_example(acp_client: Client) -> None:
     assert item["type"] == "tool_call"
     await acp_client.request("tool_call/cancel", {"sessionId": sid, "toolCallId": item["toolCallId"]})
     await acp_client.wait_for(lambda: view.background == [])
+
+
+@pytest.mark.acp_agent(agent=[sys.executable, str(BACKGROUND)])
+async def test_client_view_tracks_entities_and_helpers(acp_client: Client) -> None:
+    sid = await acp_client.new_session("/tmp")
+    view = acp_client.view(sid)
+    assert view.quiet is False  # nothing reported yet: the list is unknown
+    await acp_client.prompt_and_wait(sid, "/bg echo hello; sleep 30")
+    [terminal_id] = list(view.terminals)
+    await acp_client.wait_for(lambda: view.terminals[terminal_id]["output"] == b"hello\n")
+    assert view.cancellable_terminals() == {terminal_id}
+    [tool_id] = list(view.tool_calls)
+    assert view.tool_calls[tool_id]["status"] == "completed" and not view.cancellable_tool_calls()
+    await acp_client.cancel_terminal(sid, terminal_id)
+    await acp_client.wait_for(lambda: view.quiet)
+    assert view.terminals[terminal_id]["exitStatus"]["signal"] == "SIGTERM"
+    assert view.terminals[terminal_id]["capabilities"] is None
+    await acp_client.prompt_and_wait(sid, "/subagent 0.2 hi there")
+    await acp_client.wait_for(lambda: view.quiet and any(
+        (c.get("state") or {}).get("state") == "idle" for c in view.children.values()))
+    await acp_client.resume_session(sid, "/tmp", replay=True)
+    assert [s["sessionId"] for s in await acp_client.list_sessions()] == [sid]

@@ -8,6 +8,7 @@ client's view of each session (its updates and its latest state).
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -50,6 +51,45 @@ class SessionView:
     stop_reason: str | None = None
     idle_count: int = 0
     background: list[dict[str, Any]] | None = None
+    """The latest ``background`` list, or ``None`` while it is not reported (unknown)."""
+    tool_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each tool call's patched state (upserts applied per R71/R72, content chunks appended)."""
+    terminals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each terminal's patched state; ``output`` holds the decoded bytes received."""
+    children: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each announced child session's patched ``subagent_update`` state."""
+
+    @property
+    def quiet(self) -> bool:
+        """Idle with an empty background list: nothing runs and nothing is scheduled."""
+        return self.state == "idle" and self.background == []
+
+    def cancellable_tool_calls(self) -> set[str]:
+        """Tool calls that currently advertise ``capabilities.cancel``."""
+        return {i for i, t in self.tool_calls.items() if _cancellable(t)}
+
+    def cancellable_terminals(self) -> set[str]:
+        """Terminals that currently advertise ``capabilities.cancel``."""
+        return {i for i, t in self.terminals.items() if _cancellable(t)}
+
+    def _apply(self, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        if kind == "tool_call_update":
+            _patch(self.tool_calls.setdefault(str(update.get("toolCallId")), {}), update)
+        elif kind == "tool_call_content_chunk":
+            entry = self.tool_calls.setdefault(str(update.get("toolCallId")), {})
+            entry["content"] = [*(entry.get("content") or []), update.get("content")]
+        elif kind == "terminal_update":
+            entry = self.terminals.setdefault(str(update.get("terminalId")), {"output": b""})
+            output = update.get("output")
+            _patch(entry, {k: v for k, v in update.items() if k != "output"})
+            if "output" in update:
+                entry["output"] = base64.b64decode(output["data"]) if isinstance(output, dict) else b""
+        elif kind == "terminal_output_chunk":
+            entry = self.terminals.setdefault(str(update.get("terminalId")), {"output": b""})
+            entry["output"] = entry.get("output", b"") + base64.b64decode(str(update.get("data", "")))
+        elif kind == "subagent_update":
+            _patch(self.children.setdefault(str(update.get("sessionId")), {}), update)
 
     def messages(self, kind: str = "agent_message") -> dict[str, str]:
         """Text of each message of ``kind`` (``agent_message``, ``agent_thought``, ``user_message``) by id."""
@@ -64,6 +104,26 @@ class SessionView:
                 block = update.get("content") or {}
                 texts[update["messageId"]] = texts.get(update["messageId"], "") + block.get("text", "")
         return texts
+
+
+def _patch(entity: dict[str, Any], update: dict[str, Any]) -> None:
+    """Apply an upsert: omitted keeps, a value replaces (``null`` included); ``_meta`` per key."""
+    for key, value in update.items():
+        if key == "_meta" and isinstance(value, dict) and isinstance(entity.get("_meta"), dict):
+            merged = dict(entity["_meta"])
+            for meta_key, meta_value in value.items():
+                if meta_value is None:
+                    merged.pop(meta_key, None)
+                else:
+                    merged[meta_key] = meta_value
+            entity["_meta"] = merged
+        else:
+            entity[key] = value
+
+
+def _cancellable(entity: dict[str, Any]) -> bool:
+    capabilities = entity.get("capabilities")
+    return isinstance(capabilities, dict) and isinstance(capabilities.get("cancel"), dict)
 
 
 def allow_first(params: dict[str, Any]) -> dict[str, Any]:
@@ -189,6 +249,7 @@ class Client:
         view = self.view(params.get("sessionId", ""))
         update = params.get("update") or {}
         view.updates.append(update)
+        view._apply(update)
         if update.get("sessionUpdate") == "state_update":
             view.state = update.get("state", "unknown")
             background = update.get("background")
@@ -296,6 +357,50 @@ class Client:
     def cancel(self, session_id: str) -> None:
         """Send ``session/cancel``."""
         self.notify("session/cancel", {"sessionId": session_id})
+
+    async def resume_session(self, session_id: str, cwd: str | None = None, *, replay: bool = False,
+                             **params: Any) -> dict[str, Any]:
+        """``session/resume`` (``replay=True`` asks for the whole retained history)."""
+        body: dict[str, Any] = {"sessionId": session_id, "cwd": cwd or os.getcwd(), **params}
+        if replay:
+            body["replayFrom"] = {"type": "start"}
+        result: dict[str, Any] = await self.request("session/resume", body)
+        return result
+
+    async def fork_session(self, session_id: str, cwd: str | None = None, **params: Any) -> str:
+        """``session/fork``; returns the new session's id."""
+        result = await self.request("session/fork", {"sessionId": session_id, "cwd": cwd or os.getcwd(), **params})
+        fork_id: str = result["sessionId"]
+        self.view(fork_id)
+        return fork_id
+
+    async def list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
+        """Every session ``session/list`` reports (all pages)."""
+        sessions: list[dict[str, Any]] = []
+        params: dict[str, Any] = {} if cwd is None else {"cwd": cwd}
+        while True:
+            page = await self.request("session/list", params)
+            sessions += page["sessions"]
+            if page.get("nextCursor") is None:
+                return sessions
+            params = {**params, "cursor": page["nextCursor"]}
+
+    async def cancel_tool_call(self, session_id: str, tool_call_id: str) -> None:
+        """``tool_call/cancel`` (answered once the agent accepted; the final status follows)."""
+        await self.request("tool_call/cancel", {"sessionId": session_id, "toolCallId": tool_call_id})
+
+    async def cancel_terminal(self, session_id: str, terminal_id: str) -> None:
+        """``terminal/cancel`` (answered once accepted; the ``exitStatus`` follows)."""
+        await self.request("terminal/cancel", {"sessionId": session_id, "terminalId": terminal_id})
+
+    def cancel_request(self, request_id: int) -> None:
+        """Withdraw one of this client's pending requests with ``$/cancel_request``."""
+        self.notify("$/cancel_request", {"requestId": request_id})
+
+    @property
+    def last_request_id(self) -> int:
+        """The id of the most recent request this client sent."""
+        return self.connection._next_id - 1
 
     async def close_session(self, session_id: str) -> None:
         """Send ``session/close`` and wait for the answer."""
