@@ -830,12 +830,12 @@ class WireChecker:
         if not isinstance(sid, str):
             return None
         s = self._session(sid)
-        if s.closed and s.resume is None:
-            self._flag("R45", f"message for session {sid!r} after its close answer", message)
-            return None
         parent = self._sessions.get(s.parent) if s.parent else None
         if parent is not None and parent.closed and parent.resume is None:
             self._flag("R111", f"message for child {sid!r} after its parent's close answer", message)
+            return None
+        if s.closed and s.resume is None:
+            self._flag("R45", f"message for session {sid!r} after its close answer", message)
             return None
         self._note_early(sid, message)
         s.r95 = None
