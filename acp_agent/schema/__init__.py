@@ -5,6 +5,9 @@ Serialize with :func:`to_wire` (a dict) or :func:`to_json` (bytes): both omit un
 keep explicit ``None`` as ``null`` -- the tri-state the ``session/update`` patch model relies on.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .base import (
     UNKNOWN_TAG,
     AbsolutePath,
@@ -91,28 +94,6 @@ from .content import (
     TextResourceContents,
     UnknownContentBlock,
 )
-from .elicitation import (
-    BooleanPropertySchema,
-    CompleteElicitationNotification,
-    CreateElicitationRequest,
-    CreateElicitationResponse,
-    ElicitationAction,
-    ElicitationContentValue,
-    ElicitationMode,
-    ElicitationPropertySchema,
-    ElicitationSchema,
-    EnumOption,
-    IntegerPropertySchema,
-    MultiSelectItems,
-    MultiSelectPropertySchema,
-    NumberPropertySchema,
-    StringFormat,
-    StringMultiSelectItems,
-    StringPropertySchema,
-    TitledMultiSelectItems,
-    UnknownElicitationPropertySchema,
-    UnknownMultiSelectItems,
-)
 from .errors import (
     Error,
     SessionNotFoundErrorData,
@@ -135,18 +116,6 @@ from .initialize import (
     LogoutAuthRequest,
     LogoutAuthResponse,
     UnknownAuthMethod,
-)
-from .mcp import (
-    McpError,
-    MessageMcpNotification,
-    MessageMcpRequest,
-    MessageMcpResponse,
-)
-from .methods import (
-    AGENT_METHODS,
-    CLIENT_METHODS,
-    PROTOCOL_METHODS,
-    MethodSpec,
 )
 from .permissions import (
     CancelledPermissionOutcome,
@@ -183,17 +152,6 @@ from .prompts import (
     CancelToolCallResponse,
     PromptRequest,
     PromptResponse,
-)
-from .providers import (
-    DisableProviderRequest,
-    DisableProviderResponse,
-    ListProvidersRequest,
-    ListProvidersResponse,
-    LlmProtocol,
-    ProviderCurrentConfig,
-    ProviderInfo,
-    SetProviderRequest,
-    SetProviderResponse,
 )
 from .sessions import (
     ArchiveSessionRequest,
@@ -301,6 +259,104 @@ from .updates import (
     UserMessage,
     UserMessageChunk,
 )
+
+if TYPE_CHECKING:
+    from .elicitation import (
+        BooleanPropertySchema,
+        CompleteElicitationNotification,
+        CreateElicitationRequest,
+        CreateElicitationResponse,
+        ElicitationAction,
+        ElicitationContentValue,
+        ElicitationMode,
+        ElicitationPropertySchema,
+        ElicitationSchema,
+        EnumOption,
+        IntegerPropertySchema,
+        MultiSelectItems,
+        MultiSelectPropertySchema,
+        NumberPropertySchema,
+        StringFormat,
+        StringMultiSelectItems,
+        StringPropertySchema,
+        TitledMultiSelectItems,
+        UnknownElicitationPropertySchema,
+        UnknownMultiSelectItems,
+    )
+    from .mcp import (
+        McpError,
+        MessageMcpNotification,
+        MessageMcpRequest,
+        MessageMcpResponse,
+    )
+    from .methods import (
+        AGENT_METHODS,
+        CLIENT_METHODS,
+        PROTOCOL_METHODS,
+        MethodSpec,
+    )
+    from .providers import (
+        DisableProviderRequest,
+        DisableProviderResponse,
+        ListProvidersRequest,
+        ListProvidersResponse,
+        LlmProtocol,
+        ProviderCurrentConfig,
+        ProviderInfo,
+        SetProviderRequest,
+        SetProviderResponse,
+    )
+
+_LAZY: dict[str, str] = {
+    "AGENT_METHODS": "methods",
+    "BooleanPropertySchema": "elicitation",
+    "CLIENT_METHODS": "methods",
+    "CompleteElicitationNotification": "elicitation",
+    "CreateElicitationRequest": "elicitation",
+    "CreateElicitationResponse": "elicitation",
+    "DisableProviderRequest": "providers",
+    "DisableProviderResponse": "providers",
+    "ElicitationAction": "elicitation",
+    "ElicitationContentValue": "elicitation",
+    "ElicitationMode": "elicitation",
+    "ElicitationPropertySchema": "elicitation",
+    "ElicitationSchema": "elicitation",
+    "EnumOption": "elicitation",
+    "IntegerPropertySchema": "elicitation",
+    "ListProvidersRequest": "providers",
+    "ListProvidersResponse": "providers",
+    "LlmProtocol": "providers",
+    "McpError": "mcp",
+    "MessageMcpNotification": "mcp",
+    "MessageMcpRequest": "mcp",
+    "MessageMcpResponse": "mcp",
+    "MethodSpec": "methods",
+    "MultiSelectItems": "elicitation",
+    "MultiSelectPropertySchema": "elicitation",
+    "NumberPropertySchema": "elicitation",
+    "PROTOCOL_METHODS": "methods",
+    "ProviderCurrentConfig": "providers",
+    "ProviderInfo": "providers",
+    "SetProviderRequest": "providers",
+    "SetProviderResponse": "providers",
+    "StringFormat": "elicitation",
+    "StringMultiSelectItems": "elicitation",
+    "StringPropertySchema": "elicitation",
+    "TitledMultiSelectItems": "elicitation",
+    "UnknownElicitationPropertySchema": "elicitation",
+    "UnknownMultiSelectItems": "elicitation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Load the rarely needed modules (elicitation, MCP-over-ACP, providers, method tables) on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AGENT_METHODS",
