@@ -13,204 +13,35 @@
 //   ACP_INTEROP_WIRE               file that receives both directions as JSON lines {"from", "message"}, in the
 //                                  order the client saw them (for a wire-rule checker)
 
-import { spawn } from "node:child_process";
-import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import process from "node:process";
-import { format, isDeepStrictEqual } from "node:util";
+import { isDeepStrictEqual } from "node:util";
 
-import { client, ndJsonStream, RequestError } from "@agentclientprotocol/sdk/experimental/v2/unstable";
+import { client, RequestError } from "@agentclientprotocol/sdk/experimental/v2/unstable";
+
+import {
+  agentMessages,
+  check,
+  checkResponses,
+  CheckFailed,
+  clientMessages,
+  describeError,
+  lastClientRequest,
+  reportError,
+  responseTo,
+  run,
+  setStep,
+  setup,
+  show,
+} from "./harness.mjs";
 
 const OVERALL_TIMEOUT_MS = 30_000;
-const EXIT_TIMEOUT_MS = 5_000;
 const EXPECTED_AGENT_NAME = "background-agent";
 const BG_COMMAND = "sleep 30";
 
-const { zUpdateSessionNotification } = await import(
-  new URL("./node_modules/@agentclientprotocol/sdk/dist/v2/unstable/schema/zod.gen.js", import.meta.url).href
-);
-const SDK_VERSION = JSON.parse(
-  readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url), "utf8"),
-).version;
-
-// ---------------------------------------------------------------------------------------------------------------
-// Failure handling: everything funnels into `reportError`, which makes the run fail.
-
-class CheckFailed extends Error {
-  name = "CheckFailed";
-}
-
-const errors = [];
-let rejectFatal;
-const fatal = new Promise((_, reject) => {
-  rejectFatal = reject;
-});
-fatal.catch(() => {});
-let step = "starting";
-
-function reportError(message) {
-  const full = `[step: ${step}] ${message}`;
-  errors.push(full);
-  rejectFatal(new CheckFailed(full));
-}
-
-function check(condition, message, details) {
-  if (!condition) {
-    throw new CheckFailed(details === undefined ? message : `${message}: ${show(details)}`);
-  }
-}
-
-function show(value) {
-  try {
-    const text = JSON.stringify(value);
-    return text === undefined ? String(value) : text.length > 2000 ? `${text.slice(0, 2000)}…` : text;
-  } catch {
-    return String(value);
-  }
-}
-
-function describeError(error) {
-  if (error instanceof RequestError) {
-    return `RequestError ${error.code} ${error.message}${error.data === undefined ? "" : ` data=${show(error.data)}`}`;
-  }
-  if (error instanceof Error) {
-    return `${error.name}: ${error.message}${error.issues ? ` issues=${show(error.issues)}` : ""}`;
-  }
-  return show(error);
-}
-
-// The SDK reports problems it cannot turn into a rejected promise only through console.*: make them fatal.
-for (const level of ["error", "warn", "log", "info", "debug"]) {
-  console[level] = (...args) => reportError(`SDK reported via console.${level}: ${format(...args)}`);
-}
-process.on("unhandledRejection", (reason) => reportError(`unhandled promise rejection: ${describeError(reason)}`));
-process.on("uncaughtException", (error) => reportError(`uncaught exception: ${describeError(error)}`));
-
-// ---------------------------------------------------------------------------------------------------------------
-// Wire log: every message in both directions, in the order they crossed the pipe.
-
-let seq = 0;
-const wire = []; // {seq, from: "agent" | "client", message}
-const agentMessages = () => wire.filter((entry) => entry.from === "agent");
-const clientMessages = () => wire.filter((entry) => entry.from === "client");
-
-const transcriptPath = process.env.ACP_INTEROP_TRANSCRIPT;
-const clientTranscriptPath = process.env.ACP_INTEROP_CLIENT_TRANSCRIPT;
-const wirePath = process.env.ACP_INTEROP_WIRE;
-for (const path of [transcriptPath, clientTranscriptPath, wirePath]) {
-  if (path) writeFileSync(path, "");
-}
-
-function logWire(from, message) {
-  wire.push({ seq: seq++, from, message });
-  if (wirePath) appendFileSync(wirePath, `${JSON.stringify({ from, message })}\n`);
-}
-
-function lineSplitter(onLine) {
-  let pending = Buffer.alloc(0);
-  return {
-    push(chunk) {
-      pending = Buffer.concat([pending, chunk]);
-      let index;
-      while ((index = pending.indexOf(0x0a)) !== -1) {
-        onLine(pending.subarray(0, index).toString("utf8"));
-        pending = pending.subarray(index + 1);
-      }
-    },
-    flush() {
-      if (pending.length > 0) {
-        onLine(pending.toString("utf8"), true);
-        pending = Buffer.alloc(0);
-      }
-    },
-  };
-}
-
-function recordAgentLine(line, unterminated = false) {
-  if (unterminated) reportError(`agent stdout ended with an unterminated line: ${show(line)}`);
-  let message;
-  try {
-    message = JSON.parse(line);
-  } catch {
-    reportError(`agent wrote a line to stdout that is not JSON: ${show(line)}`);
-    return;
-  }
-  if (typeof message !== "object" || message === null || Array.isArray(message) || message.jsonrpc !== "2.0") {
-    reportError(`agent wrote something that is not a single JSON-RPC 2.0 object: ${show(line)}`);
-    return;
-  }
-  logWire("agent", message);
-  if (message.method === "session/update" && !("id" in message)) {
-    const parsed = zUpdateSessionNotification.safeParse(message.params);
-    if (!parsed.success) {
-      reportError(`the SDK cannot parse this session/update: ${show(line)}; issues: ${show(parsed.error.issues)}`);
-    }
-  }
-}
-
-function recordClientLine(line) {
-  const message = JSON.parse(line);
-  logWire("client", message);
-  if ("error" in message && !("method" in message)) {
-    reportError(`the client SDK rejected a message from the agent and answered: ${show(message)}`);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Agent process and stdio streams.
-
-const [, , python, agentScript] = process.argv;
-if (!python || !agentScript) {
-  process.stderr.write("usage: node background_client.mjs <python> <path/to/background_agent.py>\n");
-  process.exit(2);
-}
-
-const child = spawn(python, [agentScript], { stdio: ["pipe", "pipe", "inherit"] });
-let agentExit;
-let expectingExit = false;
-const agentClosed = new Promise((resolve) => {
-  child.on("close", (code, signal) => {
-    agentExit = { code, signal };
-    if (!expectingExit) reportError(`agent process exited unexpectedly (code ${code}, signal ${signal})`);
-    resolve(agentExit);
-  });
-});
-child.on("error", (error) => reportError(`agent process error: ${describeError(error)}`));
-child.stdin.on("error", (error) => reportError(`writing to the agent's stdin failed: ${describeError(error)}`));
-
-const agentLines = lineSplitter(recordAgentLine);
-let inputController;
-let inputOpen = true;
-const input = new ReadableStream({
-  start(controller) {
-    inputController = controller;
-  },
-  cancel() {
-    inputOpen = false;
-  },
-});
-child.stdout.on("data", (chunk) => {
-  if (transcriptPath) appendFileSync(transcriptPath, chunk);
-  agentLines.push(chunk);
-  if (inputOpen) inputController.enqueue(new Uint8Array(chunk));
-});
-child.stdout.on("end", () => {
-  agentLines.flush();
-  if (inputOpen) {
-    inputOpen = false;
-    inputController.close();
-  }
-});
-
-const clientLines = lineSplitter(recordClientLine);
-const output = new WritableStream({
-  write(bytes) {
-    const buffer = Buffer.from(bytes);
-    if (clientTranscriptPath) appendFileSync(clientTranscriptPath, buffer);
-    clientLines.push(buffer);
-    return new Promise((resolve, reject) => {
-      child.stdin.write(buffer, (error) => (error ? reject(error) : resolve()));
-    });
-  },
+setup({
+  name: "background_client",
+  usage: "usage: node background_client.mjs <python> <path/to/background_agent.py>",
+  wireEnv: true,
 });
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -297,21 +128,11 @@ async function rejectsLocally(promise, label) {
   throw new CheckFailed(`${label}: the SDK sent a cancel for an item that does not advertise cancel`);
 }
 
-function lastClientRequest(method) {
-  return clientMessages().filter((entry) => entry.message.method === method && "id" in entry.message).at(-1);
-}
-
-function responseTo(request) {
-  return agentMessages().find(
-    (entry) => !("method" in entry.message) && isDeepStrictEqual(entry.message.id, request.message.id),
-  );
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // The scenario.
 
 async function backgroundProcess(ctx, session) {
-  step = "/bg: start";
+  setStep("/bg: start");
   const turn = await promptTurn(session, `/bg ${BG_COMMAND}`);
   const call = turn.find((update) => update.sessionUpdate === "tool_call_update" && update.title === BG_COMMAND);
   const terminal = turn.find((update) => update.sessionUpdate === "terminal_update" && "command" in update);
@@ -330,7 +151,7 @@ async function backgroundProcess(ctx, session) {
   check(!session.canCancelToolCall(toolCallId), "/bg: canCancelToolCall is true for the completed tool call");
   const refusedLocally = await rejectsLocally(session.cancelToolCall(toolCallId), "/bg: cancelToolCall(completed)");
 
-  step = "/bg: terminal/cancel";
+  setStep("/bg: terminal/cancel");
   const cancelled = await session.cancelTerminal(terminalId);
   check(isDeepStrictEqual(cancelled, {}), "terminal/cancel: result is not {}", cancelled);
   const exitUpdates = await readUntil(
@@ -373,7 +194,7 @@ async function backgroundProcess(ctx, session) {
 }
 
 async function watcher(ctx, session) {
-  step = "/watch: start";
+  setStep("/watch: start");
   const turn = await promptTurn(session, "/watch 30");
   const call = turn.find((update) => update.sessionUpdate === "tool_call_update" && update.title === "Watch");
   check(call, "/watch: no tool call titled Watch", turn);
@@ -381,7 +202,7 @@ async function watcher(ctx, session) {
   checkBackground(session, [toolCallItem(toolCallId)], "/watch: after the turn");
   check(session.canCancelToolCall(toolCallId), "/watch: canCancelToolCall is false while it runs");
 
-  step = "/watch: first tick";
+  setStep("/watch: first tick");
   const ticks = await readUntil(
     session,
     "a tick",
@@ -391,7 +212,7 @@ async function watcher(ctx, session) {
   check(tick.type === "content" && tick.content.text === "tick 1", "/watch: unexpected first tick", tick);
   checkBackground(session, [toolCallItem(toolCallId)], "/watch: while it ticks");
 
-  step = "/watch: tool_call/cancel";
+  setStep("/watch: tool_call/cancel");
   const cancelled = await session.cancelToolCall(toolCallId);
   check(isDeepStrictEqual(cancelled, {}), "tool_call/cancel: result is not {}", cancelled);
   const finalUpdates = await readUntil(
@@ -431,7 +252,7 @@ async function watcher(ctx, session) {
 }
 
 async function scenario(ctx) {
-  step = "initialize";
+  setStep("initialize");
   const init = await ctx.request("initialize", {
     protocolVersion: 2,
     info: { name: "acp-agent-interop", version: "0.0.0" },
@@ -440,7 +261,7 @@ async function scenario(ctx) {
   check(init.protocolVersion === 2, "initialize: protocolVersion is not 2", init);
   check(init.info?.name === EXPECTED_AGENT_NAME, `initialize: info.name is not ${EXPECTED_AGENT_NAME}`, init);
 
-  step = "session/new";
+  setStep("session/new");
   const session = await ctx.buildSession(process.cwd()).start();
   sessionsCreated.add(session.sessionId);
   check(session.background === undefined, "a new session reports a background list before any snapshot");
@@ -448,7 +269,7 @@ async function scenario(ctx) {
   const bg = await backgroundProcess(ctx, session);
   const watch = await watcher(ctx, session);
 
-  step = "session/close";
+  setStep("session/close");
   const closed = await ctx.request("session/close", { sessionId: session.sessionId });
   check(isDeepStrictEqual(closed, {}), "session/close: result is not {}", closed);
   const closeResponse = responseTo(lastClientRequest("session/close"));
@@ -458,12 +279,7 @@ async function scenario(ctx) {
 
 /** Checks over the whole wire log, once the agent has exited and its stdout is fully read. */
 function checkWire(result) {
-  const requests = clientMessages().filter((entry) => "method" in entry.message && "id" in entry.message);
-  const responses = agentMessages().filter((entry) => !("method" in entry.message));
-  for (const request of requests) {
-    const answers = responses.filter((entry) => isDeepStrictEqual(entry.message.id, request.message.id));
-    check(answers.length === 1, `request ${request.message.method} got ${answers.length} responses`, request.message);
-  }
+  checkResponses();
   const late = agentMessages().filter(
     (entry) => entry.seq > result.closeSeq && entry.message.params?.sessionId === result.sessionId,
   );
@@ -472,55 +288,20 @@ function checkWire(result) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-async function main() {
-  const timer = setTimeout(() => reportError(`timed out after ${OVERALL_TIMEOUT_MS / 1000} s`), OVERALL_TIMEOUT_MS);
-  try {
-    const result = await Promise.race([app.connectWith(ndJsonStream(output, input), scenario), fatal]);
-
-    step = "agent shutdown";
-    expectingExit = true;
-    child.stdin.end();
-    const exitTimer = setTimeout(
-      () => reportError(`agent did not exit within ${EXIT_TIMEOUT_MS / 1000} s after stdin was closed`),
-      EXIT_TIMEOUT_MS,
-    );
-    const exit = await Promise.race([agentClosed, fatal]);
-    clearTimeout(exitTimer);
-    check(exit.code === 0 && exit.signal === null, "agent did not exit with code 0", exit);
-
-    step = "wire checks";
-    checkWire(result);
-    if (errors.length > 0) throw new CheckFailed(errors[0]);
-
-    const summary = {
-      ok: true,
-      sdk: `@agentclientprotocol/sdk@${SDK_VERSION}`,
+process.exit(
+  await run({
+    app,
+    scenario,
+    timeoutMs: OVERALL_TIMEOUT_MS,
+    checkWire,
+    tailLength: 10,
+    summary: (result, exit) => ({
       agent: result.agent,
       bg: result.bg,
       watch: result.watch,
       close: result.close,
       agentExitCode: exit.code,
       messages: { agent: agentMessages().length, client: clientMessages().length },
-    };
-    process.stdout.write(`${JSON.stringify(summary)}\n`);
-    return 0;
-  } catch (error) {
-    let message = error instanceof CheckFailed ? error.message : describeError(error);
-    if (!message.startsWith("[step: ")) message = `[step: ${step}] ${message}`;
-    process.stderr.write(`background_client: FAILED: ${message}\n`);
-    for (const extra of errors.filter((text) => text !== message)) {
-      process.stderr.write(`background_client: also: ${extra}\n`);
-    }
-    const tail = wire.slice(-10).map((entry) => `  ${entry.from}: ${show(entry.message)}`);
-    if (tail.length > 0) process.stderr.write(`background_client: last messages on the wire:\n${tail.join("\n")}\n`);
-    return 1;
-  } finally {
-    clearTimeout(timer);
-    if (agentExit === undefined) {
-      expectingExit = true;
-      child.kill("SIGKILL");
-    }
-  }
-}
-
-process.exit(await main());
+    }),
+  }),
+);

@@ -8,222 +8,38 @@
 //   ACP_INTEROP_TRANSCRIPT         file that receives every byte the agent wrote to stdout (verbatim)
 //   ACP_INTEROP_CLIENT_TRANSCRIPT  file that receives every line the client SDK wrote to the agent's stdin
 
-import { spawn } from "node:child_process";
-import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import process from "node:process";
-import { format, isDeepStrictEqual } from "node:util";
+import { isDeepStrictEqual } from "node:util";
 
-import { client, ndJsonStream, RequestError } from "@agentclientprotocol/sdk/experimental/v2/unstable";
+import { client, RequestError } from "@agentclientprotocol/sdk/experimental/v2/unstable";
+
+import {
+  agentMessages,
+  check,
+  checkResponses,
+  clientMessages,
+  describeError,
+  lastClientRequest,
+  reportError,
+  responseTo,
+  run,
+  setStep,
+  setup,
+  show,
+} from "./harness.mjs";
 
 const OVERALL_TIMEOUT_MS = 20_000;
-const EXIT_TIMEOUT_MS = 5_000;
 const EXPECTED_AGENT_NAME = "echo-agent";
 const FIRST_PROMPT = "hello interop";
 // Long enough that a session/cancel sent right after it can land while the reply is still streaming.
 const CANCEL_PROMPT = Array.from({ length: 200 }, (_, i) => `word${i}`).join(" ");
 const AFTER_CANCEL_PROMPT = "still here after cancel";
 
-// The SDK's own validator for session/update params (the SDK logs a failure without naming the message; this
-// lets the failure report show the offending line). Same module instance the SDK uses; the version is pinned.
-const { zUpdateSessionNotification } = await import(
-  new URL("./node_modules/@agentclientprotocol/sdk/dist/v2/unstable/schema/zod.gen.js", import.meta.url).href
-);
-
-const SDK_VERSION = JSON.parse(
-  readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url), "utf8"),
-).version;
-
-// ---------------------------------------------------------------------------------------------------------------
-// Failure handling: everything funnels into `reportError`, which makes the run fail.
-
-class CheckFailed extends Error {
-  name = "CheckFailed";
-}
-
-const errors = [];
-let rejectFatal;
-const fatal = new Promise((_, reject) => {
-  rejectFatal = reject;
-});
-fatal.catch(() => {});
-let step = "starting";
-
-function reportError(message) {
-  const full = `[step: ${step}] ${message}`;
-  errors.push(full);
-  rejectFatal(new CheckFailed(full));
-}
-
-function check(condition, message, details) {
-  if (!condition) {
-    throw new CheckFailed(details === undefined ? message : `${message}: ${show(details)}`);
-  }
-}
-
-function show(value) {
-  try {
-    const text = JSON.stringify(value);
-    return text === undefined ? String(value) : text.length > 2000 ? `${text.slice(0, 2000)}…` : text;
-  } catch {
-    return String(value);
-  }
-}
-
-function describeError(error) {
-  if (error instanceof RequestError) {
-    return `RequestError ${error.code} ${error.message}${error.data === undefined ? "" : ` data=${show(error.data)}`}`;
-  }
-  if (error instanceof Error && error.name === "ZodError" && Array.isArray(error.issues)) {
-    return `the SDK rejected the agent's answer as invalid: ${show(error.issues)}`;
-  }
-  if (error instanceof Error) {
-    return `${error.name}: ${error.message}${error.issues ? ` issues=${show(error.issues)}` : ""}`;
-  }
-  return show(error);
-}
-
-// The SDK reports problems it cannot turn into a rejected promise -- incoming notifications whose params fail
-// validation ("Error handling notification"), messages that are not JSON-RPC ("Invalid message"), responses to
-// unknown request ids -- only through console.error / console.warn. Make every such report fatal.
-for (const level of ["error", "warn", "log", "info", "debug"]) {
-  console[level] = (...args) => reportError(`SDK reported via console.${level}: ${format(...args)}`);
-}
-process.on("unhandledRejection", (reason) => reportError(`unhandled promise rejection: ${describeError(reason)}`));
-process.on("uncaughtException", (error) => reportError(`uncaught exception: ${describeError(error)}`));
-
-// ---------------------------------------------------------------------------------------------------------------
-// Wire log: every message in both directions, in the order they crossed the pipe.
-
-let seq = 0;
-const wire = []; // {seq, from: "agent" | "client", message}
-const agentMessages = () => wire.filter((entry) => entry.from === "agent");
-const clientMessages = () => wire.filter((entry) => entry.from === "client");
-
-const transcriptPath = process.env.ACP_INTEROP_TRANSCRIPT;
-const clientTranscriptPath = process.env.ACP_INTEROP_CLIENT_TRANSCRIPT;
-if (transcriptPath) writeFileSync(transcriptPath, "");
-if (clientTranscriptPath) writeFileSync(clientTranscriptPath, "");
-
-function lineSplitter(onLine) {
-  let pending = Buffer.alloc(0);
-  return {
-    push(chunk) {
-      pending = Buffer.concat([pending, chunk]);
-      let index;
-      while ((index = pending.indexOf(0x0a)) !== -1) {
-        onLine(pending.subarray(0, index).toString("utf8"));
-        pending = pending.subarray(index + 1);
-      }
-    },
-    flush() {
-      if (pending.length > 0) {
-        onLine(pending.toString("utf8"), true);
-        pending = Buffer.alloc(0);
-      }
-    },
-  };
-}
-
-function recordAgentLine(line, unterminated = false) {
-  if (unterminated) {
-    reportError(`agent stdout ended with an unterminated line: ${show(line)}`);
-  }
-  if (line.trim() === "") {
-    reportError("agent wrote an empty line to stdout");
-    return;
-  }
-  let message;
-  try {
-    message = JSON.parse(line);
-  } catch {
-    reportError(`agent wrote a line to stdout that is not JSON: ${show(line)}`);
-    return;
-  }
-  if (typeof message !== "object" || message === null || Array.isArray(message)) {
-    reportError(`agent wrote a JSON value that is not a single JSON-RPC object: ${show(line)}`);
-    return;
-  }
-  if (message.jsonrpc !== "2.0") {
-    reportError(`agent message without "jsonrpc": "2.0": ${show(line)}`);
-  }
-  wire.push({ seq: seq++, from: "agent", message });
-  if (message.method === "session/update" && !("id" in message)) {
-    const parsed = zUpdateSessionNotification.safeParse(message.params);
-    if (!parsed.success) {
-      reportError(`the SDK cannot parse this session/update: ${show(line)}; issues: ${show(parsed.error.issues)}`);
-    }
-  }
-}
-
-function recordClientLine(line) {
-  const message = JSON.parse(line);
-  wire.push({ seq: seq++, from: "client", message });
-  // The client SDK answers an agent message it cannot accept (invalid JSON, not JSON-RPC, a request whose params
-  // fail validation, an unknown method, a throwing handler) with a JSON-RPC error. None is expected here.
-  if ("error" in message && !("method" in message)) {
-    reportError(`the client SDK rejected a message from the agent and answered: ${show(message)}`);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Agent process and stdio streams.
-
-const [, , python, agentScript] = process.argv;
-if (!python || !agentScript) {
-  process.stderr.write("usage: node echo_client.mjs <python> <path/to/echo_agent.py>\n");
-  process.exit(2);
-}
-
-const child = spawn(python, [agentScript], { stdio: ["pipe", "pipe", "inherit"] });
-let agentExit; // {code, signal} once the process has exited and its stdio closed
-let expectingExit = false;
-const agentClosed = new Promise((resolve) => {
-  child.on("close", (code, signal) => {
-    agentExit = { code, signal };
-    if (!expectingExit) {
-      reportError(`agent process exited unexpectedly (code ${code}, signal ${signal})`);
-    }
-    resolve(agentExit);
-  });
-});
-child.on("error", (error) => reportError(`agent process error: ${describeError(error)}`));
-child.stdin.on("error", (error) => reportError(`writing to the agent's stdin failed: ${describeError(error)}`));
-
-const agentLines = lineSplitter(recordAgentLine);
-let inputController;
-let inputOpen = true;
-const input = new ReadableStream({
-  start(controller) {
-    inputController = controller;
-  },
-  cancel() {
-    // The SDK connection closed; keep draining and logging stdout, but stop feeding the SDK.
-    inputOpen = false;
-  },
-});
-child.stdout.on("data", (chunk) => {
-  if (transcriptPath) appendFileSync(transcriptPath, chunk);
-  agentLines.push(chunk);
-  if (inputOpen) inputController.enqueue(new Uint8Array(chunk));
-});
-child.stdout.on("end", () => {
-  agentLines.flush();
-  if (inputOpen) {
-    inputOpen = false;
-    inputController.close();
-  }
-});
-
-const clientLines = lineSplitter(recordClientLine);
-const output = new WritableStream({
-  write(bytes) {
-    const buffer = Buffer.from(bytes);
-    if (clientTranscriptPath) appendFileSync(clientTranscriptPath, buffer);
-    clientLines.push(buffer);
-    return new Promise((resolve, reject) => {
-      child.stdin.write(buffer, (error) => (error ? reject(error) : resolve()));
-    });
-  },
+setup({
+  name: "echo_client",
+  usage: "usage: node echo_client.mjs <python> <path/to/echo_agent.py>",
+  detailedLineErrors: true,
+  describeZodErrors: true,
 });
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -375,7 +191,7 @@ function checkTurn(label, promptText, promptMessageId, turn) {
 
 /** Sends a prompt and reads its turn to the end, concurrently, so neither order of response and updates stalls. */
 async function promptTurn(session, label, text) {
-  step = label;
+  setStep(label);
   const [response, turn] = await Promise.all([session.prompt(text), readUntilStop(session, ["end_turn"])]);
   check(typeof response.messageId === "string" && response.messageId !== "", `${label}: bad prompt response`, response);
   return checkTurn(label, text, response.messageId, turn);
@@ -388,7 +204,7 @@ async function promptTurn(session, label, text) {
  * work did start the session must still go idle.
  */
 async function cancelTurn(ctx, session, label, afterInsertion) {
-  step = label;
+  setStep(label);
   const reading = new AbortController();
   const updates = [];
   const turnRead = settle(readUntilStop(session, ["end_turn", "cancelled"], reading.signal, updates));
@@ -423,22 +239,11 @@ async function cancelTurn(ctx, session, label, afterInsertion) {
   return { prompt: "refused -32800", stopReason: turn.ok ? turn.value.stopReason : null, updates: updates.length };
 }
 
-function lastClientRequest(method) {
-  const entries = clientMessages().filter((entry) => entry.message.method === method && "id" in entry.message);
-  return entries.at(-1);
-}
-
-function responseTo(request) {
-  return agentMessages().find(
-    (entry) => !("method" in entry.message) && isDeepStrictEqual(entry.message.id, request.message.id),
-  );
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // The scenario.
 
 async function scenario(ctx) {
-  step = "initialize";
+  setStep("initialize");
   const init = await ctx.request("initialize", {
     protocolVersion: 2,
     info: { name: "acp-agent-interop", title: "acp-agent interop test client", version: "0.0.0" },
@@ -449,7 +254,7 @@ async function scenario(ctx) {
   check(typeof init.info?.version === "string", "initialize: info.version missing", init);
   check(init.capabilities?.session != null, "initialize: capabilities.session missing (no session methods)", init);
 
-  step = "session/new";
+  setStep("session/new");
   const session = await ctx.buildSession(process.cwd()).start();
   sessionsCreated.add(session.sessionId);
   check(typeof session.sessionId === "string" && session.sessionId !== "", "session/new: bad sessionId", session.sessionId);
@@ -463,7 +268,7 @@ async function scenario(ctx) {
 
   const afterCancel = await promptTurn(session, "prompt after cancel", AFTER_CANCEL_PROMPT);
 
-  step = "session/close";
+  setStep("session/close");
   const closed = await ctx.request("session/close", { sessionId: session.sessionId });
   check(isDeepStrictEqual(closed, {}), "session/close: result is not {}", closed);
   const closeRequest = lastClientRequest("session/close");
@@ -491,19 +296,7 @@ async function scenario(ctx) {
 /** Checks over the whole wire log, once the agent has exited and its stdout is fully read. */
 function checkWire(result) {
   // Every client request got exactly one response (R8) and every agent response answers a client request.
-  const requests = clientMessages().filter((entry) => "method" in entry.message && "id" in entry.message);
-  const responses = agentMessages().filter((entry) => !("method" in entry.message));
-  for (const request of requests) {
-    const answers = responses.filter((entry) => isDeepStrictEqual(entry.message.id, request.message.id));
-    check(answers.length === 1, `request ${request.message.method} got ${answers.length} responses`, request.message);
-  }
-  for (const response of responses) {
-    check(
-      requests.some((entry) => isDeepStrictEqual(entry.message.id, response.message.id)),
-      "response to a request the client never sent",
-      response.message,
-    );
-  }
+  checkResponses({ noStrayResponses: true });
   // Nothing more for the session after the session/close response (R45).
   const late = agentMessages().filter(
     (entry) => entry.seq > result.closeResponseSeq && entry.message.params?.sessionId === result.sessionId,
@@ -513,29 +306,14 @@ function checkWire(result) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-async function main() {
-  const timer = setTimeout(() => reportError(`timed out after ${OVERALL_TIMEOUT_MS / 1000} s`), OVERALL_TIMEOUT_MS);
-  try {
-    const result = await Promise.race([app.connectWith(ndJsonStream(output, input), scenario), fatal]);
-
-    step = "agent shutdown";
-    expectingExit = true;
-    child.stdin.end();
-    const exitTimer = setTimeout(
-      () => reportError(`agent did not exit within ${EXIT_TIMEOUT_MS / 1000} s after stdin was closed`),
-      EXIT_TIMEOUT_MS,
-    );
-    const exit = await Promise.race([agentClosed, fatal]);
-    clearTimeout(exitTimer);
-    check(exit.code === 0 && exit.signal === null, "agent did not exit with code 0", exit);
-
-    step = "wire checks";
-    checkWire(result);
-    if (errors.length > 0) throw new CheckFailed(errors[0]);
-
-    const summary = {
-      ok: true,
-      sdk: `@agentclientprotocol/sdk@${SDK_VERSION}`,
+process.exit(
+  await run({
+    app,
+    scenario,
+    timeoutMs: OVERALL_TIMEOUT_MS,
+    checkWire,
+    tailLength: 8,
+    summary: (result, exit) => ({
       protocolVersion: 2,
       agent: result.agent,
       first: result.first,
@@ -546,26 +324,6 @@ async function main() {
       agentExitCode: exit.code,
       messages: { agent: agentMessages().length, client: clientMessages().length },
       ...counters,
-    };
-    process.stdout.write(`${JSON.stringify(summary)}\n`);
-    return 0;
-  } catch (error) {
-    let message = error instanceof CheckFailed ? error.message : describeError(error);
-    if (!message.startsWith("[step: ")) message = `[step: ${step}] ${message}`;
-    process.stderr.write(`echo_client: FAILED: ${message}\n`);
-    for (const extra of errors.filter((text) => text !== message)) {
-      process.stderr.write(`echo_client: also: ${extra}\n`);
-    }
-    const tail = wire.slice(-8).map((entry) => `  ${entry.from}: ${show(entry.message)}`);
-    if (tail.length > 0) process.stderr.write(`echo_client: last messages on the wire:\n${tail.join("\n")}\n`);
-    return 1;
-  } finally {
-    clearTimeout(timer);
-    if (agentExit === undefined) {
-      expectingExit = true;
-      child.kill("SIGKILL");
-    }
-  }
-}
-
-process.exit(await main());
+    }),
+  }),
+);

@@ -16,16 +16,27 @@
 //   ACP_INTEROP_WIRE               file that receives both directions as JSON lines {"from", "message"}, in the
 //                                  order the client saw them (for a wire-rule checker)
 
-import { spawn } from "node:child_process";
-import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import process from "node:process";
 import { setTimeout as sleep } from "node:timers/promises";
-import { format, isDeepStrictEqual } from "node:util";
+import { isDeepStrictEqual } from "node:util";
 
-import { client, ndJsonStream, RequestError } from "@agentclientprotocol/sdk/experimental/v2/unstable";
+import { client, RequestError } from "@agentclientprotocol/sdk/experimental/v2/unstable";
+
+import {
+  agentMessages,
+  check,
+  checkResponses,
+  clientMessages,
+  lastClientRequest,
+  reportError,
+  responseTo,
+  run,
+  setStep,
+  setup,
+  show,
+} from "./harness.mjs";
 
 const OVERALL_TIMEOUT_MS = 30_000;
-const EXIT_TIMEOUT_MS = 5_000;
 const EXPECTED_AGENT_NAME = "background-agent";
 const SUBAGENT_TEXT = "hello from the child";
 const OPTIONS = [
@@ -33,192 +44,10 @@ const OPTIONS = [
   { optionId: "reject-once", name: "Reject", kind: "reject_once" },
 ];
 
-const { zUpdateSessionNotification } = await import(
-  new URL("./node_modules/@agentclientprotocol/sdk/dist/v2/unstable/schema/zod.gen.js", import.meta.url).href
-);
-const SDK_VERSION = JSON.parse(
-  readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url), "utf8"),
-).version;
-
-// ---------------------------------------------------------------------------------------------------------------
-// Failure handling: everything funnels into `reportError`, which makes the run fail.
-
-class CheckFailed extends Error {
-  name = "CheckFailed";
-}
-
-const errors = [];
-let rejectFatal;
-const fatal = new Promise((_, reject) => {
-  rejectFatal = reject;
-});
-fatal.catch(() => {});
-let step = "starting";
-
-function reportError(message) {
-  const full = `[step: ${step}] ${message}`;
-  errors.push(full);
-  rejectFatal(new CheckFailed(full));
-}
-
-function check(condition, message, details) {
-  if (!condition) {
-    throw new CheckFailed(details === undefined ? message : `${message}: ${show(details)}`);
-  }
-}
-
-function show(value) {
-  try {
-    const text = JSON.stringify(value);
-    return text === undefined ? String(value) : text.length > 2000 ? `${text.slice(0, 2000)}…` : text;
-  } catch {
-    return String(value);
-  }
-}
-
-function describeError(error) {
-  if (error instanceof RequestError) {
-    return `RequestError ${error.code} ${error.message}${error.data === undefined ? "" : ` data=${show(error.data)}`}`;
-  }
-  if (error instanceof Error) {
-    return `${error.name}: ${error.message}${error.issues ? ` issues=${show(error.issues)}` : ""}`;
-  }
-  return show(error);
-}
-
-// The SDK reports problems it cannot turn into a rejected promise only through console.*: make them fatal.
-for (const level of ["error", "warn", "log", "info", "debug"]) {
-  console[level] = (...args) => reportError(`SDK reported via console.${level}: ${format(...args)}`);
-}
-process.on("unhandledRejection", (reason) => reportError(`unhandled promise rejection: ${describeError(reason)}`));
-process.on("uncaughtException", (error) => reportError(`uncaught exception: ${describeError(error)}`));
-
-// ---------------------------------------------------------------------------------------------------------------
-// Wire log: every message in both directions, in the order they crossed the pipe.
-
-let seq = 0;
-const wire = []; // {seq, from: "agent" | "client", message}
-const agentMessages = () => wire.filter((entry) => entry.from === "agent");
-const clientMessages = () => wire.filter((entry) => entry.from === "client");
-
-const transcriptPath = process.env.ACP_INTEROP_TRANSCRIPT;
-const clientTranscriptPath = process.env.ACP_INTEROP_CLIENT_TRANSCRIPT;
-const wirePath = process.env.ACP_INTEROP_WIRE;
-for (const path of [transcriptPath, clientTranscriptPath, wirePath]) {
-  if (path) writeFileSync(path, "");
-}
-
-function logWire(from, message) {
-  wire.push({ seq: seq++, from, message });
-  if (wirePath) appendFileSync(wirePath, `${JSON.stringify({ from, message })}\n`);
-}
-
-function lineSplitter(onLine) {
-  let pending = Buffer.alloc(0);
-  return {
-    push(chunk) {
-      pending = Buffer.concat([pending, chunk]);
-      let index;
-      while ((index = pending.indexOf(0x0a)) !== -1) {
-        onLine(pending.subarray(0, index).toString("utf8"));
-        pending = pending.subarray(index + 1);
-      }
-    },
-    flush() {
-      if (pending.length > 0) {
-        onLine(pending.toString("utf8"), true);
-        pending = Buffer.alloc(0);
-      }
-    },
-  };
-}
-
-function recordAgentLine(line, unterminated = false) {
-  if (unterminated) reportError(`agent stdout ended with an unterminated line: ${show(line)}`);
-  let message;
-  try {
-    message = JSON.parse(line);
-  } catch {
-    reportError(`agent wrote a line to stdout that is not JSON: ${show(line)}`);
-    return;
-  }
-  if (typeof message !== "object" || message === null || Array.isArray(message) || message.jsonrpc !== "2.0") {
-    reportError(`agent wrote something that is not a single JSON-RPC 2.0 object: ${show(line)}`);
-    return;
-  }
-  logWire("agent", message);
-  if (message.method === "session/update" && !("id" in message)) {
-    const parsed = zUpdateSessionNotification.safeParse(message.params);
-    if (!parsed.success) {
-      reportError(`the SDK cannot parse this session/update: ${show(line)}; issues: ${show(parsed.error.issues)}`);
-    }
-  }
-}
-
-function recordClientLine(line) {
-  const message = JSON.parse(line);
-  logWire("client", message);
-  if ("error" in message && !("method" in message)) {
-    reportError(`the client SDK rejected a message from the agent and answered: ${show(message)}`);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Agent process and stdio streams.
-
-const [, , python, agentScript] = process.argv;
-if (!python || !agentScript) {
-  process.stderr.write("usage: node subagent_client.mjs <python> <path/to/background_agent.py>\n");
-  process.exit(2);
-}
-
-const child = spawn(python, [agentScript], { stdio: ["pipe", "pipe", "inherit"] });
-let agentExit;
-let expectingExit = false;
-const agentClosed = new Promise((resolve) => {
-  child.on("close", (code, signal) => {
-    agentExit = { code, signal };
-    if (!expectingExit) reportError(`agent process exited unexpectedly (code ${code}, signal ${signal})`);
-    resolve(agentExit);
-  });
-});
-child.on("error", (error) => reportError(`agent process error: ${describeError(error)}`));
-child.stdin.on("error", (error) => reportError(`writing to the agent's stdin failed: ${describeError(error)}`));
-
-const agentLines = lineSplitter(recordAgentLine);
-let inputController;
-let inputOpen = true;
-const input = new ReadableStream({
-  start(controller) {
-    inputController = controller;
-  },
-  cancel() {
-    inputOpen = false;
-  },
-});
-child.stdout.on("data", (chunk) => {
-  if (transcriptPath) appendFileSync(transcriptPath, chunk);
-  agentLines.push(chunk);
-  if (inputOpen) inputController.enqueue(new Uint8Array(chunk));
-});
-child.stdout.on("end", () => {
-  agentLines.flush();
-  if (inputOpen) {
-    inputOpen = false;
-    inputController.close();
-  }
-});
-
-const clientLines = lineSplitter(recordClientLine);
-const output = new WritableStream({
-  write(bytes) {
-    const buffer = Buffer.from(bytes);
-    if (clientTranscriptPath) appendFileSync(clientTranscriptPath, buffer);
-    clientLines.push(buffer);
-    return new Promise((resolve, reject) => {
-      child.stdin.write(buffer, (error) => (error ? reject(error) : resolve()));
-    });
-  },
+setup({
+  name: "subagent_client",
+  usage: "usage: node subagent_client.mjs <python> <path/to/background_agent.py>",
+  wireEnv: true,
 });
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -326,16 +155,6 @@ function withdrawalsOf(requestId) {
   );
 }
 
-function lastClientRequest(method) {
-  return clientMessages().filter((entry) => entry.message.method === method && "id" in entry.message).at(-1);
-}
-
-function responseTo(request) {
-  return agentMessages().find(
-    (entry) => !("method" in entry.message) && isDeepStrictEqual(entry.message.id, request.message.id),
-  );
-}
-
 /** Wire position of the first agent message matching `predicate`. */
 function seqOf(predicate) {
   return agentMessages().find((entry) => predicate(entry.message))?.seq;
@@ -345,13 +164,13 @@ function seqOf(predicate) {
 // The scenario.
 
 async function backgroundPermission(ctx, session) {
-  step = "/bgask: turn";
+  setStep("/bgask: turn");
   const turn = await promptTurn(session, "/bgask");
   const call = turn.find((u) => u.sessionUpdate === "tool_call_update" && u.title === "Background job");
   check(call, "/bgask: no tool call titled Background job", turn);
   const { toolCallId } = call;
 
-  step = "/bgask: the permission request";
+  setStep("/bgask: the permission request");
   const request = await nextPermission(0);
   check(request.params.sessionId === session.sessionId, "/bgask: request for another session", request.params);
   check(
@@ -366,7 +185,7 @@ async function backgroundPermission(ctx, session) {
   });
   checkBackground(session, [toolCallItem(toolCallId)], "/bgask: while the request is open");
 
-  step = "/bgask: session/cancel";
+  setStep("/bgask: session/cancel");
   await ctx.notify("session/cancel", { sessionId: session.sessionId });
   await sleep(500);
   check(!request.aborted, "/bgask: session/cancel withdrew the request for background work");
@@ -375,7 +194,7 @@ async function backgroundPermission(ctx, session) {
   check(forBackgroundAfterCancel, "/bgask: isForBackgroundWork became false after session/cancel");
   checkBackground(session, [toolCallItem(toolCallId)], "/bgask: after session/cancel");
 
-  step = "/bgask: answer allow-once";
+  setStep("/bgask: answer allow-once");
   request.resolve({ outcome: { outcome: "selected", optionId: "allow-once" } });
   const after = await readUntil(
     session,
@@ -407,7 +226,7 @@ async function backgroundPermission(ctx, session) {
 }
 
 async function foregroundPermission(session) {
-  step = "/ask";
+  setStep("/ask");
   const turnDone = promptTurn(session, "/ask deploy");
   const request = await nextPermission(1);
   check(request.params.sessionId === session.sessionId, "/ask: request for another session", request.params);
@@ -432,7 +251,7 @@ async function foregroundPermission(session) {
 }
 
 async function subagent(session) {
-  step = "/subagent: turn";
+  setStep("/subagent: turn");
   const turn = await promptTurn(session, `/subagent 1 ${SUBAGENT_TEXT}`);
   const announce = turn.find((u) => u.sessionUpdate === "subagent_update");
   check(announce, "/subagent: no subagent_update in the turn", turn);
@@ -441,7 +260,7 @@ async function subagent(session) {
   check(isDeepStrictEqual(announce.capabilities, { cancel: {} }), "/subagent: the child does not advertise cancel");
   const item = subagentItem(childId);
 
-  step = "/subagent: listed while it runs";
+  setStep("/subagent: listed while it runs");
   if (!turn.some((u) => lists(u, item))) {
     await readUntil(session, "a snapshot listing the child", (u) => lists(u, item));
   }
@@ -449,7 +268,7 @@ async function subagent(session) {
   const childRunning = (childUpdates.get(childId) ?? []).some((u) => u.sessionUpdate === "state_update");
   check(childRunning, "/subagent: listed before the child reported any state");
 
-  step = "/subagent: the child finishes";
+  setStep("/subagent: the child finishes");
   const after = await readUntil(
     session,
     "the snapshot without the child",
@@ -495,7 +314,7 @@ async function subagent(session) {
 }
 
 async function scenario(ctx) {
-  step = "initialize";
+  setStep("initialize");
   const init = await ctx.request("initialize", {
     protocolVersion: 2,
     info: { name: "acp-agent-interop", version: "0.0.0" },
@@ -504,7 +323,7 @@ async function scenario(ctx) {
   check(init.protocolVersion === 2, "initialize: protocolVersion is not 2", init);
   check(init.info?.name === EXPECTED_AGENT_NAME, `initialize: info.name is not ${EXPECTED_AGENT_NAME}`, init);
 
-  step = "session/new";
+  setStep("session/new");
   const session = await ctx.buildSession(process.cwd()).start();
   sessionsCreated.add(session.sessionId);
   activeSessions.set(session.sessionId, session);
@@ -514,7 +333,7 @@ async function scenario(ctx) {
   const sub = await subagent(session);
   check(permissionRequests.length === 2, "unexpected permission requests", permissionRequests.map((r) => r.params));
 
-  step = "session/close";
+  setStep("session/close");
   const closed = await ctx.request("session/close", { sessionId: session.sessionId });
   check(isDeepStrictEqual(closed, {}), "session/close: result is not {}", closed);
   const closeResponse = responseTo(lastClientRequest("session/close"));
@@ -533,12 +352,7 @@ async function scenario(ctx) {
 
 /** Checks over the whole wire log, once the agent has exited and its stdout is fully read. */
 function checkWire(result) {
-  const requests = clientMessages().filter((entry) => "method" in entry.message && "id" in entry.message);
-  const responses = agentMessages().filter((entry) => !("method" in entry.message));
-  for (const request of requests) {
-    const answers = responses.filter((entry) => isDeepStrictEqual(entry.message.id, request.message.id));
-    check(answers.length === 1, `request ${request.message.method} got ${answers.length} responses`, request.message);
-  }
+  checkResponses();
   const ids = new Set([result.sessionId, ...result.childIds]);
   const late = agentMessages().filter(
     (entry) => entry.seq > result.closeSeq && ids.has(entry.message.params?.sessionId),
@@ -550,29 +364,14 @@ function checkWire(result) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-async function main() {
-  const timer = setTimeout(() => reportError(`timed out after ${OVERALL_TIMEOUT_MS / 1000} s`), OVERALL_TIMEOUT_MS);
-  try {
-    const result = await Promise.race([app.connectWith(ndJsonStream(output, input), scenario), fatal]);
-
-    step = "agent shutdown";
-    expectingExit = true;
-    child.stdin.end();
-    const exitTimer = setTimeout(
-      () => reportError(`agent did not exit within ${EXIT_TIMEOUT_MS / 1000} s after stdin was closed`),
-      EXIT_TIMEOUT_MS,
-    );
-    const exit = await Promise.race([agentClosed, fatal]);
-    clearTimeout(exitTimer);
-    check(exit.code === 0 && exit.signal === null, "agent did not exit with code 0", exit);
-
-    step = "wire checks";
-    checkWire(result);
-    if (errors.length > 0) throw new CheckFailed(errors[0]);
-
-    const summary = {
-      ok: true,
-      sdk: `@agentclientprotocol/sdk@${SDK_VERSION}`,
+process.exit(
+  await run({
+    app,
+    scenario,
+    timeoutMs: OVERALL_TIMEOUT_MS,
+    checkWire,
+    tailLength: 10,
+    summary: (result, exit) => ({
       agent: result.agent,
       bgask: result.bgask,
       ask: result.ask,
@@ -580,26 +379,6 @@ async function main() {
       close: result.close,
       agentExitCode: exit.code,
       messages: { agent: agentMessages().length, client: clientMessages().length },
-    };
-    process.stdout.write(`${JSON.stringify(summary)}\n`);
-    return 0;
-  } catch (error) {
-    let message = error instanceof CheckFailed ? error.message : describeError(error);
-    if (!message.startsWith("[step: ")) message = `[step: ${step}] ${message}`;
-    process.stderr.write(`subagent_client: FAILED: ${message}\n`);
-    for (const extra of errors.filter((text) => text !== message)) {
-      process.stderr.write(`subagent_client: also: ${extra}\n`);
-    }
-    const tail = wire.slice(-10).map((entry) => `  ${entry.from}: ${show(entry.message)}`);
-    if (tail.length > 0) process.stderr.write(`subagent_client: last messages on the wire:\n${tail.join("\n")}\n`);
-    return 1;
-  } finally {
-    clearTimeout(timer);
-    if (agentExit === undefined) {
-      expectingExit = true;
-      child.kill("SIGKILL");
-    }
-  }
-}
-
-process.exit(await main());
+    }),
+  }),
+);
