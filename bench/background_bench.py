@@ -48,7 +48,7 @@ async def terminal_throughput(megabytes: int) -> dict[str, Any]:
             exited.set()
 
     command = [sys.executable, str(ROOT / "examples" / "background_agent.py")]
-    async with spawn_agent(command, on_message=on_message, keep_transcript=False) as client:
+    async with spawn_agent(command, on_message=on_message, keep_transcript=False, check=False) as client:
         await client.initialize()
         sid = await client.new_session(str(ROOT))
         start = time.perf_counter()

@@ -55,7 +55,7 @@ class SessionView:
     tool_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Each tool call's patched state (upserts applied per R71/R72, content chunks appended)."""
     terminals: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Each terminal's patched state; ``output`` holds the decoded bytes received."""
+    """Each terminal's patched state; ``output`` (a ``bytearray``) holds the decoded bytes received."""
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Each announced child session's patched ``subagent_update`` state."""
 
@@ -80,14 +80,15 @@ class SessionView:
             entry = self.tool_calls.setdefault(str(update.get("toolCallId")), {})
             entry["content"] = [*(entry.get("content") or []), update.get("content")]
         elif kind == "terminal_update":
-            entry = self.terminals.setdefault(str(update.get("terminalId")), {"output": b""})
+            entry = self.terminals.setdefault(str(update.get("terminalId")), {"output": bytearray()})
             output = update.get("output")
             _patch(entry, {k: v for k, v in update.items() if k != "output"})
             if "output" in update:
-                entry["output"] = base64.b64decode(output["data"]) if isinstance(output, dict) else b""
+                data = base64.b64decode(output["data"]) if isinstance(output, dict) else b""
+                entry["output"] = bytearray(data)
         elif kind == "terminal_output_chunk":
-            entry = self.terminals.setdefault(str(update.get("terminalId")), {"output": b""})
-            entry["output"] = entry.get("output", b"") + base64.b64decode(str(update.get("data", "")))
+            entry = self.terminals.setdefault(str(update.get("terminalId")), {"output": bytearray()})
+            entry["output"] += base64.b64decode(str(update.get("data", "")))  # bytearray: amortized append
         elif kind == "subagent_update":
             _patch(self.children.setdefault(str(update.get("sessionId")), {}), update)
 
