@@ -13,12 +13,15 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
+
+from acp_agent.testing.checker import WireChecker
 
 pytestmark = pytest.mark.interop
 
@@ -164,38 +167,69 @@ def read_jsonl(path: Path) -> list[Message]:
     return messages
 
 
-def test_official_typescript_client_drives_echo_agent(tmp_path: Path) -> None:
+@dataclass
+class InteropRun:
+    """What one official-client script run produced, already checked (exit 0, schema, wire rules)."""
+
+    summary: dict[str, Any]
+    agent_messages: list[Message]
+    client_messages: list[Message]
+
+
+def run_official_client(tmp_path: Path, script: Path, agent: Path, *, wire: bool = False) -> InteropRun:
+    """Run a ``tests/interop`` script against ``agent``; validate every agent message against the official
+    schema and, with ``wire``, judge the ordered log of both directions with the ``WireChecker``."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not on PATH")
     if not NODE_MODULES.is_dir():
         pytest.skip("tests/interop/node_modules is missing; run `make test` (it runs `npm ci`)")
     validator = AgentTrafficValidator(_load_schema(official_schema_path()))
-
-    agent_transcript = tmp_path / "agent.jsonl"
-    client_transcript = tmp_path / "client.jsonl"
+    agent_transcript, client_transcript, wire_log = (tmp_path / f"{n}.jsonl" for n in ("agent", "client", "wire"))
     env = {
         **os.environ,
         "ACP_INTEROP_TRANSCRIPT": str(agent_transcript),
         "ACP_INTEROP_CLIENT_TRANSCRIPT": str(client_transcript),
     }
+    if wire:
+        env["ACP_INTEROP_WIRE"] = str(wire_log)
     proc = subprocess.run(
-        [node, str(CLIENT_SCRIPT), sys.executable, str(ECHO_AGENT)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [node, str(script), sys.executable, str(agent)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, (
-        f"echo_client.mjs exited with {proc.returncode}\n"
-        f"--- stderr ---\n{proc.stderr}\n--- stdout ---\n{proc.stdout}"
+        f"{script.name} exited with {proc.returncode}\n--- stderr ---\n{proc.stderr}\n--- stdout ---\n{proc.stdout}"
     )
-
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 1, f"expected a one-line JSON summary on stdout, got:\n{proc.stdout}"
     summary = json.loads(lines[0])
     assert summary["ok"] is True
+
+    # Schema pass over the recorded traffic, then the wire rules over both directions in order.
+    agent_messages = read_jsonl(agent_transcript)
+    client_messages = read_jsonl(client_transcript)
+    assert len(agent_messages) == summary["messages"]["agent"]
+    assert len(client_messages) == summary["messages"]["client"]
+    client_requests = {
+        json.dumps(message["id"]): message["method"]
+        for message in client_messages
+        if "method" in message and "id" in message
+    }
+    for message in agent_messages:
+        validator.validate(message, client_requests)
+    if wire:
+        entries = read_jsonl(wire_log)
+        assert len(entries) == len(agent_messages) + len(client_messages)
+        checker = WireChecker(raise_on_violation=False)
+        for entry in entries:
+            checker.feed("agent->client" if entry["from"] == "agent" else "client->agent", entry["message"])
+        checker.finish()
+        violations = [str(v) for v in checker.violations]
+        assert not violations, "\n".join(violations)
+    return InteropRun(summary, agent_messages, client_messages)
+
+
+def test_official_typescript_client_drives_echo_agent(tmp_path: Path) -> None:
+    summary = run_official_client(tmp_path, CLIENT_SCRIPT, ECHO_AGENT).summary
     assert summary["protocolVersion"] == 2
     assert summary["agent"]["name"] == "echo-agent"
     assert summary["first"]["agentText"] == "hello interop"
@@ -211,16 +245,3 @@ def test_official_typescript_client_drives_echo_agent(tmp_path: Path) -> None:
     assert summary["afterCancel"]["agentText"] == "still here after cancel"
     assert summary["close"] == {}
     assert summary["agentExitCode"] == 0
-
-    # Schema pass over the recorded traffic.
-    agent_messages = read_jsonl(agent_transcript)
-    client_messages = read_jsonl(client_transcript)
-    assert len(agent_messages) == summary["messages"]["agent"]
-    assert len(client_messages) == summary["messages"]["client"]
-    client_requests = {
-        json.dumps(message["id"]): message["method"]
-        for message in client_messages
-        if "method" in message and "id" in message
-    }
-    for message in agent_messages:
-        validator.validate(message, client_requests)

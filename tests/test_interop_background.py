@@ -10,16 +10,11 @@ validates every message the agent wrote against the official unstable v2 JSON Sc
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .test_interop import AgentTrafficValidator, _load_schema, official_schema_path, read_jsonl
+from .test_interop import run_official_client
 
 pytestmark = pytest.mark.interop
 
@@ -29,53 +24,9 @@ CLIENT_SCRIPT = INTEROP_DIR / "background_client.mjs"
 BACKGROUND_AGENT = ROOT / "examples" / "background_agent.py"
 
 
-def wire_violations(wire: list[dict[str, object]]) -> list[str]:
-    """Violations found by ``acp_agent.testing.checker`` when it exists (it is optional here)."""
-    try:
-        from acp_agent.testing.checker import WireChecker
-    except ImportError:
-        return []
-    checker = WireChecker(raise_on_violation=False)
-    for entry in wire:
-        checker.feed("agent->client" if entry["from"] == "agent" else "client->agent", entry["message"])
-    checker.finish()
-    return [str(v) for v in checker.violations]
-
-
 def test_official_typescript_client_cancels_background_work(tmp_path: Path) -> None:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not on PATH")
-    if not (INTEROP_DIR / "node_modules").is_dir():
-        pytest.skip("tests/interop/node_modules is missing; run `make test` (it runs `npm ci`)")
-    validator = AgentTrafficValidator(_load_schema(official_schema_path()))
-
-    agent_transcript = tmp_path / "agent.jsonl"
-    client_transcript = tmp_path / "client.jsonl"
-    wire_log = tmp_path / "wire.jsonl"
-    env = {
-        **os.environ,
-        "ACP_INTEROP_TRANSCRIPT": str(agent_transcript),
-        "ACP_INTEROP_CLIENT_TRANSCRIPT": str(client_transcript),
-        "ACP_INTEROP_WIRE": str(wire_log),
-    }
-    proc = subprocess.run(
-        [node, str(CLIENT_SCRIPT), sys.executable, str(BACKGROUND_AGENT)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, (
-        f"background_client.mjs exited with {proc.returncode}\n"
-        f"--- stderr ---\n{proc.stderr}\n--- stdout ---\n{proc.stdout}"
-    )
-
-    lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 1, f"expected a one-line JSON summary on stdout, got:\n{proc.stdout}"
-    summary = json.loads(lines[0])
-    assert summary["ok"] is True
+    run = run_official_client(tmp_path, CLIENT_SCRIPT, BACKGROUND_AGENT, wire=True)
+    summary = run.summary
     assert summary["agent"]["name"] == "background-agent"
 
     bg = summary["bg"]
@@ -94,20 +45,3 @@ def test_official_typescript_client_cancels_background_work(tmp_path: Path) -> N
 
     assert summary["close"] == {}
     assert summary["agentExitCode"] == 0
-
-    # Schema pass over the recorded traffic, then the wire rules over both directions in order.
-    agent_messages = read_jsonl(agent_transcript)
-    client_messages = read_jsonl(client_transcript)
-    assert len(agent_messages) == summary["messages"]["agent"]
-    assert len(client_messages) == summary["messages"]["client"]
-    client_requests = {
-        json.dumps(message["id"]): message["method"]
-        for message in client_messages
-        if "method" in message and "id" in message
-    }
-    for message in agent_messages:
-        validator.validate(message, client_requests)
-    wire = read_jsonl(wire_log)
-    assert len(wire) == len(agent_messages) + len(client_messages)
-    violations = wire_violations(wire)
-    assert not violations, "\n".join(violations)
