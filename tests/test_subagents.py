@@ -18,12 +18,14 @@ from typing import Any
 import anyio
 import pytest
 
-from acp_agent import Agent, ContentBlock, PermissionOption, RequestError, Session, TextContent, ToolCall
+from acp_agent import PermissionOption, RequestError, Session, ToolCall
 from acp_agent.schema import SessionConfigOption, SessionConfigSelectOption
 from acp_agent.session import StopReason
 from acp_agent.subagents import Subagent
 from acp_agent.testing.checker import RuleViolation, WireChecker
-from acp_agent.testing.client import Client, connect_agent
+from acp_agent.testing.client import Client
+
+from .test_background import BgAgent, ForkingBgAgent, opened
 
 pytestmark = pytest.mark.anyio
 
@@ -39,50 +41,9 @@ Message = dict[str, Any]
 # -- a test agent ------------------------------------------------------------------------------
 
 
-class SubAgent(Agent):
-    """Runs the scenario registered under the prompt's first word (the rest is its argument).
-
-    Scenarios keep handles in ``self.h``, progress in ``self.log``, and coordinate with the
-    test through named events (``self.event(name)``).
-    """
-
-    name = "subagent-test"
-
-    def __init__(self, **scenarios: Scenario) -> None:
-        self.scenarios = dict(scenarios)
-        self.sessions: dict[str, Session] = {}
-        self.log: list[Any] = []
-        self.h: dict[str, Any] = {}
-        self._events: dict[str, anyio.Event] = {}
-
-    def event(self, name: str) -> anyio.Event:
-        found = self._events.get(name)
-        if found is None:
-            found = self._events[name] = anyio.Event()
-        return found
-
-    async def new_session(self, session: Session) -> None:
-        self.sessions[session.id] = session
-
-    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason | None:
-        text = " ".join(b.text for b in prompt if isinstance(b, TextContent))
-        word, _, rest = text.partition(" ")
-        return await self.scenarios[word](session, rest)
-
-
-class ForkingSubAgent(SubAgent):
-    """Also implements fork (so ``session.fork`` is advertised)."""
-
-    async def fork_session(self, source: Session, session: Session) -> None:
-        self.sessions[session.id] = session
-
-
-@asynccontextmanager
-async def opened(agent: SubAgent, **options: Any) -> AsyncIterator[tuple[Client, str, Session]]:
-    async with connect_agent(agent, **options) as client:
-        await client.initialize()
-        sid = await client.new_session("/tmp")
-        yield client, sid, agent.sessions[sid]
+# The scenario-driven test agent and `opened` are shared with the background rule tests.
+SubAgent = BgAgent
+ForkingSubAgent = ForkingBgAgent
 
 
 # -- reading the wire ----------------------------------------------------------------------------
