@@ -1368,7 +1368,9 @@ async def test_terminal_started_by_background_work_is_background_work() -> None:
 async def test_cancel_while_a_turn_finalizes_sends_one_idle() -> None:
     async def leave(session: Session, _: str) -> None:
         # a foreground process that ignores SIGTERM: stopping it at the end of the turn takes `grace`
-        await session.start_terminal(["sh", "-c", "trap '' TERM; sleep 5"], grace=0.5)
+        terminal = await session.start_terminal(["sh", "-c", "trap '' TERM; echo ready; sleep 5"], grace=0.5)
+        while b"ready" not in terminal.tail():  # the trap is in place before the turn ends
+            await anyio.sleep(0.01)
         session.start_foreground(_say_woke(session))  # queued behind this turn
         agent.event("returned").set()
 
