@@ -14,7 +14,6 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Final
 
 import anyio
@@ -29,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import ErrorCode, RequestError
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
 
-__all__ = ["CANCEL_REQUEST", "Connection", "Method", "RequestId", "describe_validation_error"]
+__all__ = ["CANCEL_REQUEST", "Connection", "Immediate", "Method", "RequestId", "describe_validation_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +49,8 @@ class Method:
     order is up to the scheduler; work that must happen in arrival order (queueing a
     prompt, applying a cancel) goes in ``prepare``, a plain function called while the
     message is dispatched. Its return value is what ``handler`` then receives (or, with no
-    handler, the result); a :class:`RequestError` it raises is the answer.
+    handler, the result, answered at once); returning :class:`Immediate` answers at once
+    too, skipping the handler. A :class:`RequestError` it raises is the answer.
     """
 
     handler: Callable[[Any], Awaitable[Any]] | None
@@ -58,11 +58,25 @@ class Method:
     prepare: Callable[[Any], Any] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Immediate:
+    """Returned by a ``prepare`` step whose answer is known at once.
+
+    ``result`` is answered right away, without a handler task, and ``sent`` (if given) is
+    called once the answer is queued for writing, so anything queued after that call is
+    written after the answer.
+    """
+
+    result: Any
+    sent: Callable[[], None] | None = None
+
+
 @dataclass(slots=True)
 class _Call:
     """Per-message dispatch context handed to jsonrpcserver."""
 
     thunk: Callable[[], Awaitable[Any]] | None = None
+    immediate: Immediate | None = None
 
 
 @dataclass(slots=True)
@@ -248,6 +262,9 @@ class Connection:
             deserializer=_identity,
             validator=_no_validation,
         )
+        if call.immediate is not None:
+            out.answer(request_id, None, call.immediate.result, call.immediate.sent)
+            return
         if call.thunk is None:
             # jsonrpcserver answered on its own: unknown method or params that do not bind.
             out.answer(request_id, _error_from_dispatch(method, response))
@@ -414,7 +431,10 @@ class Connection:
 class _Replies:
     """Where the answers to one incoming line go."""
 
-    def answer(self, id_: Any, error: dict[str, Any] | None, result: Any = None) -> None:
+    def answer(
+        self, id_: Any, error: dict[str, Any] | None, result: Any = None, sent: Callable[[], None] | None = None
+    ) -> None:
+        """Queue one answer; ``sent`` is called once it is queued for writing."""
         raise NotImplementedError
 
     def skip(self) -> None:
@@ -429,8 +449,12 @@ class _Single(_Replies):
     def __init__(self, writer: Writer) -> None:
         self._writer = writer
 
-    def answer(self, id_: Any, error: dict[str, Any] | None, result: Any = None) -> None:
+    def answer(
+        self, id_: Any, error: dict[str, Any] | None, result: Any = None, sent: Callable[[], None] | None = None
+    ) -> None:
         self._writer.send_nowait(_response_bytes(id_, error, result))
+        if sent is not None:
+            sent()
 
 
 class _Batch(_Replies):
@@ -440,15 +464,22 @@ class _Batch(_Replies):
         self._writer = writer
         self._remaining = size
         self._answers: list[bytes] = []
+        self._sent: list[Callable[[], None]] = []
 
-    def answer(self, id_: Any, error: dict[str, Any] | None, result: Any = None) -> None:
+    def answer(
+        self, id_: Any, error: dict[str, Any] | None, result: Any = None, sent: Callable[[], None] | None = None
+    ) -> None:
         self._answers.append(_response_bytes(id_, error, result)[:-1])
+        if sent is not None:
+            self._sent.append(sent)
         self.skip()
 
     def skip(self) -> None:
         self._remaining -= 1
         if self._remaining == 0 and self._answers:
             self._writer.send_nowait(b"[" + b",".join(self._answers) + b"]\n")
+            for sent in self._sent:
+                sent()
 
 
 def _error_from_dispatch(method: str, response: Any) -> dict[str, Any]:
@@ -482,7 +513,12 @@ def _binder(method: Method) -> Callable[..., Any]:
             except RequestError as exc:
                 raise JsonRpcError(exc.code, exc.message, exc.data) from None
         handler = method.handler
-        call.thunk = (lambda: handler(parsed)) if handler is not None else partial(_value, parsed)
+        if isinstance(parsed, Immediate):
+            call.immediate = parsed
+        elif handler is None:
+            call.immediate = Immediate(parsed)  # no handler: the prepared value is the answer
+        else:
+            call.thunk = lambda: handler(parsed)
         return Success(None)
 
     # jsonrpcserver checks every call against the handler's signature; a precomputed
@@ -497,10 +533,6 @@ _BIND_SIGNATURE: Final = inspect.Signature(
         inspect.Parameter("params", inspect.Parameter.VAR_KEYWORD),
     ]
 )
-
-
-async def _value(value: Any) -> Any:
-    return value
 
 
 def _dump(value: Any) -> bytes:

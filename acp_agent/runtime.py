@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from .agent import Agent
 from .background import Kind
-from .connection import Connection, Method, describe_validation_error
+from .connection import Connection, Immediate, Method, describe_validation_error
 from .errors import ErrorCode, RequestError
 from .schema import (
     CancelSessionNotification,
@@ -292,11 +292,16 @@ class AgentRuntime:
             raise RequestError.invalid_params(CHILD_MUTATION_REFUSED, {"sessionId": session_id})
         return session
 
-    def _queue_prompt(self, request: PromptRequest) -> tuple[Session, ForegroundJob]:
+    def _queue_prompt(self, request: PromptRequest) -> tuple[Session, ForegroundJob] | Immediate:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
         session = self._active(request.session_id)
         self._check_prompt(request.prompt)
-        return session, session.enqueue_prompt(list(request.prompt))
+        job = session.enqueue_prompt(list(request.prompt))
+        if job.message_id is not None:
+            # An idle session inserts the prompt at once: answer now, and the worker echoes
+            # it once the answer is queued (R52, R53).
+            return Immediate(PromptResponse(message_id=job.message_id), job.answered.set)
+        return session, job
 
     async def _await_insertion(self, queued: tuple[Session, ForegroundJob]) -> PromptResponse:
         session, job = queued

@@ -126,6 +126,8 @@ class ForegroundJob:
     answered: anyio.Event = field(default_factory=anyio.Event)
     message_id: str | None = None
     rejected: RequestError | None = None
+    cancelled: bool = False  # session/cancel arrived after insertion, before the worker started it
+    echo: UserMessage | None = None  # the user_message recorded at insertion, sent after the answer
 
 
 class MessageStream:
@@ -780,6 +782,8 @@ class Session:
         if self._closing:
             raise RequestError.session_not_found(self.id)
         job = ForegroundJob(prompt=prompt)
+        if self._state == "idle" and not self._jobs and not self._job_active and self._tg is not None:
+            self._assign(job)  # nothing runs before it: inserted now, so it can be answered at once
         self._enqueue(job)
         return job
 
@@ -804,8 +808,13 @@ class Session:
         for job in list(self._jobs):
             if job.prompt is not None:
                 self.withdraw(job)
-        dropped = bool(self._jobs)
-        self._jobs.clear()  # queued agent-initiated work has not started: drop it too
+        # Inserted prompts (already answered with their id) still get their echo and end
+        # cancelled; queued agent-initiated work has not started and is dropped.
+        inserted = [job for job in self._jobs if job.message_id is not None]
+        dropped = len(inserted) != len(self._jobs)
+        for job in inserted:
+            job.cancelled = True
+        self._jobs = deque(inserted)
         self._update_idle()
         if self._fg_scope is not None:
             self._fg_scope.cancel()
@@ -844,7 +853,9 @@ class Session:
                 self._set_state("running")
             with scope:
                 try:
-                    if job.prompt is not None:
+                    if job.cancelled:
+                        stop = "cancelled"
+                    elif job.prompt is not None:
                         stop = await self._prompt_handler(self, job.prompt)
                     elif job.run is not None:
                         stop = await job.run()
@@ -905,19 +916,27 @@ class Session:
                         child.cancel()
                         tg.start_soon(child.wait_idle)  # its final updates precede our idle (R68)
 
-    async def _insert(self, job: ForegroundJob) -> None:
-        """Insert a held prompt: give it an id, let its request answer, then echo it (R52, R53)."""
+    def _assign(self, job: ForegroundJob) -> None:
+        """Insert a prompt: give it its id and record it (the echo goes out after the answer)."""
         assert job.prompt is not None
         job.message_id = new_id("msg_user")
         self.record.updated_at = _now()
-        update = UserMessage(message_id=job.message_id, content=job.prompt)
-        self.record.history.record(update)
+        job.echo = UserMessage(message_id=job.message_id, content=job.prompt)
+        self.record.history.record(job.echo)
         job.inserted.set()
+
+    async def _insert(self, job: ForegroundJob) -> None:
+        """Insert a held prompt if not yet done, let its request answer, then echo it (R52, R53)."""
+        assert job.prompt is not None
+        if job.echo is None:
+            self._assign(job)
+        assert job.echo is not None
         # The request answers the moment its handler returns; waiting for that keeps the
         # wire order fixed: answer, user_message, running.
-        with anyio.CancelScope(shield=True):
-            await job.answered.wait()
-        self._send_nowait(update)
+        if not job.answered.is_set():
+            with anyio.CancelScope(shield=True):
+                await job.answered.wait()
+        self._send_nowait(job.echo)
 
     # -- closing -------------------------------------------------------------------
 
@@ -939,6 +958,7 @@ class Session:
         self.cancel()
         with anyio.move_on_after(timeout, shield=True):
             await self._fg_done.wait()
+            await self.wait_idle()  # inserted prompts still get their echo and end cancelled
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
             with anyio.move_on_after(timeout, shield=True):

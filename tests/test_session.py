@@ -613,3 +613,93 @@ async def test_eof_cancels_running_work_and_answers() -> None:  # R18
         await client.close()
         view = await client.wait_idle(sid, timeout=5)
         assert view.stop_reason == "cancelled"
+
+
+# -- prompts inserted at dispatch (an idle session answers at once) ----------------------------------
+
+
+async def _raw_session(agent: Agent) -> Any:
+    """Serve ``agent`` over memory pipes; yield a raw peer with an initialized session id."""
+    from acp_agent.stdio import serve
+    from acp_agent.testing.checker import A2C, C2A, WireChecker
+    from acp_agent.testing.streams import byte_pipe
+
+    from .rawpeer import RawPeer
+
+    class CheckedPeer(RawPeer):
+        checker = WireChecker()
+
+        async def send_bytes(self, data: bytes) -> None:
+            for line in data.splitlines():
+                self.checker.feed_line(C2A, line)
+            await super().send_bytes(data)
+
+        async def recv(self, timeout: float = 5.0) -> Any:
+            message = await super().recv(timeout)
+            self.checker.feed(A2C, message)
+            return message
+
+    in_send, in_receive = byte_pipe()
+    out_send, out_receive = byte_pipe()
+    peer = CheckedPeer(in_send, out_receive)
+    return peer, lambda: serve(agent, in_receive, out_send)
+
+
+def _line(message: Any) -> bytes:
+    import orjson
+
+    return orjson.dumps(message) + b"\n"
+
+
+async def _until_idle(peer: Any) -> list[Any]:
+    got: list[Any] = []
+    while True:
+        message = await peer.recv()
+        got.append(message)
+        if not isinstance(message, dict):
+            continue  # a batch answer
+        update = message.get("params", {}).get("update", {})
+        if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
+            return got
+
+
+@pytest.mark.parametrize("batched", [False, True])
+async def test_prompt_and_cancel_in_one_read_echo_then_end_cancelled(batched: bool) -> None:  # R52, R53, R68
+    peer, serve_agent = await _raw_session(ScriptedAgent())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve_agent)
+        await peer.send_bytes(_line({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                     "params": {"protocolVersion": 2, "clientCapabilities": {},
+                                                "info": {"name": "raw", "version": "0"}}}))
+        initialized = await peer.recv()
+        assert "result" in initialized, initialized
+        await peer.send_bytes(_line({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                                     "params": {"cwd": "/tmp", "mcpServers": []}}))
+        got = [await peer.recv()]
+        while "id" not in got[-1]:
+            got.append(await peer.recv())
+        assert "result" in got[-1], got
+        sid = got[-1]["result"]["sessionId"]
+        prompt = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                  "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "echo never said"}]}}
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        # Both arrive in one read: the idle session inserts the prompt at dispatch, then the
+        # cancel comes before the worker has started it.
+        data = _line([prompt, cancel]) if batched else _line(prompt) + _line(cancel)
+        await peer.send_bytes(data)
+        got = await _until_idle(peer)
+        answer = got[0][0] if batched else got[0]
+        assert answer["id"] == 3 and "messageId" in answer["result"]
+        kinds = [m["params"]["update"]["sessionUpdate"] for m in got[1:]]
+        assert kinds[0] == "user_message"
+        assert got[1]["params"]["update"]["messageId"] == answer["result"]["messageId"]
+        assert "agent_message_chunk" not in kinds and "agent_message" not in kinds  # the handler never ran
+        assert got[-1]["params"]["update"]["stopReason"] == "cancelled"
+        # The session keeps serving.
+        await peer.send_bytes(_line({**prompt, "id": 4, "params": {**prompt["params"],
+                                     "prompt": [{"type": "text", "text": "echo again"}]}}))
+        got = await _until_idle(peer)
+        assert got[-1]["params"]["update"]["stopReason"] == "end_turn"
+        await peer.eof()
+    peer.checker.finish()
+    assert peer.checker.violations == []
