@@ -78,7 +78,20 @@ class _Entry:
     kind: type[BaseModel]
     fields: dict[str, Any] = field(default_factory=dict)
     text: list[str] | None = None  # an open run of plain-text chunks at the end of the collection
+    joined: int = 0  # leading pieces of ``text`` that are already joined runs of chunks
     output: _Tail | None = None  # terminals: retained output tail
+
+    def add_text(self, text: str) -> None:
+        """Append a plain-text chunk to the open run."""
+        if self.text is None:
+            self.text = []
+            self.joined = 0
+        run = self.text
+        run.append(text)
+        if len(run) - self.joined >= _TEXT_JOIN:
+            # Long streams: join each run of chunks once, so memory follows the text, not the chunk count.
+            run[self.joined :] = ["".join(run[self.joined :])]
+            self.joined += 1
 
 
 class History:
@@ -109,6 +122,7 @@ class History:
                 entry.kind,
                 fields,
                 list(entry.text) if entry.text is not None else None,
+                entry.joined,
                 entry.output.copy() if entry.output is not None else None,
             )
         return other
@@ -182,19 +196,14 @@ class History:
 
     def append_text(self, thought: bool, message_id: str, text: str) -> None:
         """Record a plain-text agent message (or thought) chunk without building its model."""
-        entry = self._entry(AgentThought if thought else AgentMessage, message_id)
-        if entry.text is None:
-            entry.text = []
-        entry.text.append(text)
+        self._entry(AgentThought if thought else AgentMessage, message_id).add_text(text)
 
     def _append_chunk(self, full: type[BaseModel], chunk: BaseModel) -> None:
         id_field, collection = _UPSERTS[full]
         entry = self._entry(full, getattr(chunk, id_field))
         content = chunk.content  # type: ignore[attr-defined]
         if type(content) is TextContent and content.model_fields_set <= {"type", "text"}:
-            if entry.text is None:
-                entry.text = []
-            entry.text.append(content.text)
+            entry.add_text(content.text)
             return
         self._close_text(entry, collection)
         entry.fields.setdefault(collection, [])
@@ -232,6 +241,9 @@ class History:
         if entry.output is None:
             entry.output = _Tail(self._terminal_tail)
         entry.output.append(data)
+
+
+_TEXT_JOIN: Final = 256  # text chunks joined into one string at a time in a long run
 
 
 class _Tail:

@@ -47,6 +47,7 @@ EXIT_TIMEOUT = 10.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 ANCHOR = "raw-json"
 CEILING = "raw-orjson"
+FLOOR = "deps-floor"
 
 Message = dict[str, Any]
 
@@ -79,6 +80,7 @@ def agent_specs(python: str, anchors_python: str, node: str) -> list[AgentSpec]:
         AgentSpec("ts-sdk", "TypeScript SDK 2.4.0 (v2)", [node, agents + "ts_agent.mjs"], 2),
         AgentSpec(ANCHOR, "raw stdlib json (anchor)", [python, agents + "raw_json_agent.py"], 2),
         AgentSpec(CEILING, "raw orjson", [python, agents + "raw_orjson_agent.py"], 2),
+        AgentSpec(FLOOR, "dependency floor (raw orjson + deps)", [python, agents + "deps_floor_agent.py"], 2),
     ]
 
 
@@ -769,6 +771,13 @@ def main() -> int:
         targets.append({"target": "echo p50 <= 1.2x raw stdlib json", "value": r, "ok": r <= 1.2})
         rss = summary["acp-agent"]["peak_rss_mb"]
         targets.append({"target": "peak RSS <= 35 MB (stream workload)", "value": rss, "ok": rss <= 35})
+        if FLOOR in keys:
+            floor_startup = startup_ratio(startups, FLOOR, ANCHOR)
+            floor_rss = summary[FLOOR]["peak_rss_mb"]
+            print(f"dependency floor (raw orjson agent that imports anyio, pydantic, jsonrpcserver): start-up "
+                  f"{floor_startup:.2f}x raw stdlib json, peak RSS {floor_rss:.1f} MB; acp-agent is "
+                  f"{startup_ratio(startups, 'acp-agent', FLOOR):.2f}x the floor's start-up and "
+                  f"{rss - floor_rss:+.1f} MB over its RSS")
     if terminals:
         targets.append({"target": "terminal output >= 100 MB/s (this driver)", "value": mb_s, "ok": mb_s >= 100})
         targets.append({"target": "terminal KiB per chunk >= 16 (this driver)", "value": chunk_kib,

@@ -63,3 +63,22 @@ def test_fork_copy_is_independent() -> None:
     copy = history.copy()
     history.append_output("t1", b"def")
     assert copy.output("t1") == b"abc" and history.output("t1") == b"abcdef"
+
+
+def test_long_text_streams_are_joined_as_they_grow() -> None:
+    history = History()
+    pieces = [f"chunk {i} " for i in range(5000)]
+    for i, piece in enumerate(pieces):
+        if i % 2:
+            history.append_text(False, "m1", piece)
+        else:
+            history.record(AgentMessageChunk(message_id="m1", content=TextContent(text=piece)))
+    copy = history.copy()
+    history.append_text(False, "m1", "tail")
+    [message] = [to_wire(u) for u in history.replay()]
+    assert message["content"] == [{"type": "text", "text": "".join(pieces) + "tail"}]
+    [copied] = [to_wire(u) for u in copy.replay()]
+    assert copied["content"] == [{"type": "text", "text": "".join(pieces)}]
+    # Memory follows the text, not the number of chunks: every 256 chunks become one string.
+    stored = next(iter(history._entries.values())).text
+    assert stored is not None and len(stored) == 5001 // 256 + 5001 % 256
