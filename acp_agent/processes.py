@@ -342,7 +342,13 @@ class ManagedProcess:
             pump_started = True
             task_group.start_soon(proc._reap, name=f"reaper for pid {proc.pid}")
         except BaseException:
+            # The task group no longer takes tasks (it is shutting down): nobody will pump or
+            # reap this process, so kill its group and reap the child here.
             proc.kill_now()
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(proc.pid, 0)  # SIGKILL cannot be ignored: this returns at once
+            if not _group_has_live_members(proc.pid):
+                _unregister_group(proc.pid)
             if not pump_started:
                 os.close(read_fd)
             raise

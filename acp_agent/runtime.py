@@ -68,6 +68,7 @@ class AgentRuntime:
         self.agent = agent
         self.connection = connection
         self.sessions: dict[str, Session] = {}
+        self._closing: dict[str, anyio.Event] = {}  # sessions whose close is in progress
         """Sessions active on this connection."""
         self.records: dict[str, SessionRecord] = {}
         """Every session this process holds (active or not), for list and resume."""
@@ -233,11 +234,23 @@ class AgentRuntime:
         return ResumeSessionResponse(**_lists(session))
 
     async def _close(self, request: CloseSessionRequest) -> dict[str, Any]:
-        session = self.sessions.get(request.session_id)
+        sid = request.session_id
+        closing = self._closing.get(sid)
+        if closing is not None:
+            # A second close answers only once the first has finished: nothing of the
+            # session may follow either answer (R45).
+            await closing.wait()
+            return {}
+        session = self.sessions.get(sid)
         if session is not None:
-            self._active(request.session_id)  # children cannot be closed by the client
-            self.sessions.pop(request.session_id, None)
-            await self._stop(session)
+            self._active(sid)  # children cannot be closed by the client
+            self.sessions.pop(sid, None)
+            done = self._closing[sid] = anyio.Event()
+            try:
+                await self._stop(session)
+            finally:
+                del self._closing[sid]
+                done.set()
         return {}
 
     async def _stop(self, session: Session) -> None:

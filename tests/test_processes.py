@@ -518,3 +518,25 @@ async def test_atexit_kills_leftover_groups(tmp_path: Path, anyio_backend: str) 
         pgid = int(result.stdout.split()[0])
         await wait_until(lambda: live_members(pgid) == [])
         await wait_group_gone(pgid)
+
+
+async def test_start_into_a_closed_task_group_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session shutting down while a process spawns: the start fails, and the process is
+    killed and reaped there (no zombie, no registered group), since no task will reap it."""
+    async with anyio.create_task_group() as tg:
+        pass  # closed: it takes no new tasks
+
+    async def ignore(data: bytes) -> None:
+        pass
+
+    started: list[int] = []
+    register = processes._register_group
+    monkeypatch.setattr(processes, "_register_group", lambda pgid: (started.append(pgid), register(pgid)))
+    with pytest.raises(RuntimeError):
+        await ManagedProcess.start(["sleep", "30"], cwd=tmp_path, on_output=ignore, task_group=tg)
+    [pid] = started
+    assert pid not in processes._registered_groups
+    with pytest.raises(ChildProcessError):  # already reaped: not even a zombie is left
+        os.waitpid(pid, os.WNOHANG)

@@ -703,3 +703,21 @@ async def test_prompt_and_cancel_in_one_read_echo_then_end_cancelled(batched: bo
         await peer.eof()
     peer.checker.finish()
     assert peer.checker.violations == []
+
+
+async def test_two_closes_in_flight_both_answer_after_the_session_ended() -> None:  # R42, R45
+    async with connect_agent(ScriptedAgent()) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        await client.prompt(sid, "sleep 5")
+        await client.wait_for(lambda: client.view(sid).state == "running")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.close_session, sid)
+            tg.start_soon(client.close_session, sid)
+        close_ids = {e.message["id"] for e in client.transcript
+                     if e.direction == "client->agent" and e.message.get("method") == "session/close"}
+        first_answer = next(i for i, e in enumerate(client.transcript)
+                            if e.direction == "agent->client" and e.message.get("id") in close_ids)
+        idle = next(i for i, e in enumerate(client.transcript)
+                    if e.message.get("params", {}).get("update", {}).get("state") == "idle")
+        assert idle < first_answer  # the cancelled turn's idle precedes both answers
