@@ -57,8 +57,13 @@ class Subagent:
         return f"Subagent({self.id!r}, state={self.session.state!r})"
 
     def start(self, work: Callable[[Session], Awaitable[StopReason | None]]) -> None:
-        """Give the child a piece of foreground work: ``work(child_session)``."""
+        """Give the child a piece of foreground work: ``work(child_session)``.
+
+        A detached child is listed by the parent while busy: if it is not listed now and the
+        parent's list is full, :class:`~acp_agent.errors.LimitExceededError` is raised first.
+        """
         child = self.session
+        self.parent.check_list_room({self._entity: {"child_state": None}})  # None: busy (R90)
         child.start_foreground(lambda: work(child))
 
     def cancel(self) -> None:
