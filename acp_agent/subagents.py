@@ -64,7 +64,9 @@ class Subagent:
         """
         child = self.session
         self.parent.check_list_room({self._entity: {"child_state": None}})  # None: busy (R90)
-        child.start_foreground(lambda: work(child))
+        # now=True: the child reports `running` (and the parent lists it) before start() returns,
+        # so the list limit above is checked against what the client sees.
+        child.start_foreground(lambda: work(child), now=True)
 
     def cancel(self) -> None:
         """Cancel the child's current work (the child session stays)."""
