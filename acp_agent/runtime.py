@@ -287,6 +287,8 @@ class AgentRuntime:
         return {}
 
     async def _list(self, request: ListSessionsRequest) -> ListSessionsResponse:
+        if request.cwd is not None and not os.path.isabs(request.cwd):
+            raise RequestError.invalid_params("cwd must be an absolute path", {"cwd": request.cwd})  # R34
         records = [r for r in self.records.values() if request.cwd is None or r.cwd == request.cwd]
         start = _decode_cursor(request.cursor) if request.cursor is not None else 0
         if start > len(records):

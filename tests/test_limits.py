@@ -445,3 +445,57 @@ def test_limit_exceeded_error_is_exported() -> None:
     assert acp_agent.LimitExceededError is LimitExceededError and acp_agent.Limits is Limits
     assert issubclass(LimitExceededError, RuntimeError)
     assert ToolCall is acp_agent.ToolCall
+
+
+# -- the testing factories ------------------------------------------------------------------------------
+
+
+@pytest.mark.acp_agent(agent=ScriptedAgent, limits=Limits(max_sessions=1))
+async def test_plugin_marker_passes_limits(acp_client: Client) -> None:
+    await acp_client.new_session("/tmp")
+    with pytest.raises(RequestError) as info:
+        await acp_client.new_session("/tmp")
+    limit_error(info, "max_sessions", 1)
+
+
+async def test_acp_connect_passes_limits(acp_connect: Any) -> None:
+    async with acp_connect(ScriptedAgent(), limits=Limits(max_sessions=1)) as client:
+        await client.initialize()
+        await client.new_session("/tmp")
+        with pytest.raises(RequestError) as info:
+            await client.new_session("/tmp")
+        limit_error(info, "max_sessions", 1)
+
+
+async def test_spawn_agent_refuses_limits_it_cannot_apply() -> None:
+    from acp_agent.testing.client import spawn_agent
+
+    with pytest.raises(TypeError, match="run_stdio"):
+        async with spawn_agent([sys.executable, "-c", "pass"], limits=Limits()):
+            pass
+
+
+RUN_STDIO_AGENT = """
+from acp_agent import Agent, Limits, run_stdio
+
+class Echo(Agent):
+    async def prompt(self, session, prompt):
+        await session.say("hi")
+        return "end_turn"
+
+run_stdio(Echo(), limits=Limits(max_sessions=1))
+"""
+
+
+async def test_run_stdio_takes_limits() -> None:
+    from acp_agent.testing.client import spawn_agent
+
+    async with spawn_agent([sys.executable, "-c", RUN_STDIO_AGENT]) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        with pytest.raises(RequestError) as info:
+            await client.new_session("/tmp")
+        limit_error(info, "max_sessions", 1)
+        await client.close_session(sid)
+        await client.new_session("/tmp")
+    assert client.returncode == 0

@@ -465,13 +465,19 @@ async def connect_agent(agent: Any, *, limits: Limits | None = None, **client_op
 
 @asynccontextmanager
 async def spawn_agent(
-    command: Sequence[str], *, env: Mapping[str, str] | None = None, **client_options: Any
+    command: Sequence[str], *, env: Mapping[str, str] | None = None, limits: Limits | None = None,
+    **client_options: Any,
 ) -> AsyncIterator[Client]:
     """Launch an agent subprocess and yield a :class:`Client` talking to it over its pipes.
 
     On exit the client closes the agent's stdin and waits for the process to end
     (killing it after 10 seconds); its exit code is then in ``client.returncode``.
+    ``limits`` cannot reach another process: the agent's own ``run_stdio(agent, limits=...)``
+    (or its ``Agent.limits``) sets them, so passing one raises ``TypeError``.
     """
+    if limits is not None:
+        raise TypeError("an agent subprocess sets its own limits (run_stdio(agent, limits=...)); "
+                        "limits= applies to connect_agent")
     process = await anyio.open_process(
         list(command), env={**os.environ, **(env or {})}, stderr=sys.stderr
     )
