@@ -337,6 +337,12 @@ class Session:
         listed = self.background.listed_count
         if size > limit and size > listed:
             raise limit_exceeded("max_listed_items", limit, f"session {self.id} lists {listed} items")
+        parent = self.parent
+        if parent is not None and listed == 0 and size > 0:
+            # R90: a child with background work of its own is busy, so its parent lists it.
+            entity = parent.background.get("subagent", self.id)
+            if entity is not None:
+                parent.check_list_room({entity: {"child_state": None}})
 
     def _check_sendable(self, update: BaseModel) -> None:
         if self._closed:
@@ -607,13 +613,17 @@ class Session:
             terminal.tool_call_id = tool_call.id
             if ends_tool_call:
                 tool_call.finish_with(terminal)  # registered before the process can exit
-        with self.batch():  # never held across an await: other tasks' list changes must not wait on it
-            self.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
-            if tool_call is not None:
-                self.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=TerminalContent(
-                    terminal_id=terminal_id)))
-                if entity.detached and not tool_call.final:
-                    self.set_detached(tool_call._entity, True)
+        try:
+            with self.batch():  # never held across an await: other tasks' list changes must not wait on it
+                self.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
+                if tool_call is not None:
+                    self.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=TerminalContent(
+                        terminal_id=terminal_id)))
+                    if entity.detached and not tool_call.final:
+                        self.set_detached(tool_call._entity, True)
+        except BaseException:
+            self._processes.release(terminal_id)  # nothing was started
+            raise
         try:
             await terminal._start(argv, env, tail_limit, flush_bytes, flush_interval)
         except BaseException:

@@ -109,7 +109,7 @@ async def test_child_items_are_not_reachable_through_the_parent() -> None:
         child.start(body)
         agent.h["child"] = child
 
-    agent = BgAgent(spawn=spawn)
+    agent = ForkingBgAgent(spawn=spawn)
     async with opened(agent) as (client, sid, _):
         await client.prompt_and_wait(sid, "spawn")
         child = agent.h["child"]
@@ -117,8 +117,16 @@ async def test_child_items_are_not_reachable_through_the_parent() -> None:
         tool = agent.h["child_tool"]
         await refused(client, "tool_call/cancel", {"sessionId": sid, "toolCallId": tool.id},
                       -32602, {"toolCallId": tool.id})
-        # session/close naming the child is refused; the child keeps running
-        await refused(client, "session/close", {"sessionId": child.id}, -32602, {"sessionId": child.id})
+        # requests naming the child are refused; the child keeps running
+        named = {"sessionId": child.id}
+        for method, params in [
+            ("session/close", named),
+            ("session/delete", named),
+            ("session/resume", {**named, "cwd": "/tmp"}),
+            ("session/fork", {**named, "cwd": "/tmp"}),
+            ("session/prompt", {**named, "prompt": [{"type": "text", "text": "hi"}]}),
+        ]:
+            await refused(client, method, params, -32602, named)
         assert not child.session.closed and tool.status == "in_progress"
         await client.cancel_tool_call(child.id, tool.id)  # the child's own id reaches it (cancellable child)
         await client.wait_for(lambda: tool.final)

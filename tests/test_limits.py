@@ -499,3 +499,40 @@ async def test_run_stdio_takes_limits() -> None:
         await client.close_session(sid)
         await client.new_session("/tmp")
     assert client.returncode == 0
+
+
+async def test_child_work_that_would_list_the_child_counts_in_the_parent() -> None:  # R90
+    async def fill(session: Session, arg: str) -> None:
+        child = await session.spawn_subagent("child")  # idle, nothing listed: not in the parent's list
+        await session.start_tool_call("parent job", detach=True)  # the parent's list is full
+        with pytest.raises(LimitExceededError) as info:
+            await child.session.start_tool_call("over-child", detach=True)  # would make the child busy
+        refused(info, "max_listed_items", 1)
+        agent.h["child"] = child
+
+    agent = BgAgent(fill=fill)
+    async with opened(agent, limits=Limits(max_listed_items=1)) as (client, sid, _):
+        view = await client.prompt_and_wait(sid, "fill")
+        assert view.stop_reason == "end_turn"
+        assert not mentions(client, "over-child")
+        assert len(view.background or []) == 1
+        assert_clean(client, sid)
+
+
+async def test_terminal_output_bytes_applies_to_raw_terminals_too() -> None:
+    from acp_agent.schema import TerminalOutputChunk, TerminalUpdate
+
+    async def raw(session: Session, arg: str) -> None:
+        await session.send(TerminalUpdate(terminal_id="term_raw", command="remote", cwd="/tmp"))
+        for piece in (b"a" * 6, b"b" * 5):
+            await session.send(TerminalOutputChunk(terminal_id="term_raw", data=base64.b64encode(piece).decode()))
+        await session.send(TerminalUpdate(terminal_id="term_raw", exit_status={"exitCode": 0}))
+
+    agent = BgAgent(raw=raw)
+    async with opened(agent, limits=Limits(terminal_output_bytes=10)) as (client, sid, _):
+        view = await client.prompt_and_wait(sid, "raw")
+        assert bytes(view.terminals["term_raw"]["output"]) == b"aaaaaabbbbb"  # live: every byte
+        mark = len(view.updates)
+        await client.resume_session(sid, "/tmp", replay=True)
+        [replayed] = [u for u in view.updates[mark:] if u["sessionUpdate"] == "terminal_update"]
+        assert base64.b64decode(replayed["output"]["data"]) == b"aaaaabbbbb"  # retained: the newest 10
