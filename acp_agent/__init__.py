@@ -7,7 +7,8 @@ The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and e
 
 from .agent import Agent
 from .background import BackgroundRegistry, ToolCallStateError
-from .errors import ErrorCode, RequestError, SessionClosedError
+from .errors import ErrorCode, LimitExceededError, RequestError, SessionClosedError
+from .limits import Limits
 from .permissions import PermissionOutcome
 from .schema import (
     AudioContent,
@@ -37,6 +38,8 @@ __all__ = [
     "ErrorCode",
     "ExitStatus",
     "ImageContent",
+    "LimitExceededError",
+    "Limits",
     "MessageStream",
     "PermissionOption",
     "PermissionOutcome",

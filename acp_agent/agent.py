@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .limits import DEFAULT_LIMITS, Limits
 from .schema import (
     AgentCapabilities,
     ContentBlock,
@@ -32,7 +33,9 @@ class Agent:
     Class attributes describe the agent: ``name``, ``title`` and ``version`` fill the
     ``info`` of the ``initialize`` answer; the ``accepts_*`` flags declare which prompt
     content beyond text and resource links the agent understands; ``mcp_stdio`` /
-    ``mcp_http`` declare the MCP transports it can connect to.
+    ``mcp_http`` declare the MCP transports it can connect to. ``limits`` holds the
+    resource limits of each connection (a ``limits=`` argument to :func:`~acp_agent.run_stdio`
+    wins over it).
     """
 
     name: ClassVar[str] = "acp-agent"
@@ -45,6 +48,7 @@ class Agent:
     mcp_stdio: ClassVar[bool] = False
     mcp_http: ClassVar[bool] = False
     accepts_additional_directories: ClassVar[bool] = False
+    limits: ClassVar[Limits] = DEFAULT_LIMITS
 
     client: InitializeRequest | None = None
     """The client's ``initialize`` request (its info and capabilities), once received."""

@@ -15,7 +15,8 @@ what was sent, the ordering rules hold by construction:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -246,19 +247,58 @@ class BackgroundRegistry:
                     self.refresh(tool_call)
         return True
 
-    def _is_member(self, entity: Entity) -> bool:
+    def _is_member(self, entity: Entity, terminal_listed: Callable[[str], bool] | None = None) -> bool:
         if not (entity.announced and entity.detached) or entity.final:
             return False
         if entity.kind == "subagent":
             return _child_busy(entity.child_state)
         if entity.kind == "tool_call" and not entity.own_work:
             # R88: one shell is one task; the listed terminal stands for this tool call.
-            return not any(("terminal", t) in self._members for t in entity.terminals)
+            if terminal_listed is None:
+                return not any(("terminal", t) in self._members for t in entity.terminals)
+            return not any(terminal_listed(t) for t in entity.terminals)
         return True
+
+    def size_after(self, changes: Mapping[Entity, Mapping[str, Any]], new: Sequence[Entity] = ()) -> int:
+        """How many items the list would hold with ``changes`` applied and ``new`` entities added.
+
+        Nothing is changed: ``changes`` maps entities to field values (``detached``,
+        ``own_work``, ``terminals``, ``child_state``...) on shadow copies, and the list size is
+        recomputed for them and for every tool call whose listing depends on a changed
+        terminal (R88). Used to refuse a change that would go past a list limit before
+        anything is sent.
+        """
+        shadows: dict[tuple[Kind, str], Entity] = {}
+        for entity, fields in changes.items():
+            shadows[(entity.kind, entity.id)] = dataclasses.replace(entity, **fields)
+        for entity in new:
+            shadows[(entity.kind, entity.id)] = entity
+        for kind, entity_id in list(shadows):
+            if kind == "terminal":
+                for tool_call_id in self._refs.get(entity_id, ()):
+                    tool_call = self.get("tool_call", tool_call_id)
+                    if tool_call is not None and ("tool_call", tool_call_id) not in shadows:
+                        shadows[("tool_call", tool_call_id)] = tool_call
+
+        def terminal_listed(terminal_id: str) -> bool:
+            shadow = shadows.get(("terminal", terminal_id))
+            if shadow is None:
+                return ("terminal", terminal_id) in self._members
+            return self._is_member(shadow, terminal_listed)
+
+        size = len(self._members)
+        for key, shadow in shadows.items():
+            size += int(self._is_member(shadow, terminal_listed)) - int(key in self._members)
+        return size
 
     def listing(self) -> list[BackgroundWork]:
         """The ``background`` list: detached, announced, live work, each piece once."""
         return list(self._members.values())
+
+    @property
+    def listed_count(self) -> int:
+        """How many items the list holds now."""
+        return len(self._members)
 
     def listed_ids(self) -> list[tuple[Kind, str]]:
         """``(kind, id)`` of every item in the current list."""

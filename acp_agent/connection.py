@@ -198,7 +198,7 @@ class Connection:
                     self._send_error(
                         None,
                         RequestError.invalid_request(
-                            f"message exceeds the {self.max_message_bytes}-byte limit"
+                            f"message exceeds the {self.max_message_bytes}-byte limit (max_message_bytes)"
                         ),
                     )
                     continue

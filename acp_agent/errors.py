@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ErrorCode", "RequestError", "SessionClosedError"]
+__all__ = ["ErrorCode", "LimitExceededError", "RequestError", "SessionClosedError"]
 
 
 class ErrorCode:
@@ -97,6 +97,19 @@ class RequestError(Exception):
 
 class SessionClosedError(RuntimeError):
     """Raised when agent code sends something for a session that has been closed."""
+
+
+class LimitExceededError(RuntimeError):
+    """Raised in agent code when a call would go past a configured limit (see :class:`~acp_agent.Limits`).
+
+    Nothing was sent and nothing changed. ``limit`` is the limit's name (a ``Limits`` field)
+    and ``value`` its configured value.
+    """
+
+    def __init__(self, limit: str, value: int, message: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
 
 
 def _msg(base: str, detail: str | None) -> str:

@@ -23,6 +23,8 @@ from .agent import Agent
 from .background import Kind
 from .connection import Connection, Immediate, Method, describe_validation_error
 from .errors import ErrorCode, RequestError
+from .history import History
+from .limits import Limits, ProcessSlots, limit_error
 from .schema import (
     CancelSessionNotification,
     CancelTerminalRequest,
@@ -64,9 +66,15 @@ LIST_PAGE_SIZE: Final = 50
 class AgentRuntime:
     """Serves one :class:`Agent` on one :class:`Connection`."""
 
-    def __init__(self, agent: Agent, connection: Connection) -> None:
+    def __init__(self, agent: Agent, connection: Connection, *, limits: Limits | None = None) -> None:
         self.agent = agent
         self.connection = connection
+        self.limits = limits if limits is not None else agent.limits
+        """The :class:`Limits` of this connection (the argument, else ``agent.limits``)."""
+        connection.max_message_bytes = self.limits.max_message_bytes
+        self.processes = ProcessSlots(self.limits.max_processes)
+        """Terminal processes running on this connection (``max_processes``)."""
+        self._opening = 0  # sessions being opened (counted against max_sessions)
         self.sessions: dict[str, Session] = {}
         self._closing: dict[str, anyio.Event] = {}  # sessions whose close is in progress
         """Sessions active on this connection."""
@@ -157,10 +165,28 @@ class AgentRuntime:
                 raise RequestError.invalid_params("duplicate MCP server name", {"name": name})
             names.add(str(name))
 
+    def _check_session_room(self) -> None:
+        """Refuse a request that would open one session more than ``max_sessions`` allows."""
+        limit = self.limits.max_sessions
+        active = sum(1 for s in self.sessions.values() if s.parent is None) + self._opening
+        if active >= limit:
+            raise limit_error("max_sessions", limit, f"{active} sessions are active on this connection")
+
+    def _new_record(self, cwd: str, additional: list[str] | None, **fields: Any) -> SessionRecord:
+        fields.setdefault("history", History(self.limits.terminal_output_bytes))
+        return SessionRecord(session_id=new_id("sess"), cwd=cwd, additional_directories=list(additional or []),
+                             **fields)
+
     async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None) -> Session:
-        session = Session(self.connection, record, prompt_handler=self.agent.prompt, index=self.sessions)
+        self._check_session_room()
+        session = Session(self.connection, record, prompt_handler=self.agent.prompt, index=self.sessions,
+                          limits=self.limits, processes=self.processes)
         session.mcp_servers = list(mcp_servers or [])
-        await self.connection.task_group.start(self._serve_session, session)
+        self._opening += 1
+        try:
+            await self.connection.task_group.start(self._serve_session, session)
+        finally:
+            self._opening -= 1
         self.sessions[record.session_id] = session
         self.records[record.session_id] = record
         return session
@@ -172,11 +198,7 @@ class AgentRuntime:
 
     async def _new_session(self, request: NewSessionRequest) -> NewSessionResponse:
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
-        record = SessionRecord(
-            session_id=new_id("sess"),
-            cwd=request.cwd,
-            additional_directories=list(request.additional_directories or []),
-        )
+        record = self._new_record(request.cwd, request.additional_directories)
         session = await self._open(record, request.mcp_servers)
         try:
             await self.agent.new_session(session)
@@ -188,10 +210,9 @@ class AgentRuntime:
     async def _fork(self, request: ForkSessionRequest) -> ForkSessionResponse:
         source = self._active(request.session_id)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
-        record = SessionRecord(
-            session_id=new_id("sess"),
-            cwd=request.cwd,
-            additional_directories=list(request.additional_directories or []),
+        record = self._new_record(
+            request.cwd,
+            request.additional_directories,
             title=source.record.title,
             history=source.record.history.copy(without_children=True),
             config_options=[o.model_copy(deep=True) for o in source.config_options],
@@ -214,6 +235,8 @@ class AgentRuntime:
         replay = _replay_mode(request.replay_from)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
         session = self.sessions.get(request.session_id)
+        if session is None:
+            self._check_session_room()  # before anything changes
         record.cwd = request.cwd
         record.additional_directories = list(request.additional_directories or [])
         if session is None:
@@ -277,6 +300,8 @@ class AgentRuntime:
         return {}
 
     async def _list(self, request: ListSessionsRequest) -> ListSessionsResponse:
+        if request.cwd is not None and not os.path.isabs(request.cwd):
+            raise RequestError.invalid_params("cwd must be an absolute path", {"cwd": request.cwd})  # R34
         records = [r for r in self.records.values() if request.cwd is None or r.cwd == request.cwd]
         start = _decode_cursor(request.cursor) if request.cursor is not None else 0
         if start > len(records):

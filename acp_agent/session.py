@@ -25,9 +25,10 @@ import orjson
 from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel
 
-from .background import BackgroundRegistry, Entity, ToolCallStateError
+from .background import FINAL_STATUSES, BackgroundRegistry, Entity, Kind, ToolCallStateError
 from .errors import RequestError, SessionClosedError
 from .history import History
+from .limits import DEFAULT_LIMITS, Limits, ProcessSlots, limit_exceeded
 from .permissions import NOT_APPROVED, PermissionOutcome, read_outcome
 from .schema import (
     AgentMessage,
@@ -177,8 +178,13 @@ class Session:
         prompt_handler: Callable[[Session, list[ContentBlock]], Awaitable[StopReason | None]],
         index: dict[str, Session] | None = None,
         parent: Session | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+        processes: ProcessSlots | None = None,
     ) -> None:
         self._conn = connection
+        self.limits = limits
+        """The connection's :class:`~acp_agent.Limits` (read-only)."""
+        self._processes = processes if processes is not None else ProcessSlots(limits.max_processes)
         self._index = index if index is not None else {}
         self.parent = parent
         """The session that owns this one, for a subagent child session."""
@@ -279,6 +285,7 @@ class Session:
         entity_update = isinstance(update, _ENTITY_UPDATES)
         if entity_update:
             self.background.check(update)
+            self._check_new_item(update, detach)
         if record:
             self.record.history.record(update)
         self._conn.writer.send_nowait(self._frame(update))
@@ -295,6 +302,49 @@ class Session:
             + update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
             + b"}}\n"
         )
+
+    def _check_new_item(self, update: BaseModel, detach: bool | None) -> None:
+        """Refuse a raw update announcing a new tool call / terminal that would overflow the list.
+
+        Only entities the registry has never seen are checked here; the handle APIs
+        (:meth:`start_terminal`, :meth:`set_detached`, ...) check their own changes first.
+        """
+        if isinstance(update, ToolCallUpdate):
+            kind: Kind = "tool_call"
+            item_id = update.tool_call_id
+        elif isinstance(update, TerminalUpdate):
+            kind, item_id = "terminal", update.terminal_id
+        else:
+            return
+        if self.background.get(kind, item_id) is not None:
+            return
+        detached = detach if detach is not None else _FOREGROUND.get() is not self
+        if not detached:
+            return
+        shadow = Entity(kind, item_id, announced=True, detached=True)
+        fields = update.model_fields_set
+        if kind == "tool_call":
+            shadow.final = "status" in fields and getattr(update, "status", None) in FINAL_STATUSES
+            content = getattr(update, "content", None) or []
+            shadow.terminals = [c.terminal_id for c in content if isinstance(c, TerminalContent)]
+        else:
+            shadow.final = "exit_status" in fields and getattr(update, "exit_status", None) is not None
+        self.check_list_room({}, [shadow])
+
+    def check_list_room(self, changes: Mapping[Entity, Mapping[str, Any]], new: Sequence[Entity] = ()) -> None:
+        """Raise :class:`~acp_agent.errors.LimitExceededError` if these entity changes would
+        grow the ``background`` list past ``limits.max_listed_items`` (nothing is changed)."""
+        limit = self.limits.max_listed_items
+        size = self.background.size_after(changes, new)
+        listed = self.background.listed_count
+        if size > limit and size > listed:
+            raise limit_exceeded("max_listed_items", limit, f"session {self.id} lists {listed} items")
+        parent = self.parent
+        if parent is not None and listed == 0 and size > 0:
+            # R90: a child with background work of its own is busy, so its parent lists it.
+            entity = parent.background.get("subagent", self.id)
+            if entity is not None:
+                parent.check_list_room({entity: {"child_state": None}})
 
     def _check_sendable(self, update: BaseModel) -> None:
         if self._closed:
@@ -506,7 +556,7 @@ class Session:
         cancellable: bool = True,
         grace: float = DEFAULT_GRACE,
         size: tuple[int, int] | None = None,
-        tail_limit: int = 1024 * 1024,
+        tail_limit: int | None = None,
         flush_bytes: int = 64 * 1024,
         flush_interval: float = 0.02,
     ) -> Terminal:
@@ -521,7 +571,13 @@ class Session:
         starts it as background work; by default foreground work owns a terminal it starts
         (until :meth:`Terminal.detach`) and one started by background work is background work.
         ``cancellable`` offers ``terminal/cancel`` (SIGTERM, then
-        SIGKILL after ``grace`` seconds).
+        SIGKILL after ``grace`` seconds). ``tail_limit`` is how much output is retained for
+        replay (default ``limits.terminal_output_bytes``; older output is dropped from the
+        retained tail, never from the live stream).
+
+        Raises :class:`~acp_agent.errors.LimitExceededError`, before anything is sent or
+        started, when ``limits.max_processes`` processes already run on this connection or
+        a new listed item would go past ``limits.max_listed_items``.
         """
         if tool_call is not None and tool_call.session is not self:
             raise ValueError("that tool call belongs to another session")
@@ -531,12 +587,27 @@ class Session:
         cwd = cwd or self.cwd
         if not os.path.isabs(cwd):
             raise ValueError("a terminal's cwd must be an absolute path")
+        if self._closed:
+            raise SessionClosedError(f"session {self.id} is closed")
+        if tail_limit is None:
+            tail_limit = self.limits.terminal_output_bytes
         terminal_id = new_id("term")
+        if detach is None:
+            detach = _FOREGROUND.get() is not self  # started by background work: background work
+        if detach:
+            shadow = Entity("terminal", terminal_id, announced=True, detached=True)
+            changes: dict[Entity, dict[str, Any]] = {}
+            if tool_call is not None:
+                changes[tool_call._entity] = {"terminals": [*tool_call._entity.terminals, terminal_id]}
+                if not tool_call.final:
+                    changes[tool_call._entity]["detached"] = True
+            self.check_list_room(changes, [shadow])
         announce: dict[str, Any] = {"command": text, "cwd": cwd}
         if cancellable:
             announce["capabilities"] = TERMINAL_CANCEL
         if size is not None:
             announce["size"] = TerminalSize(cols=size[0], rows=size[1])
+        self._processes.acquire(terminal_id)  # raises at max_processes, before anything is sent
         entity = self.background.entity("terminal", terminal_id)
         terminal = Terminal(self, entity, text, cwd, grace)
         entity.handle = terminal
@@ -544,18 +615,21 @@ class Session:
             terminal.tool_call_id = tool_call.id
             if ends_tool_call:
                 tool_call.finish_with(terminal)  # registered before the process can exit
-        if detach is None:
-            detach = _FOREGROUND.get() is not self  # started by background work: background work
-        with self.batch():  # never held across an await: other tasks' list changes must not wait on it
-            self.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
-            if tool_call is not None:
-                self.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=TerminalContent(
-                    terminal_id=terminal_id)))
-                if entity.detached and not tool_call.final:
-                    self.set_detached(tool_call._entity, True)
+        try:
+            with self.batch():  # never held across an await: other tasks' list changes must not wait on it
+                self.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
+                if tool_call is not None:
+                    self.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=TerminalContent(
+                        terminal_id=terminal_id)))
+                    if entity.detached and not tool_call.final:
+                        self.set_detached(tool_call._entity, True)
+        except BaseException:
+            self._processes.release(terminal_id)  # nothing was started
+            raise
         try:
             await terminal._start(argv, env, tail_limit, flush_bytes, flush_interval)
         except BaseException:
+            self._processes.release(terminal_id)
             self.emit(TerminalUpdate(terminal_id=terminal_id, exit_status=TerminalExitStatus(
                 exit_code=None, signal=None), **({"capabilities": None} if cancellable else {})))
             raise
@@ -617,7 +691,8 @@ class Session:
         """
         record = SessionRecord(session_id=new_id("sess"), cwd=self.cwd,
                                additional_directories=list(self.additional_directories))
-        child = Session(self._conn, record, prompt_handler=self._prompt_handler, index=self._index, parent=self)
+        child = Session(self._conn, record, prompt_handler=self._prompt_handler, index=self._index, parent=self,
+                        limits=self.limits, processes=self._processes)
         announce: dict[str, Any] = {"session_id": child.id, "title": title,
                                     "state": child._snapshot("idle", None, None)}
         if description is not None:
@@ -754,7 +829,18 @@ class Session:
                 self._list_changed()
 
     def set_detached(self, entity: Entity, detached: bool, *, also_tool_call: str | None = None) -> None:
-        """Move an item between foreground and background work (and re-send the list)."""
+        """Move an item between foreground and background work (and re-send the list).
+
+        Raises :class:`~acp_agent.errors.LimitExceededError` (changing nothing) if that would
+        grow the list past ``limits.max_listed_items``.
+        """
+        if detached:
+            changes: dict[Entity, dict[str, Any]] = {entity: {"detached": True}}
+            if also_tool_call is not None:
+                tool = self.background.get("tool_call", also_tool_call)
+                if tool is not None and not tool.final:
+                    changes[tool] = {"detached": True}
+            self.check_list_room(changes)
         with self.batch():
             self._list_dirty |= self.background.set_detached(entity, detached)
             if also_tool_call is not None:
@@ -964,6 +1050,9 @@ class Session:
             with anyio.move_on_after(timeout, shield=True):
                 await self._stopped.wait()
         self._closed = True
+        for entity in self.background.entities.values():
+            if entity.kind == "terminal":
+                self._processes.release(entity.id)  # its process group was stopped with the task group
         self.background.clear()
         self._index.pop(self.id, None)
         if self.parent is not None and self in self.parent.children:

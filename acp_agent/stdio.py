@@ -25,7 +25,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from .agent import Agent
 from .connection import Connection
-from .framing import DEFAULT_MAX_MESSAGE_BYTES
+from .limits import Limits, resolve_limits
 from .runtime import AgentRuntime
 
 __all__ = ["FdReceiveStream", "FdSendStream", "run_stdio", "serve", "serve_stdio"]
@@ -115,22 +115,32 @@ async def serve(
     receive: ByteReceiveStream,
     send: ByteSendStream,
     *,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    limits: Limits | None = None,
+    max_message_bytes: int | None = None,
 ) -> None:
-    """Serve ``agent`` on any pair of anyio byte streams until the input ends."""
-    connection = Connection(receive, send, max_message_bytes=max_message_bytes)
-    AgentRuntime(agent, connection)
+    """Serve ``agent`` on any pair of anyio byte streams until the input ends.
+
+    ``limits`` (default: ``agent.limits``) bounds the connection; ``max_message_bytes``
+    overrides its field of that name.
+    """
+    chosen = resolve_limits(agent.limits, limits, max_message_bytes)
+    connection = Connection(receive, send, max_message_bytes=chosen.max_message_bytes)
+    AgentRuntime(agent, connection, limits=chosen)
     await connection.run()
 
 
-async def serve_stdio(agent: Agent, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
-    """Serve ``agent`` on stdin/stdout until EOF, SIGTERM or SIGINT, then shut down cleanly."""
+async def serve_stdio(agent: Agent, *, limits: Limits | None = None, max_message_bytes: int | None = None) -> None:
+    """Serve ``agent`` on stdin/stdout until EOF, SIGTERM or SIGINT, then shut down cleanly.
+
+    ``limits`` and ``max_message_bytes`` as for :func:`serve`.
+    """
+    chosen = resolve_limits(agent.limits, limits, max_message_bytes)
     with _protocol_stdout() as out_fd:
         stdin_fd = os.dup(0)
         receive = FdReceiveStream(stdin_fd)
         send = FdSendStream(out_fd)
-        connection = Connection(receive, send, max_message_bytes=max_message_bytes)
-        AgentRuntime(agent, connection)
+        connection = Connection(receive, send, max_message_bytes=chosen.max_message_bytes)
+        AgentRuntime(agent, connection, limits=chosen)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_close_on_signal, connection)
             await connection.run()
@@ -151,7 +161,8 @@ def run_stdio(agent: Agent, *, backend: str | None = None, **options: Any) -> No
     """Run ``agent`` as an ACP agent process on stdin/stdout (the usual ``main``).
 
     ``backend`` is ``"asyncio"`` (default) or ``"trio"``; the ``ACP_AGENT_BACKEND``
-    environment variable can choose it too. Logging goes to stderr.
+    environment variable can choose it too. ``limits=Limits(...)`` sets the connection's
+    resource limits (default: ``agent.limits``). Logging goes to stderr.
     """
     if not logging.getLogger().handlers:
         logging.basicConfig(

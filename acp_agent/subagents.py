@@ -57,9 +57,16 @@ class Subagent:
         return f"Subagent({self.id!r}, state={self.session.state!r})"
 
     def start(self, work: Callable[[Session], Awaitable[StopReason | None]]) -> None:
-        """Give the child a piece of foreground work: ``work(child_session)``."""
+        """Give the child a piece of foreground work: ``work(child_session)``.
+
+        A detached child is listed by the parent while busy: if it is not listed now and the
+        parent's list is full, :class:`~acp_agent.errors.LimitExceededError` is raised first.
+        """
         child = self.session
-        child.start_foreground(lambda: work(child))
+        self.parent.check_list_room({self._entity: {"child_state": None}})  # None: busy (R90)
+        # now=True: the child reports `running` (and the parent lists it) before start() returns,
+        # so the list limit above is checked against what the client sees.
+        child.start_foreground(lambda: work(child), now=True)
 
     def cancel(self) -> None:
         """Cancel the child's current work (the child session stays)."""

@@ -162,7 +162,10 @@ class Terminal:
 
     async def _watch_exit(self) -> None:
         assert self.process is not None
-        status = await self.process.wait()
+        try:
+            status = await self.process.wait()
+        finally:
+            self.session._processes.release(self.id)  # the process no longer counts (max_processes)
         self._exit = status
         self._entity.cancel = None
         if not self.session.closing:

@@ -170,6 +170,7 @@ class ToolCall:
         """
         if self._scope is not None:
             raise RuntimeError(f"tool call {self.id} already has work")
+        self.session.check_list_room({self._entity: {"own_work": True}})  # max_listed_items
         scope = self._scope = anyio.CancelScope()
         self._entity.cancel = scope.cancel
         self.session.background.set_own_work(self._entity)
@@ -225,6 +226,7 @@ class ToolCall:
         """
         if self.final:
             raise RuntimeError(f"tool call {self.id} has ended")
+        self.session.check_list_room({self._entity: {"own_work": True, "detached": detach or self.detached}})
         self.own_scope()
         self._entity.cancel = self._request_cancel if cancellable else None
         with self.session.batch():

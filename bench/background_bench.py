@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from acp_agent import Agent, ContentBlock, Session, StopReason
+from acp_agent import Agent, ContentBlock, Limits, Session, StopReason
 from acp_agent.testing.client import connect_agent, spawn_agent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +63,7 @@ async def terminal_throughput(megabytes: int) -> dict[str, Any]:
 class ManyItems(Agent):
     """Lists N detached tool calls, then times snapshots."""
 
+    limits = Limits(max_listed_items=100_000)  # the bench lists up to 10000 items
     results: dict[int, dict[str, float]] = {}
 
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:

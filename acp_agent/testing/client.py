@@ -21,6 +21,7 @@ import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..connection import Connection, Method
+from ..limits import Limits
 from .checker import WireChecker
 from .streams import byte_pipe
 
@@ -426,8 +427,10 @@ class Client:
 
 
 @asynccontextmanager
-async def connect_agent(agent: Any, **client_options: Any) -> AsyncIterator[Client]:
+async def connect_agent(agent: Any, *, limits: Limits | None = None, **client_options: Any) -> AsyncIterator[Client]:
     """Serve ``agent`` in this process and yield a :class:`Client` connected to it.
+
+    ``limits`` is passed to :func:`~acp_agent.serve` (default: ``agent.limits``).
 
     When the block ends normally, the transcript is judged by the client's
     :class:`~acp_agent.testing.checker.WireChecker` (pass ``check=False`` to skip).
@@ -442,7 +445,7 @@ async def connect_agent(agent: Any, **client_options: Any) -> AsyncIterator[Clie
 
         async def run_agent() -> None:
             try:
-                await serve(agent, to_agent_receive, to_client_send)
+                await serve(agent, to_agent_receive, to_client_send, limits=limits)
             finally:
                 await to_client_send.aclose()
                 agent_done.set()
@@ -462,13 +465,19 @@ async def connect_agent(agent: Any, **client_options: Any) -> AsyncIterator[Clie
 
 @asynccontextmanager
 async def spawn_agent(
-    command: Sequence[str], *, env: Mapping[str, str] | None = None, **client_options: Any
+    command: Sequence[str], *, env: Mapping[str, str] | None = None, limits: Limits | None = None,
+    **client_options: Any,
 ) -> AsyncIterator[Client]:
     """Launch an agent subprocess and yield a :class:`Client` talking to it over its pipes.
 
     On exit the client closes the agent's stdin and waits for the process to end
     (killing it after 10 seconds); its exit code is then in ``client.returncode``.
+    ``limits`` cannot reach another process: the agent's own ``run_stdio(agent, limits=...)``
+    (or its ``Agent.limits``) sets them, so passing one raises ``TypeError``.
     """
+    if limits is not None:
+        raise TypeError("an agent subprocess sets its own limits (run_stdio(agent, limits=...)); "
+                        "limits= applies to connect_agent")
     process = await anyio.open_process(
         list(command), env={**os.environ, **(env or {})}, stderr=sys.stderr
     )

@@ -60,6 +60,9 @@ def _connect(target: Any, **options: Any) -> AbstractAsyncContextManager[Client]
     if isinstance(target, type):
         target = target()
     if isinstance(target, (list, tuple)):
+        if options.get("limits") is not None:
+            raise TypeError("limits= applies to an in-process agent; a command's agent sets its own (run_stdio)")
+        options.pop("limits", None)
         return spawn_agent([str(part) for part in target], **options)
     return connect_agent(target, **options)
 

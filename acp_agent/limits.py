@@ -1,0 +1,115 @@
+"""Resource limits of one agent connection, configured once in a :class:`Limits` object.
+
+Pass it to :func:`~acp_agent.run_stdio` (``run_stdio(agent, limits=Limits(max_sessions=8))``)
+or set it as the ``limits`` class attribute of your :class:`~acp_agent.Agent`; the argument
+wins over the attribute. The same keyword is accepted by :func:`~acp_agent.serve`,
+:func:`~acp_agent.serve_stdio` and the in-memory test client
+(:func:`~acp_agent.testing.client.connect_agent`).
+
+What happens at a limit:
+
+- a *client request* that would go past one (``session/new``, ``session/fork`` or
+  ``session/resume`` past ``max_sessions``) is answered ``-32800`` (the reference's code for
+  requests abandoned because of resource limits, R18) with a message naming the limit and
+  ``data: {"limit": <name>, "value": <limit>}``; nothing else happens;
+- an *author call* that would go past one (``start_terminal`` past ``max_processes``, a new
+  listed item past ``max_listed_items``) raises :class:`~acp_agent.errors.LimitExceededError`
+  and sends nothing;
+- terminal output past ``terminal_output_bytes`` is dropped from the *retained* tail (what
+  ``session/resume`` replays and :meth:`Terminal.tail` returns), oldest bytes first; the
+  live stream of ``terminal_output_chunk`` updates always carries every byte;
+- an incoming line over ``max_message_bytes`` is skipped without buffering it and answered
+  ``-32600`` with ``id: null`` (R14).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from .errors import ErrorCode, LimitExceededError, RequestError
+from .framing import DEFAULT_MAX_MESSAGE_BYTES
+
+__all__ = ["DEFAULT_LIMITS", "LIMIT_ERROR_CODE", "Limits", "ProcessSlots", "limit_error", "limit_exceeded",
+           "resolve_limits"]
+
+LIMIT_ERROR_CODE: Final = ErrorCode.REQUEST_CANCELLED
+"""The JSON-RPC code of a client request refused because of a limit (``-32800``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every resource limit of one connection (frozen; build a new one to change a value).
+
+    All values must be positive integers (``terminal_output_bytes`` may be 0: keep no tail).
+    """
+
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest incoming JSON-RPC line, in bytes (32 MiB, as the TypeScript SDK)."""
+    max_sessions: int = 256
+    """Sessions the client may have active on one connection at once (subagent children not counted)."""
+    max_listed_items: int = 1000
+    """Items one session's ``background`` list may hold at once."""
+    max_processes: int = 64
+    """Terminal processes running at once on one connection, across its sessions."""
+    terminal_output_bytes: int = 1024 * 1024
+    """Output retained per terminal for replay and :meth:`Terminal.tail` (the newest bytes)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_message_bytes", "max_sessions", "max_listed_items", "max_processes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Limits.{name} must be a positive integer, got {value!r}")
+        tail = self.terminal_output_bytes
+        if not isinstance(tail, int) or isinstance(tail, bool) or tail < 0:
+            raise ValueError(f"Limits.terminal_output_bytes must be an integer >= 0, got {tail!r}")
+
+
+DEFAULT_LIMITS: Final = Limits()
+"""The limits used when none are given."""
+
+
+def resolve_limits(default: Limits, limits: Limits | None = None, max_message_bytes: int | None = None) -> Limits:
+    """The limits in force: ``limits`` if given, else ``default`` (the agent's), with an
+    explicit ``max_message_bytes`` (the older keyword) folded in."""
+    chosen = limits if limits is not None else default
+    if max_message_bytes is not None and max_message_bytes != chosen.max_message_bytes:
+        chosen = replace(chosen, max_message_bytes=max_message_bytes)
+    return chosen
+
+
+def limit_error(name: str, value: int, what: str) -> RequestError:
+    """The error answer to a client request that would go past limit ``name``."""
+    return RequestError(
+        LIMIT_ERROR_CODE,
+        f"Request cancelled: limit {name}={value} reached ({what})",
+        {"limit": name, "value": value},
+    )
+
+
+def limit_exceeded(name: str, value: int, what: str) -> LimitExceededError:
+    """The exception for an author call that would go past limit ``name``."""
+    return LimitExceededError(name, value, f"limit {name}={value} reached ({what}); nothing was sent")
+
+
+@dataclass(slots=True)
+class ProcessSlots:
+    """The terminal processes running on one connection, counted against ``max_processes``."""
+
+    limit: int
+    holders: set[str] = field(default_factory=set)
+
+    def acquire(self, holder: str) -> None:
+        """Take a slot for ``holder`` (a terminal id) or raise :class:`LimitExceededError` (nothing taken)."""
+        if holder in self.holders:
+            return
+        if len(self.holders) >= self.limit:
+            raise limit_exceeded("max_processes", self.limit, "terminal processes running on this connection")
+        self.holders.add(holder)
+
+    def release(self, holder: str) -> None:
+        """Give ``holder``'s slot back (no-op if it holds none)."""
+        self.holders.discard(holder)
+
+    def __len__(self) -> int:
+        return len(self.holders)
