@@ -27,6 +27,7 @@ from .agent import Agent
 from .connection import Connection
 from .framing import DEFAULT_MAX_MESSAGE_BYTES
 from .runtime import AgentRuntime
+from .v1 import negotiating_streams
 
 __all__ = ["FdReceiveStream", "FdSendStream", "run_stdio", "serve", "serve_stdio"]
 
@@ -117,8 +118,8 @@ async def serve(
     *,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> None:
-    """Serve ``agent`` on any pair of anyio byte streams until the input ends."""
-    connection = Connection(receive, send, max_message_bytes=max_message_bytes)
+    """Serve ``agent`` on any pair of anyio byte streams until the input ends (v1 clients via the bridge)."""
+    connection = Connection(*negotiating_streams(receive, send), max_message_bytes=max_message_bytes)
     AgentRuntime(agent, connection)
     await connection.run()
 
@@ -129,7 +130,7 @@ async def serve_stdio(agent: Agent, *, max_message_bytes: int = DEFAULT_MAX_MESS
         stdin_fd = os.dup(0)
         receive = FdReceiveStream(stdin_fd)
         send = FdSendStream(out_fd)
-        connection = Connection(receive, send, max_message_bytes=max_message_bytes)
+        connection = Connection(*negotiating_streams(receive, send), max_message_bytes=max_message_bytes)
         AgentRuntime(agent, connection)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_close_on_signal, connection)
