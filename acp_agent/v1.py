@@ -440,6 +440,9 @@ class V1Translator:
                 self._session(str(context)).loading = False
             if method == "_session/async_task/stop":
                 return [_result(request_id, {"stopped": False})]
+            if method == "session/prompt" and _obj(message["error"]).get("code") == -32800:
+                # Withdrawn before it started (session/cancel): in v1 a cancelled prompt answers `cancelled`.
+                return [_result(request_id, {"stopReason": "cancelled"})]
             return [message]
         result = message.get("result")
         result = result if isinstance(result, dict) else {}
