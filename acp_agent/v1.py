@@ -394,7 +394,7 @@ class V1Translator:
         option = _mode_option(session.config_options) if session is not None else None
         if option is None:
             raise _Refusal(-32602, "Invalid params: this session offers no modes", {"sessionId": session_id})
-        v2 = {"sessionId": session_id, "configId": option["id"], "type": "id", "value": params.get("modeId")}
+        v2 = {"sessionId": session_id, "configId": option.get("configId"), "type": "id", "value": params.get("modeId")}
         return v2, "session/set_config_option", ("set_mode", session_id)
 
     def _authenticate(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
@@ -493,7 +493,7 @@ class V1Translator:
         options = result.get("configOptions")
         if isinstance(options, list):
             session.config_options = options
-            v1["configOptions"] = options
+            v1["configOptions"] = _v1_config_options(options)
         modes = _modes(session)
         if modes is not None:
             v1["modes"] = modes
@@ -523,7 +523,9 @@ class V1Translator:
                 out.extend(self._options_changed(session, result["configOptions"], always_mode=False))
             return out
         session = self._session(str(context))
-        out = [_result(request_id, result)]
+        v1 = {**result, "configOptions": _v1_config_options(result["configOptions"])} if isinstance(
+            result.get("configOptions"), list) else result
+        out = [_result(request_id, v1)]
         if isinstance(result.get("configOptions"), list):
             out.extend(self._options_changed(session, result["configOptions"], always_mode=False,
                                              with_options=False))
@@ -773,7 +775,7 @@ class V1Translator:
         out: list[Message] = []
         if with_options:
             out.append(_notify(session.session_id, {"sessionUpdate": "config_option_update",
-                                                    "configOptions": options}))
+                                                    "configOptions": _v1_config_options(options)}))
         option = _mode_option(options)
         if option is not None and (always_mode or option.get("currentValue") != session.mode):
             session.mode = option.get("currentValue")
@@ -1023,6 +1025,22 @@ def _v1_tool_content(item: dict[str, Any]) -> list[dict[str, Any]]:
                 out.append({"type": "content", "content": {"type": "text", "text": text}})
         return out
     return []
+
+
+def _v1_config_options(options: list[Any]) -> list[dict[str, Any]]:
+    """v2 config options in v1 form (``configId`` is ``id``, ``groupId`` is ``group``); other types are left out."""
+    out: list[dict[str, Any]] = []
+    for option in options:
+        if not isinstance(option, dict) or option.get("type") not in ("select", "boolean"):
+            continue
+        v1 = {("id" if k == "configId" else k): v for k, v in option.items()}
+        if option.get("type") == "select":
+            v1["options"] = [
+                {("group" if k == "groupId" else k): v for k, v in entry.items()} if isinstance(entry, dict) else entry
+                for entry in option.get("options") or []
+            ]
+        out.append(v1)
+    return out
 
 
 def _mode_option(options: list[dict[str, Any]]) -> dict[str, Any] | None:

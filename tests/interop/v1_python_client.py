@@ -159,8 +159,9 @@ async def background_scenario(conn: ClientSideConnection, client: RecordingClien
     [bg_id] = client.tool_ids(start)
     at_turn_end = client.tool(bg_id).get("status")
     await client.wait_for(lambda: client.tool(bg_id).get("status") in ("completed", "failed"))
+    final = client.tool(bg_id)
     summary["bg"] = {"stopReason": reply.stop_reason, "statusAtTurnEnd": at_turn_end,
-                     "finalStatus": client.tool(bg_id)["status"], "output": "bg-done" in content_text(client.tool(bg_id))}
+                     "finalStatus": final["status"], "output": "bg-done" in content_text(final)}
 
     start = len(client.updates)
     reply = await conn.prompt(session_id=sid, prompt=[text_block("/ask deploy")])
