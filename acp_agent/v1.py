@@ -254,6 +254,8 @@ class _Tool:
     sent: dict[str, Any] | None = None
     """The v1 fields last sent (None: the client has not seen the tool call)."""
     synthetic: bool = False
+    last_message: str | None = None
+    """For a subagent's tool call: the child message its last text item shows."""
 
 
 @dataclass
@@ -292,6 +294,8 @@ class V1Translator:
         self._agent_requests: dict[str, tuple[str, Any]] = {}
         """Runtime request id (JSON) -> (method, context), for translating the client's answer."""
         self._synthetic = 0
+        self.children: dict[str, str] = {}
+        """Child (subagent) session id -> its parent session id: the child is shown as a tool call there."""
 
     # -- client -> runtime ------------------------------------------------------------------
 
@@ -550,10 +554,13 @@ class V1Translator:
         return session
 
     def _update(self, params: dict[str, Any]) -> list[Message]:
-        session = self.sessions.get(str(params.get("sessionId")))
+        session_id = str(params.get("sessionId"))
+        session = self.sessions.get(session_id)
         update = params.get("update")
-        if session is None or not isinstance(update, dict):
-            return []  # a child session (subagent) or a session this client never opened
+        if not isinstance(update, dict):
+            return []
+        if session is None:
+            return self._child_update(session_id, update) if session_id in self.children else []
         kind = update.get("sessionUpdate")
         handler = _UPDATES.get(str(kind))
         if handler is None:
@@ -730,6 +737,46 @@ class V1Translator:
             terminal = session.terminals.get(value) or _Terminal(value)
             return {"type": "content", "content": {"type": "text", "text": terminal.render()}}
         return dict(value)
+
+    # subagents: a child session is a tool call of its parent; its messages are that tool call's content
+
+    def _subagent(self, session: _Session, update: Message) -> list[Message]:
+        child_id = str(update.get("sessionId"))
+        self.children[child_id] = session.session_id
+        tool = session.tools.get(child_id)
+        if tool is None:
+            tool = session.tools[child_id] = _Tool(child_id, kind="other", synthetic=True)
+        if isinstance(update.get("title"), str):
+            tool.title = update["title"]
+        state = _obj(update.get("state"))
+        if state.get("state") in ("running", "requires_action"):
+            tool.status = "in_progress"
+        elif state.get("state") == "idle" and state.get("stopReason") is not None:
+            tool.status = "completed" if state["stopReason"] in STOP_REASONS - {"cancelled"} else "failed"
+        return self._emit(session, tool)
+
+    def _child_update(self, child_id: str, update: Message) -> list[Message]:
+        parent = self.sessions.get(self.children[child_id])
+        tool = parent.tools.get(child_id) if parent is not None else None
+        if parent is None or tool is None:
+            return []
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message":
+            blocks = update.get("content") or []
+        elif kind == "agent_message_chunk":
+            blocks = [update.get("content")]
+        else:
+            return []  # the child's own tool calls, terminals and state stay inside it
+        text = "".join(b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
+        message_id = str(update.get("messageId"))
+        if tool.last_message == message_id and tool.content and tool.content[-1][0] == "v1":
+            previous = tool.content[-1][1]["content"]["text"]
+            text = (previous + text) if kind == "agent_message_chunk" else text
+            tool.content[-1] = ("v1", _text_content(text))
+        else:
+            tool.content.append(("v1", _text_content(text)))
+        tool.last_message = message_id
+        return self._emit(parent, tool)
 
     # plans and session-level updates
 
@@ -919,6 +966,10 @@ class _Stopped(_Refusal):
 
 def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _text_content(text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": text}}
 
 
 def _key(request_id: Any) -> str:
@@ -1135,6 +1186,7 @@ _UPDATES: dict[str, Any] = {
     "tool_call_content_chunk": V1Translator._tool_chunk,
     "terminal_update": V1Translator._terminal_update,
     "terminal_output_chunk": V1Translator._terminal_output,
+    "subagent_update": V1Translator._subagent,
     "plan_update": V1Translator._plan,
     "plan_removed": V1Translator._plan_removed,
     "available_commands_update": V1Translator._available_commands,

@@ -276,13 +276,19 @@ async def test_permission_without_a_tool_call_gets_its_own() -> None:
         assert agent.outcomes[0].allowed
 
 
-async def test_subagent_sessions_stay_out_of_a_v1_client() -> None:
+async def test_a_subagent_is_a_tool_call_of_its_parent() -> None:
     async with v1(BackgroundAgent()) as (client, _):
         sid = await new_session(client)
         await prompt(client, sid, "/subagent 0.2 child words")
-        await anyio.sleep(0.5)
+        [announced] = [u for u in updates(client) if u["sessionUpdate"] == "tool_call"]
+        child = announced["toolCallId"]
+        assert announced["title"] == "Subagent: child words" and announced["status"] == "pending"
+        await client.wait_for(lambda: tool_view(client, child).get("status") == "completed")
+        assert tool_view(client, child)["content"] == [
+            {"type": "content", "content": {"type": "text", "text": "child words"}}]
+        # Only the parent session is ever named: the child session stays inside the bridge.
         assert {m["params"]["sessionId"] for m in client.sent_by_agent() if m.get("method") == "session/update"} \
-            <= {sid}
+            == {sid}
 
 
 # -- methods with no v2 twin ------------------------------------------------------------------
