@@ -461,7 +461,7 @@ class V1Translator:
         prompt = _obj(session_caps.get("prompt"))
         mcp = _obj(session_caps.get("mcp"))
         v1_session: dict[str, Any] = {"list": {}, "resume": {}, "close": {}}
-        for name in ("delete", "additionalDirectories"):
+        for name in ("delete", "additionalDirectories", "fork"):
             if isinstance(session_caps.get(name), dict):
                 v1_session[name] = {}
         agent_caps = {
@@ -1159,6 +1159,8 @@ _INCOMING: dict[str, Any] = {
     "session/set_mode": V1Translator._set_mode,
     "authenticate": V1Translator._authenticate,
     "session/close": lambda self, p, i, r: (p, "session/close", str(p.get("sessionId"))),
+    "session/fork": lambda self, p, i, r: (
+        _session_params(p, ("sessionId", "cwd", "additionalDirectories")), "session/fork", None),
     "_session/async_task/stop": _async_stop_handler,
 }
 
@@ -1167,6 +1169,7 @@ _OUTGOING_RESULTS: dict[str, Any] = {
     "session/new": V1Translator._session_opened,
     "session/load": V1Translator._session_opened,
     "session/resume": V1Translator._session_opened,
+    "session/fork": V1Translator._session_opened,
     "session/prompt": V1Translator._prompt_answered,
     "session/set_config_option": V1Translator._config_set,
     "session/set_mode": V1Translator._config_set,

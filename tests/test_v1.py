@@ -23,7 +23,7 @@ from acp_agent.schema import SessionConfigOption, SessionConfigSelectOption
 from acp_agent.testing.client import Client, connect_agent
 from acp_agent.v1 import V1Translator, negotiating_streams
 
-from .agents import ScriptedAgent
+from .agents import ForkingAgent, ScriptedAgent
 from .test_interop import NODE_MODULES, AgentTrafficValidator, _load_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
@@ -337,6 +337,17 @@ async def test_set_mode_and_authenticate_refused_precisely() -> None:
         assert (await client.request("session/set_config_option",
                                      {"sessionId": sid, "configId": "model", "value": "smart"}))["configOptions"][0][
             "currentValue"] == "smart"
+
+
+async def test_fork_opens_a_v1_session() -> None:
+    async with v1(ForkingAgent()) as (client, answer):
+        assert answer["agentCapabilities"]["sessionCapabilities"]["fork"] == {}
+        sid = await new_session(client)
+        await prompt(client, sid, "before fork")
+        forked = await client.request("session/fork", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+        assert forked["sessionId"] != sid and forked["configOptions"][0]["id"] == "model"
+        assert await prompt(client, forked["sessionId"], "in the fork") == {"stopReason": "end_turn"}
+        assert updates(client, forked["sessionId"])[-1]["content"]["text"] == "in the fork"
 
 
 # -- JetBrains AIR async tasks --------------------------------------------------------------
