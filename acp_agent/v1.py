@@ -55,6 +55,8 @@ class _Bridge:
         self.out_buffer = bytearray()
         self.eof = False
         self.lock = anyio.Lock()
+        self.refused: set[str] = set()
+        """Ids of ``initialize`` requests below version 1 seen while watching (their -32022 lists 1 as well)."""
 
     async def to_client(self, messages: list[Message]) -> None:
         if messages:
@@ -108,6 +110,8 @@ class _BridgeReceive(ByteReceiveStream):
         for line in chunk.splitlines(keepends=True):
             if b.mode == "probe":
                 b.mode = _probe(line)
+                if b.mode == "probe" and (old := _old_initialize(line)) is not None:
+                    b.refused.add(old)
                 if b.mode == "v1":
                     b.translator = V1Translator()
             if b.mode != "v1" or b.translator is None:
@@ -141,6 +145,8 @@ class _BridgeSend(ByteSendStream):
             await b.outer_send.send(item)
             return
         if b.mode == "probe" or b.translator is None:
+            if b.refused:
+                item = _list_version_1(item, b.refused)
             async with b.lock:
                 await b.outer_send.send(item)
             return
@@ -187,6 +193,37 @@ def _probe(line: bytes) -> str:
     if version == V1_PROTOCOL_VERSION:
         return "v1"
     return "v2" if version >= 2 else "probe"
+
+
+def _old_initialize(line: bytes) -> str | None:
+    """The id (as JSON) of an ``initialize`` request for a version below 1, else ``None``."""
+    try:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "initialize" or "id" not in message:
+        return None
+    version = _obj(message.get("params")).get("protocolVersion")
+    if isinstance(version, int) and not isinstance(version, bool) and version < V1_PROTOCOL_VERSION:
+        return _key(message["id"])
+    return None
+
+
+def _list_version_1(item: bytes, refused: set[str]) -> bytes:
+    """Add 1 to ``supported`` in the runtime's -32022 answers to those requests: the bridge serves it."""
+    lines = item.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if b"-32022" not in line:
+            continue
+        message = orjson.loads(line)
+        key = _key(message.get("id")) if isinstance(message, dict) else None
+        data = _obj(_obj(message.get("error")).get("data")) if key in refused else {}
+        supported = data.get("supported")
+        if isinstance(supported, list) and V1_PROTOCOL_VERSION not in supported:
+            refused.discard(str(key))
+            data["supported"] = [V1_PROTOCOL_VERSION, *supported]
+            lines[index] = orjson.dumps(message) + b"\n"
+    return b"".join(lines)
 
 
 def negotiating_streams(
