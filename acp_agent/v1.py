@@ -81,7 +81,10 @@ class _BridgeReceive(ByteReceiveStream):
                 if b.in_buffer:
                     rest = bytes(b.in_buffer) + b"\n"
                     b.in_buffer.clear()
-                    return await self._lines(rest)
+                    out = await self._lines(rest)
+                    if out:
+                        return out
+                    continue
                 raise anyio.EndOfStream
             if b.mode == "v2":
                 rest = bytes(b.in_buffer)
