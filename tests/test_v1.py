@@ -456,3 +456,42 @@ async def test_session_close_answers_a_waiting_prompt() -> None:
 
 
 
+
+
+async def test_streams_translate_lines_split_across_reads() -> None:
+    from acp_agent.testing.streams import byte_pipe
+
+    to_send, to_receive = byte_pipe()
+    out_send, out_receive = byte_pipe()
+    receive, send = negotiating_streams(to_receive, out_send)
+    first = b'{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":1,'
+    await to_send.send(first)
+    await to_send.send(b'"clientInfo":{"name":"zed","version":"1"}}}\n{"jsonrpc":"2.0","method":"x","params":{}}\n')
+    got = b""
+    while got.count(b"\n") < 2:
+        got += await receive.receive()
+    initialize, other = (json.loads(line) for line in got.splitlines())
+    assert initialize == {"jsonrpc": "2.0", "id": 7, "method": "initialize",
+                          "params": {"protocolVersion": 2, "info": {"name": "zed", "version": "1"}}}
+    assert other == {"jsonrpc": "2.0", "method": "x", "params": {}}
+    # The runtime's answer, written in two pieces, reaches the client once, in v1 form.
+    await send.send(b'{"jsonrpc":"2.0","id":7,"result":{"protocolVersion":2,"info":{"name":"a","version":"1"},')
+    await send.send(b'"capabilities":{}}}\n')
+    answer = json.loads(await out_receive.receive())
+    assert answer["result"]["protocolVersion"] == 1 and answer["result"]["agentInfo"] == {"name": "a", "version": "1"}
+
+
+async def test_air_paused_work_reports_paused_then_running() -> None:
+    async with v1(BackgroundAgent(), AIR) as (client, _):
+        sid = await new_session(client)
+        await prompt(client, sid, "/workflow 30")
+        await prompt(client, sid, "/pause")
+        await prompt(client, sid, "/resume")
+        states = [u["state"] for u in updates(client) if u["sessionUpdate"] == "async_task_state_update"]
+        assert states == ["paused", "running"]
+        [spawned] = [u for u in updates(client) if u["sessionUpdate"] == "async_task_spawned"]
+        tool = tool_view(client, spawned["asyncTaskId"])
+        assert tool["status"] == "in_progress"  # v1 has no paused status
+        stop = {"sessionId": sid, "asyncTaskId": spawned["asyncTaskId"]}
+        assert await client.request("_session/async_task/stop", stop) == {"stopped": True}
+        await client.wait_for(lambda: tool_view(client, spawned["asyncTaskId"])["status"] == "failed")
