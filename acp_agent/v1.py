@@ -29,13 +29,17 @@ __all__ = ["V1_PROTOCOL_VERSION", "V1Translator", "negotiating_streams"]
 logger = logging.getLogger(__name__)
 
 V1_PROTOCOL_VERSION: Final = 1
+"""The protocol version a client asks for to be served in v1 shapes."""
 PROBE_LIMIT: Final = 1 << 20
 """Bytes of a first line the bridge looks into before it gives up watching (pass-through)."""
 TERMINAL_TAIL: Final = 64 * 1024
 """Characters of a terminal's output kept for the tool call content shown to a v1 client."""
 AIR_CAPABILITY: Final = "asyncTasks"
+"""The JetBrains AIR capability under which background work is published as async tasks."""
 STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
+"""The stop reasons v1 knows."""
 V1_STATUSES: Final = frozenset({"pending", "in_progress", "completed", "failed"})
+"""The tool call statuses v1 knows."""
 
 Message = dict[str, Any]
 
