@@ -27,6 +27,7 @@ from .agent import Agent
 from .connection import Connection
 from .limits import Limits, resolve_limits
 from .runtime import AgentRuntime
+from .v1 import negotiating_streams
 
 __all__ = ["FdReceiveStream", "FdSendStream", "run_stdio", "serve", "serve_stdio"]
 
@@ -118,13 +119,13 @@ async def serve(
     limits: Limits | None = None,
     max_message_bytes: int | None = None,
 ) -> None:
-    """Serve ``agent`` on any pair of anyio byte streams until the input ends.
+    """Serve ``agent`` on any pair of anyio byte streams until the input ends (v1 clients via the bridge).
 
     ``limits`` (default: ``agent.limits``) bounds the connection; ``max_message_bytes``
     overrides its field of that name.
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
-    connection = Connection(receive, send, max_message_bytes=chosen.max_message_bytes)
+    connection = Connection(*negotiating_streams(receive, send), max_message_bytes=chosen.max_message_bytes)
     AgentRuntime(agent, connection, limits=chosen)
     await connection.run()
 
@@ -139,7 +140,7 @@ async def serve_stdio(agent: Agent, *, limits: Limits | None = None, max_message
         stdin_fd = os.dup(0)
         receive = FdReceiveStream(stdin_fd)
         send = FdSendStream(out_fd)
-        connection = Connection(receive, send, max_message_bytes=chosen.max_message_bytes)
+        connection = Connection(*negotiating_streams(receive, send), max_message_bytes=chosen.max_message_bytes)
         AgentRuntime(agent, connection, limits=chosen)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_close_on_signal, connection)

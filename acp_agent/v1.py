@@ -1,0 +1,1246 @@
+"""Serve ACP v1 clients (today's editors) from the same v2 agent code.
+
+The bridge sits between the wire and the connection: :func:`negotiating_streams` wraps the
+byte streams a :class:`~acp_agent.connection.Connection` reads and writes. Until the client's
+``initialize`` it only watches; ``initialize`` with ``protocolVersion: 1`` switches the whole
+connection to v1, any other version leaves it a plain pass-through (v2, unchanged bytes).
+
+In v1 mode every line is translated by :class:`V1Translator`: v1 requests become v2 calls of
+the unchanged runtime, and what the runtime sends becomes v1 shapes (or is dropped). Every
+ordering rule stays enforced by the v2 runtime; the bridge only re-encodes. What maps to what
+is listed in ``docs/v1-bridge.md``.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+import orjson
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+__all__ = ["V1_PROTOCOL_VERSION", "V1Translator", "negotiating_streams"]
+
+logger = logging.getLogger(__name__)
+
+V1_PROTOCOL_VERSION: Final = 1
+"""The protocol version a client asks for to be served in v1 shapes."""
+PROBE_LIMIT: Final = 1 << 20
+"""Bytes of a first line the bridge looks into before it gives up watching (pass-through)."""
+TERMINAL_TAIL: Final = 64 * 1024
+"""Characters of a terminal's output kept for the tool call content shown to a v1 client."""
+AIR_CAPABILITY: Final = "asyncTasks"
+"""The JetBrains AIR capability under which background work is published as async tasks."""
+STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
+"""The stop reasons v1 knows."""
+V1_STATUSES: Final = frozenset({"pending", "in_progress", "completed", "failed"})
+"""The tool call statuses v1 knows."""
+
+Message = dict[str, Any]
+
+
+# -- the streams ---------------------------------------------------------------------------
+
+
+class _Bridge:
+    """The shared state of one connection's two wrapped streams."""
+
+    def __init__(self, receive: ByteReceiveStream, send: ByteSendStream) -> None:
+        self.outer_receive = receive
+        self.outer_send = send
+        self.mode = "probe"
+        self.translator: V1Translator | None = None
+        self.in_buffer = bytearray()
+        self.out_buffer = bytearray()
+        self.eof = False
+        self.lock = anyio.Lock()
+        self.refused: set[str] = set()
+        """Ids of ``initialize`` requests below version 1 seen while watching (their -32022 lists 1 as well)."""
+
+    async def to_client(self, messages: list[Message]) -> None:
+        if messages:
+            data = b"".join(orjson.dumps(m) + b"\n" for m in messages)
+            async with self.lock:
+                await self.outer_send.send(data)
+
+
+class _BridgeReceive(ByteReceiveStream):
+    """What the connection reads: the client's bytes, translated once the client chose v1."""
+
+    def __init__(self, bridge: _Bridge) -> None:
+        self._b = bridge
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        """Next bytes for the runtime (raw in v2 mode, translated lines in v1 mode)."""
+        b = self._b
+        while True:
+            if b.mode == "v2" and not b.in_buffer:
+                return await b.outer_receive.receive(max_bytes)
+            if b.eof:
+                if b.in_buffer:
+                    rest = bytes(b.in_buffer) + b"\n"
+                    b.in_buffer.clear()
+                    out = await self._lines(rest)
+                    if out:
+                        return out
+                    continue
+                raise anyio.EndOfStream
+            if b.mode == "v2":
+                rest = bytes(b.in_buffer)
+                b.in_buffer.clear()
+                return rest
+            try:
+                data = await b.outer_receive.receive(max_bytes)
+            except anyio.EndOfStream:
+                b.eof = True
+                continue
+            b.in_buffer += data
+            end = b.in_buffer.rfind(b"\n")
+            if end < 0:
+                if b.mode == "probe" and len(b.in_buffer) > PROBE_LIMIT:
+                    b.mode = "v2"  # too long for an initialize worth watching: the runtime judges it
+                continue
+            chunk = bytes(b.in_buffer[: end + 1])
+            del b.in_buffer[: end + 1]
+            out = await self._lines(chunk)
+            if out:
+                return out
+
+    async def _lines(self, chunk: bytes) -> bytes:
+        b = self._b
+        out: list[bytes] = []
+        for line in chunk.splitlines(keepends=True):
+            if b.mode == "probe":
+                b.mode = _probe(line)
+                if b.mode == "probe" and (old := _old_initialize(line)) is not None:
+                    b.refused.add(old)
+                if b.mode == "v1":
+                    b.translator = V1Translator()
+            if b.mode != "v1" or b.translator is None:
+                out.append(line)
+                continue
+            try:
+                message = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                out.append(line)  # the runtime answers -32700
+                continue
+            to_runtime, to_client = b.translator.incoming(message)
+            out.extend(orjson.dumps(m) + b"\n" for m in to_runtime)
+            await b.to_client(to_client)
+        return b"".join(out)
+
+    async def aclose(self) -> None:
+        """Close the client's stream."""
+        await self._b.outer_receive.aclose()
+
+
+class _BridgeSend(ByteSendStream):
+    """What the connection writes: passed through in v2 mode, translated to v1 in v1 mode."""
+
+    def __init__(self, bridge: _Bridge) -> None:
+        self._b = bridge
+
+    async def send(self, item: bytes) -> None:
+        """Write the runtime's bytes, translated when the connection speaks v1."""
+        b = self._b
+        if b.mode == "v2":
+            await b.outer_send.send(item)
+            return
+        if b.mode == "probe" or b.translator is None:
+            if b.refused:
+                item = _list_version_1(item, b.refused)
+            async with b.lock:
+                await b.outer_send.send(item)
+            return
+        b.out_buffer += item
+        end = b.out_buffer.rfind(b"\n")
+        if end < 0:
+            return
+        chunk = bytes(b.out_buffer[: end + 1])
+        del b.out_buffer[: end + 1]
+        messages: list[Message] = []
+        for line in chunk.splitlines():
+            if not line.strip():
+                continue
+            parsed = orjson.loads(line)
+            if isinstance(parsed, list):
+                translated = [m for entry in parsed for m in b.translator.outgoing(entry)]
+                responses = [m for m in translated if "method" not in m]
+                messages.extend(m for m in translated if "method" in m)
+                if responses:
+                    messages.append(responses)  # type: ignore[arg-type]  # a batch answer stays one array
+            else:
+                messages.extend(b.translator.outgoing(parsed))
+        await b.to_client(messages)
+
+    async def aclose(self) -> None:
+        """Close the client's stream."""
+        await self._b.outer_send.aclose()
+
+
+def _probe(line: bytes) -> str:
+    """The mode a line decides: ``v1``, ``v2`` (an initialize of 2 or more), or still ``probe``."""
+    if b'"initialize"' not in line:
+        return "probe"
+    try:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return "probe"
+    if not isinstance(message, dict) or message.get("method") != "initialize" or "id" not in message:
+        return "probe"
+    params = message.get("params")
+    version = params.get("protocolVersion") if isinstance(params, dict) else None
+    if isinstance(version, bool) or not isinstance(version, int):
+        return "probe"
+    if version == V1_PROTOCOL_VERSION:
+        return "v1"
+    return "v2" if version >= 2 else "probe"
+
+
+def _old_initialize(line: bytes) -> str | None:
+    """The id (as JSON) of an ``initialize`` request for a version below 1, else ``None``."""
+    try:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "initialize" or "id" not in message:
+        return None
+    version = _obj(message.get("params")).get("protocolVersion")
+    if isinstance(version, int) and not isinstance(version, bool) and version < V1_PROTOCOL_VERSION:
+        return _key(message["id"])
+    return None
+
+
+def _list_version_1(item: bytes, refused: set[str]) -> bytes:
+    """Add 1 to ``supported`` in the runtime's -32022 answers to those requests: the bridge serves it."""
+    lines = item.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        if b"-32022" not in line:
+            continue
+        message = orjson.loads(line)
+        key = _key(message.get("id")) if isinstance(message, dict) else None
+        data = _obj(_obj(message.get("error")).get("data")) if key in refused else {}
+        supported = data.get("supported")
+        if isinstance(supported, list) and V1_PROTOCOL_VERSION not in supported:
+            refused.discard(str(key))
+            data["supported"] = [V1_PROTOCOL_VERSION, *supported]
+            lines[index] = orjson.dumps(message) + b"\n"
+    return b"".join(lines)
+
+
+def negotiating_streams(
+    receive: ByteReceiveStream, send: ByteSendStream
+) -> tuple[ByteReceiveStream, ByteSendStream]:
+    """Wrap a connection's streams so a client that initializes with version 1 is served in v1 shapes."""
+    bridge = _Bridge(receive, send)
+    return _BridgeReceive(bridge), _BridgeSend(bridge)
+
+
+# -- per-session state ---------------------------------------------------------------------
+
+
+@dataclass
+class _Terminal:
+    terminal_id: str
+    command: str | None = None
+    text: str = ""
+    truncated: bool = False
+    exit: dict[str, Any] | None = None
+    tools: list[str] = field(default_factory=list)
+    decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
+
+    def append(self, data: bytes) -> None:
+        self.text += self.decoder.decode(data)
+        if len(self.text) > TERMINAL_TAIL:
+            self.text = self.text[-TERMINAL_TAIL:]
+            self.truncated = True
+
+    def render(self) -> str:
+        text = ("…\n" if self.truncated else "") + self.text
+        if self.exit is not None:
+            if text and not text.endswith("\n"):
+                text += "\n"
+            text += _exit_line(self.exit)
+        if text and not text.endswith("\n"):
+            text += "\n"
+        return f"```\n{text}```"
+
+    @property
+    def failed(self) -> bool:
+        return self.exit is not None and (self.exit.get("exitCode") not in (0, None) or bool(self.exit.get("signal")))
+
+
+def _exit_line(exit_status: dict[str, Any]) -> str:
+    signal = exit_status.get("signal")
+    if signal:
+        return f"[terminated by {signal}]"
+    code = exit_status.get("exitCode")
+    return f"[exit code {code}]" if code is not None else "[exited]"
+
+
+@dataclass
+class _Tool:
+    tool_call_id: str
+    title: str | None = None
+    kind: str | None = None
+    status: str = "pending"
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Pass-through v1 fields (locations, rawInput, rawOutput)."""
+    content: list[tuple[str, Any]] = field(default_factory=list)
+    """("v1", v1 content item) or ("terminal", terminal id)."""
+    handed_off: set[str] = field(default_factory=set)
+    """Terminals still running when the tool call reached a final status: their exit decides the v1 status."""
+    sent: dict[str, Any] | None = None
+    """The v1 fields last sent (None: the client has not seen the tool call)."""
+    synthetic: bool = False
+    last_message: str | None = None
+    """For a subagent's tool call: the child message its last text item shows."""
+
+
+@dataclass
+class _Session:
+    session_id: str
+    turn: str | None = None
+    waiting: dict[str, Any] = field(default_factory=dict)
+    ended: dict[str, Message] = field(default_factory=dict)
+    tools: dict[str, _Tool] = field(default_factory=dict)
+    terminals: dict[str, _Terminal] = field(default_factory=dict)
+    plans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    config_options: list[dict[str, Any]] = field(default_factory=list)
+    mode: str | None = None
+    loading: bool = False
+    tasks: dict[tuple[str, str], str] = field(default_factory=dict)
+    """AIR async tasks announced: (kind, id) -> last state sent."""
+
+
+# -- the translator ------------------------------------------------------------------------
+
+
+class V1Translator:
+    """Translates one v1 connection: client messages to v2 calls, runtime messages to v1 shapes.
+
+    Pure bookkeeping (no I/O): :meth:`incoming` returns what goes to the runtime and what the
+    bridge answers the client itself; :meth:`outgoing` returns what the client gets.
+    """
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, _Session] = {}
+        self.client_capabilities: dict[str, Any] = {}
+        self.air = False
+        """The client declared the JetBrains AIR ``asyncTasks`` extension."""
+        self._requests: dict[str, tuple[str, Any]] = {}
+        """Client request id (JSON) -> (method, context), for translating the runtime's answer."""
+        self._agent_requests: dict[str, tuple[str, Any]] = {}
+        """Runtime request id (JSON) -> (method, context), for translating the client's answer."""
+        self._synthetic = 0
+        self.children: dict[str, str] = {}
+        """Child (subagent) session id -> its parent session id: the child is shown as a tool call there."""
+
+    # -- client -> runtime ------------------------------------------------------------------
+
+    def incoming(self, message: Any) -> tuple[list[Message], list[Message]]:
+        """Translate one client message: (messages for the runtime, answers for the client)."""
+        if isinstance(message, list):
+            runtime: list[Message] = []
+            client: list[Message] = []
+            for entry in message:
+                r, c = self.incoming(entry)
+                runtime.extend(r)
+                client.extend(c)
+            return runtime, client
+        if not isinstance(message, dict):
+            return [message], []
+        method = message.get("method")
+        if method is None:
+            return self._client_response(message)
+        params = message.get("params")
+        if not isinstance(params, dict) or not isinstance(method, str):
+            return [message], []
+        request_id = message.get("id")
+        is_request = "id" in message
+        handler = _INCOMING.get(method)
+        if handler is None:
+            return [message], []
+        try:
+            result = handler(self, params, request_id, is_request)
+        except _Answered as answered:
+            return [], [answered.answer] if is_request else []
+        except _Refusal as refusal:
+            if not is_request:
+                return [], []
+            return [], [_error(request_id, refusal.code, refusal.text, refusal.data)]
+        if result is None:
+            return [message], []
+        new_params, method_out, context = result
+        if is_request:
+            self._requests[_key(request_id)] = (method, context)
+        out = {"jsonrpc": "2.0", "method": method_out, "params": new_params}
+        if is_request:
+            out["id"] = request_id
+        return [out], []
+
+    def _client_response(self, message: Message) -> tuple[list[Message], list[Message]]:
+        entry = self._agent_requests.pop(_key(message.get("id")), None)
+        client: list[Message] = []
+        if entry is not None and entry[0] == "session/request_permission":
+            client = self._after_permission(entry[1], message)
+        return [message], client
+
+    def _initialize(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+        capabilities = params.get("clientCapabilities")
+        self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+        self.air = _air_declares(self.client_capabilities, AIR_CAPABILITY)
+        info = params.get("clientInfo")
+        if not (isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)):
+            info = {"name": "unknown", "version": "unknown"}
+        v2: dict[str, Any] = {"protocolVersion": 2, "info": {k: info[k] for k in ("name", "title", "version") if
+                                                             isinstance(info.get(k), str)}}
+        elicitation = self.client_capabilities.get("elicitation")
+        if isinstance(elicitation, dict):
+            v2["capabilities"] = {"elicitation": elicitation}
+        return v2, "initialize", None
+
+    def _new_session(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+        return _session_params(params, ("cwd", "additionalDirectories")), "session/new", None
+
+    def _load_session(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+        v2 = _session_params(params, ("sessionId", "cwd", "additionalDirectories"))
+        v2["replayFrom"] = {"type": "start"}
+        session_id = str(params.get("sessionId"))
+        session = self.sessions.get(session_id)
+        if session is not None:  # loading an open session: the replay restates everything
+            session.tools.clear()
+            session.terminals.clear()
+            session.plans.clear()
+        session = self._session(session_id)
+        session.loading = True
+        return v2, "session/resume", session_id
+
+    def _resume_session(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+        v2 = _session_params(params, ("sessionId", "cwd", "additionalDirectories"))
+        self._session(str(params.get("sessionId")))
+        return v2, "session/resume", str(params.get("sessionId"))
+
+    def _prompt(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+        return {k: v for k, v in params.items() if k in ("sessionId", "prompt", "_meta")}, "session/prompt", str(
+            params.get("sessionId"))
+
+    def _set_config_option(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+        v2 = {k: v for k, v in params.items() if k in ("sessionId", "configId", "value", "type", "_meta")}
+        if "type" not in v2:
+            v2["type"] = "boolean" if isinstance(v2.get("value"), bool) else "id"
+        return v2, "session/set_config_option", str(params.get("sessionId"))
+
+    def _set_mode(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+        session_id = str(params.get("sessionId"))
+        session = self.sessions.get(session_id)
+        option = _mode_option(session.config_options) if session is not None else None
+        if option is None:
+            raise _Refusal(-32602, "Invalid params: this session offers no modes", {"sessionId": session_id})
+        v2 = {"sessionId": session_id, "configId": option.get("configId"), "type": "id", "value": params.get("modeId")}
+        return v2, "session/set_config_option", ("set_mode", session_id)
+
+    def _authenticate(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+        raise _Refusal(-32602, "Invalid params: the agent offers no authentication methods",
+                       {"methodId": params.get("methodId")})
+
+    def _async_task_stop(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated | None:
+        if not self.air:
+            return None  # not negotiated: the runtime answers -32601
+        session_id = str(params.get("sessionId"))
+        task_id = params.get("asyncTaskId")
+        session = self.sessions.get(session_id)
+        for (kind, item_id), state in (session.tasks.items() if session is not None else ()):
+            if item_id == task_id and state in ("running", "paused"):
+                key = "toolCallId" if kind == "tool_call" else "terminalId"
+                return ({"sessionId": session_id, key: item_id}, f"{kind}/cancel", ("async_task_stop", session_id))
+        raise _Stopped(False)
+
+    # -- runtime -> client ------------------------------------------------------------------
+
+    def outgoing(self, message: Any) -> list[Message]:
+        """Translate one runtime message into what the v1 client gets (possibly nothing)."""
+        if not isinstance(message, dict):
+            return [message]
+        method = message.get("method")
+        if method is None:
+            return self._runtime_response(message)
+        params = _obj(message.get("params"))
+        if method == "session/update":
+            return self._update(params)
+        if method == "session/request_permission" and "id" in message:
+            return self._permission(message["id"], params)
+        return [message]
+
+    def _runtime_response(self, message: Message) -> list[Message]:
+        request_id = message.get("id")
+        entry = self._requests.pop(_key(request_id), None)
+        if entry is None:
+            return [message]
+        method, context = entry
+        if "error" in message:
+            if method == "session/load" or method == "session/resume":
+                self._session(str(context)).loading = False
+            if method == "_session/async_task/stop":
+                return [_result(request_id, {"stopped": False})]
+            if method == "session/prompt" and _obj(message["error"]).get("code") == -32800:
+                # Withdrawn before it started (session/cancel): in v1 a cancelled prompt answers `cancelled`.
+                return [_result(request_id, {"stopReason": "cancelled"})]
+            return [message]
+        result = message.get("result")
+        result = result if isinstance(result, dict) else {}
+        translate = _OUTGOING_RESULTS.get(method)
+        if translate is None:
+            return [message]
+        translated: list[Message] = translate(self, request_id, result, context)
+        return translated
+
+    def _initialized(self, request_id: Any, result: dict[str, Any], context: Any) -> list[Message]:
+        session_caps = _obj(_obj(result.get("capabilities")).get("session"))
+        prompt = _obj(session_caps.get("prompt"))
+        mcp = _obj(session_caps.get("mcp"))
+        v1_session: dict[str, Any] = {"list": {}, "resume": {}, "close": {}}
+        for name in ("delete", "additionalDirectories", "fork"):
+            if isinstance(session_caps.get(name), dict):
+                v1_session[name] = {}
+        agent_caps = {
+            "loadSession": True,
+            "promptCapabilities": {
+                "image": prompt.get("image") is not None,
+                "audio": prompt.get("audio") is not None,
+                "embeddedContext": prompt.get("embeddedContext") is not None,
+            },
+            "mcpCapabilities": {"http": mcp.get("http") is not None, "sse": False},
+            "sessionCapabilities": v1_session,
+        }
+        v1: dict[str, Any] = {
+            "protocolVersion": V1_PROTOCOL_VERSION,
+            "agentCapabilities": agent_caps,
+            "authMethods": [],
+        }
+        if isinstance(result.get("info"), dict):
+            v1["agentInfo"] = result["info"]
+        if _air_declared(self.client_capabilities):
+            v1["_meta"] = {"jetbrains": {"air": {"version": 1, "capabilities": [AIR_CAPABILITY]}}}
+        return [_result(request_id, v1)]
+
+    def _session_opened(self, request_id: Any, result: dict[str, Any], context: Any) -> list[Message]:
+        session_id = str(result.get("sessionId", context))
+        session = self._session(session_id)
+        session.loading = False
+        return [_result(request_id, self._session_result(session, result, with_id=context is None)),
+                *self._commands(session, result)]
+
+    def _session_result(self, session: _Session, result: dict[str, Any], *, with_id: bool) -> dict[str, Any]:
+        v1: dict[str, Any] = {"sessionId": session.session_id} if with_id else {}
+        options = result.get("configOptions")
+        if isinstance(options, list):
+            session.config_options = options
+            v1["configOptions"] = _v1_config_options(options)
+        modes = _modes(session)
+        if modes is not None:
+            v1["modes"] = modes
+        return v1
+
+    def _commands(self, session: _Session, result: dict[str, Any]) -> list[Message]:
+        commands = result.get("availableCommands")
+        if not isinstance(commands, list):
+            return []
+        return [_notify(session.session_id, {"sessionUpdate": "available_commands_update",
+                                             "availableCommands": _v1_commands(commands)})]
+
+    def _prompt_answered(self, request_id: Any, result: dict[str, Any], context: Any) -> list[Message]:
+        session = self._session(str(context))
+        message_id = str(result.get("messageId"))
+        ended = session.ended.pop(message_id, None)
+        if ended is not None:
+            return [_answer(request_id, ended)]
+        session.waiting[message_id] = request_id
+        return []
+
+    def _config_set(self, request_id: Any, result: dict[str, Any], context: Any) -> list[Message]:
+        if isinstance(context, tuple):  # session/set_mode served by the mode config option
+            session = self._session(context[1])
+            out: list[Message] = [_result(request_id, {})]
+            if isinstance(result.get("configOptions"), list):
+                out.extend(self._options_changed(session, result["configOptions"], always_mode=False))
+            return out
+        session = self._session(str(context))
+        v1 = {**result, "configOptions": _v1_config_options(result["configOptions"])} if isinstance(
+            result.get("configOptions"), list) else result
+        out = [_result(request_id, v1)]
+        if isinstance(result.get("configOptions"), list):
+            out.extend(self._options_changed(session, result["configOptions"], always_mode=False,
+                                             with_options=False))
+        return out
+
+    def _closed(self, request_id: Any, result: dict[str, Any], context: Any) -> list[Message]:
+        out = [_result(request_id, result)]
+        session = self.sessions.pop(str(context), None)
+        if session is not None:
+            out.extend(_answer(rid, {"stopReason": "cancelled"}) for rid in session.waiting.values())
+        return out
+
+    def _stop_answered(self, request_id: Any, result: dict[str, Any], context: Any) -> list[Message]:
+        return [_result(request_id, {"stopped": True})]
+
+    # -- session updates ---------------------------------------------------------------------
+
+    def _session(self, session_id: str) -> _Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            session = self.sessions[session_id] = _Session(session_id)
+        return session
+
+    def _update(self, params: dict[str, Any]) -> list[Message]:
+        session_id = str(params.get("sessionId"))
+        session = self.sessions.get(session_id)
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return []
+        if session is None:
+            return self._child_update(session_id, update) if session_id in self.children else []
+        kind = update.get("sessionUpdate")
+        handler = _UPDATES.get(str(kind))
+        if handler is None:
+            return []
+        translated: list[Message] = handler(self, session, update)
+        return translated
+
+    def _user_message(self, session: _Session, update: Message) -> list[Message]:
+        if not session.loading:
+            session.turn = str(update.get("messageId"))
+            return []  # v1 clients show the prompt they sent; the echo has no v1 form
+        return self._chunks(session, "user_message_chunk", update.get("content"))
+
+    def _user_chunk(self, session: _Session, update: Message) -> list[Message]:
+        if not session.loading:
+            return []
+        return self._chunks(session, "user_message_chunk", [update.get("content")])
+
+    def _agent_message(self, session: _Session, update: Message) -> list[Message]:
+        return self._chunks(session, "agent_message_chunk", update.get("content"))
+
+    def _agent_chunk(self, session: _Session, update: Message) -> list[Message]:
+        return self._chunks(session, "agent_message_chunk", [update.get("content")])
+
+    def _thought(self, session: _Session, update: Message) -> list[Message]:
+        return self._chunks(session, "agent_thought_chunk", update.get("content"))
+
+    def _thought_chunk(self, session: _Session, update: Message) -> list[Message]:
+        return self._chunks(session, "agent_thought_chunk", [update.get("content")])
+
+    def _chunks(self, session: _Session, kind: str, blocks: Any) -> list[Message]:
+        return [_notify(session.session_id, {"sessionUpdate": kind, "content": block})
+                for block in (blocks or []) if isinstance(block, dict)]
+
+    def _state(self, session: _Session, update: Message) -> list[Message]:
+        out: list[Message] = []
+        background = update.get("background")
+        if self.air and isinstance(background, list):
+            out.extend(self._project_tasks(session, background))
+        if update.get("state") == "idle" and update.get("stopReason") is not None:
+            message_id, session.turn = session.turn, None
+            if message_id is not None:
+                answer = _stop_answer(update)
+                request_id = session.waiting.pop(message_id, None)
+                if request_id is None:
+                    session.ended[message_id] = answer
+                else:
+                    out.append(_answer(request_id, answer))
+        return out
+
+    # tool calls and terminals
+
+    def _tool_update(self, session: _Session, update: Message) -> list[Message]:
+        tool_id = str(update.get("toolCallId"))
+        tool = session.tools.get(tool_id)
+        if tool is None:
+            tool = session.tools[tool_id] = _Tool(tool_id)
+        was_final = tool.status in ("completed", "failed", "cancelled")
+        for key in ("title", "kind"):
+            if isinstance(update.get(key), str):
+                setattr(tool, key, update[key])
+        if isinstance(update.get("status"), str):
+            tool.status = update["status"]
+        for key in ("locations", "rawInput", "rawOutput"):
+            if key in update:
+                if update[key] is None:
+                    tool.fields.pop(key, None)
+                else:
+                    tool.fields[key] = update[key]
+        if "content" in update:
+            tool.content = []
+            for item in update.get("content") or []:
+                self._add_content(session, tool, item)
+        if not was_final and tool.status in ("completed", "failed", "cancelled"):
+            tool.handed_off = {t for k, t in tool.content if k == "terminal"
+                               and session.terminals.get(t, _Terminal(t)).exit is None}
+        out = self._emit(session, tool)
+        if self.air:
+            out.extend(self._task_pause(session, tool))
+        return out
+
+    def _tool_chunk(self, session: _Session, update: Message) -> list[Message]:
+        tool = session.tools.get(str(update.get("toolCallId")))
+        if tool is None or not isinstance(update.get("content"), dict):
+            return []
+        self._add_content(session, tool, update["content"])
+        return self._emit(session, tool)
+
+    def _add_content(self, session: _Session, tool: _Tool, item: Any) -> None:
+        if not isinstance(item, dict):
+            return
+        if item.get("type") == "terminal":
+            terminal_id = str(item.get("terminalId"))
+            terminal = session.terminals.setdefault(terminal_id, _Terminal(terminal_id))
+            if tool.tool_call_id not in terminal.tools:
+                terminal.tools.append(tool.tool_call_id)
+            tool.content.append(("terminal", terminal_id))
+            return
+        tool.content.extend(("v1", c) for c in _v1_tool_content(item))
+
+    def _terminal_update(self, session: _Session, update: Message) -> list[Message]:
+        terminal_id = str(update.get("terminalId"))
+        terminal = session.terminals.setdefault(terminal_id, _Terminal(terminal_id))
+        if isinstance(update.get("command"), str):
+            terminal.command = update["command"]
+        output = update.get("output")
+        if isinstance(output, dict) and isinstance(output.get("data"), str):
+            terminal.text, terminal.truncated = "", bool(output.get("truncated"))
+            terminal.append(_b64(output["data"]))
+        if isinstance(update.get("exitStatus"), dict):
+            terminal.exit = update["exitStatus"]
+            terminal.append(b"")
+            return self._terminal_changed(session, terminal)
+        return self._terminal_changed(session, terminal) if output is not None else []
+
+    def _terminal_output(self, session: _Session, update: Message) -> list[Message]:
+        terminal = session.terminals.setdefault(str(update.get("terminalId")), _Terminal(str(update.get("terminalId"))))
+        if isinstance(update.get("data"), str):
+            terminal.append(_b64(update["data"]))
+        return self._terminal_changed(session, terminal)
+
+    def _terminal_changed(self, session: _Session, terminal: _Terminal) -> list[Message]:
+        if not terminal.tools:  # a terminal of its own: shown as a tool call named after its command
+            tool = _Tool(terminal.terminal_id, title=terminal.command or "Terminal", kind="execute",
+                         status="in_progress", synthetic=True)
+            tool.content.append(("terminal", terminal.terminal_id))
+            session.tools.setdefault(tool.tool_call_id, tool)
+            terminal.tools.append(tool.tool_call_id)
+        out: list[Message] = []
+        for tool_id in terminal.tools:
+            linked = session.tools.get(tool_id)
+            if linked is not None:
+                if linked.synthetic and terminal.exit is not None:
+                    linked.status = "failed" if terminal.failed else "completed"
+                out.extend(self._emit(session, linked))
+        return out
+
+    def _v1_status(self, session: _Session, tool: _Tool) -> str:
+        status = tool.status
+        if status in ("completed", "failed", "cancelled") and tool.handed_off:
+            terminals = [session.terminals.get(t) for t in tool.handed_off]
+            if any(t is not None and t.exit is None for t in terminals):
+                return "in_progress"  # handed off to a process that still runs: its exit decides
+            if status == "completed" and any(t is not None and t.failed for t in terminals):
+                return "failed"
+        if status == "cancelled":
+            return "failed"
+        return status if status in V1_STATUSES else "in_progress"
+
+    def _emit(self, session: _Session, tool: _Tool) -> list[Message]:
+        fields: dict[str, Any] = {
+            "title": tool.title or tool.tool_call_id,
+            "status": self._v1_status(session, tool),
+            "content": [self._render(session, k, v) for k, v in tool.content],
+            **tool.fields,
+        }
+        if tool.kind is not None:
+            fields["kind"] = tool.kind
+        if tool.sent is None:
+            tool.sent = fields
+            return [_notify(session.session_id, {"sessionUpdate": "tool_call", "toolCallId": tool.tool_call_id,
+                                                 **fields})]
+        changed = {k: v for k, v in fields.items() if tool.sent.get(k) != v}
+        for key in tool.sent.keys() - fields.keys():
+            changed[key] = None
+        tool.sent = fields
+        if not changed:
+            return []
+        return [_notify(session.session_id, {"sessionUpdate": "tool_call_update", "toolCallId": tool.tool_call_id,
+                                             **changed})]
+
+    def _render(self, session: _Session, kind: str, value: Any) -> dict[str, Any]:
+        if kind == "terminal":
+            terminal = session.terminals.get(value) or _Terminal(value)
+            return {"type": "content", "content": {"type": "text", "text": terminal.render()}}
+        return dict(value)
+
+    # subagents: a child session is a tool call of its parent; its messages are that tool call's content
+
+    def _subagent(self, session: _Session, update: Message) -> list[Message]:
+        child_id = str(update.get("sessionId"))
+        self.children[child_id] = session.session_id
+        tool = session.tools.get(child_id)
+        if tool is None:
+            tool = session.tools[child_id] = _Tool(child_id, kind="other", synthetic=True)
+        if isinstance(update.get("title"), str):
+            tool.title = update["title"]
+        state = _obj(update.get("state"))
+        if state.get("state") in ("running", "requires_action"):
+            tool.status = "in_progress"
+        elif state.get("state") == "idle" and state.get("stopReason") is not None:
+            tool.status = "completed" if state["stopReason"] in STOP_REASONS - {"cancelled"} else "failed"
+        return self._emit(session, tool)
+
+    def _child_update(self, child_id: str, update: Message) -> list[Message]:
+        parent = self.sessions.get(self.children[child_id])
+        tool = parent.tools.get(child_id) if parent is not None else None
+        if parent is None or tool is None:
+            return []
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message":
+            blocks = update.get("content") or []
+        elif kind == "agent_message_chunk":
+            blocks = [update.get("content")]
+        else:
+            return []  # the child's own tool calls, terminals and state stay inside it
+        text = "".join(b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str))
+        message_id = str(update.get("messageId"))
+        if tool.last_message == message_id and tool.content and tool.content[-1][0] == "v1":
+            previous = tool.content[-1][1]["content"]["text"]
+            text = (previous + text) if kind == "agent_message_chunk" else text
+            tool.content[-1] = ("v1", _text_content(text))
+        else:
+            tool.content.append(("v1", _text_content(text)))
+        tool.last_message = message_id
+        return self._emit(parent, tool)
+
+    # plans and session-level updates
+
+    def _plan(self, session: _Session, update: Message) -> list[Message]:
+        plan = update.get("plan")
+        if not isinstance(plan, dict):
+            return []
+        plan_id = str(plan.get("planId"))
+        kind = plan.get("type")
+        if kind == "items":
+            entries = [e for e in plan.get("entries") or [] if isinstance(e, dict)]
+        elif kind == "markdown":
+            entries = [{"content": str(plan.get("content", "")), "priority": "medium", "status": "pending"}]
+        elif kind == "file":
+            entries = [{"content": f"Plan: {plan.get('uri')}", "priority": "medium", "status": "pending"}]
+        else:
+            return []
+        session.plans[plan_id] = [{k: e[k] for k in ("content", "priority", "status") if k in e} for e in entries]
+        return [self._plan_message(session)]
+
+    def _plan_removed(self, session: _Session, update: Message) -> list[Message]:
+        if session.plans.pop(str(update.get("planId")), None) is None:
+            return []
+        return [self._plan_message(session)]
+
+    def _plan_message(self, session: _Session) -> Message:
+        entries = [e for entries in session.plans.values() for e in entries]
+        return _notify(session.session_id, {"sessionUpdate": "plan", "entries": entries})
+
+    def _available_commands(self, session: _Session, update: Message) -> list[Message]:
+        return [_notify(session.session_id, {"sessionUpdate": "available_commands_update",
+                                             "availableCommands": _v1_commands(update.get("availableCommands"))})]
+
+    def _config_options(self, session: _Session, update: Message) -> list[Message]:
+        options = update.get("configOptions")
+        if not isinstance(options, list):
+            return []
+        return self._options_changed(session, options, always_mode=False)
+
+    def _options_changed(self, session: _Session, options: list[dict[str, Any]], *, always_mode: bool,
+                         with_options: bool = True) -> list[Message]:
+        session.config_options = options
+        out: list[Message] = []
+        if with_options:
+            out.append(_notify(session.session_id, {"sessionUpdate": "config_option_update",
+                                                    "configOptions": _v1_config_options(options)}))
+        option = _mode_option(options)
+        if option is not None and (always_mode or option.get("currentValue") != session.mode):
+            session.mode = option.get("currentValue")
+            out.append(_notify(session.session_id, {"sessionUpdate": "current_mode_update",
+                                                    "currentModeId": session.mode}))
+        return out
+
+    def _session_info(self, session: _Session, update: Message) -> list[Message]:
+        fields: dict[str, Any] = {k: update[k] for k in ("title", "updatedAt") if k in update}
+        return [_notify(session.session_id, {"sessionUpdate": "session_info_update", **fields})]
+
+    def _usage(self, session: _Session, update: Message) -> list[Message]:
+        fields: dict[str, Any] = {k: update[k] for k in ("used", "size", "cost") if k in update}
+        return [_notify(session.session_id, {"sessionUpdate": "usage_update", **fields})]
+
+    # permissions
+
+    def _permission(self, request_id: Any, params: dict[str, Any]) -> list[Message]:
+        session = self.sessions.get(str(params.get("sessionId")))
+        if session is None:
+            return [{"jsonrpc": "2.0", "id": request_id, "method": "session/request_permission", "params": params}]
+        title = str(params.get("title", ""))
+        subject = _obj(params.get("subject"))
+        out: list[Message] = []
+        tool_id: str | None = None
+        if subject.get("type") == "tool_call" and isinstance(subject.get("toolCall"), dict):
+            tool_id = str(subject["toolCall"].get("toolCallId"))
+        elif subject.get("type") == "command" and isinstance(subject.get("toolCallId"), str):
+            tool_id = subject["toolCallId"]
+        tool = session.tools.get(tool_id) if tool_id is not None else None
+        synthetic = tool is None
+        if tool is None:
+            self._synthetic += 1
+            tool = _Tool(f"permission_{self._synthetic}", title=title, status="pending", synthetic=True,
+                         kind="execute" if subject.get("type") == "command" else "other")
+            if isinstance(subject.get("command"), str):
+                tool.content.append(("v1", {"type": "content", "content": {"type": "text",
+                                                                           "text": subject["command"]}}))
+            session.tools[tool.tool_call_id] = tool
+        out.extend(self._emit(session, tool))
+        self._agent_requests[_key(request_id)] = ("session/request_permission", (session.session_id,
+                                                                                  tool.tool_call_id, synthetic))
+        v1 = {"sessionId": session.session_id, "toolCall": {"toolCallId": tool.tool_call_id, "title": title},
+              "options": params.get("options", [])}
+        out.append({"jsonrpc": "2.0", "id": request_id, "method": "session/request_permission", "params": v1})
+        return out
+
+    def _after_permission(self, context: tuple[str, str, bool], answer: Message) -> list[Message]:
+        session_id, tool_id, synthetic = context
+        session = self.sessions.get(session_id)
+        tool = session.tools.get(tool_id) if session is not None else None
+        if session is None or tool is None or tool.sent is None:
+            return []
+        if synthetic:
+            outcome = (answer.get("result") or {}).get("outcome") if isinstance(answer.get("result"), dict) else None
+            selected = isinstance(outcome, dict) and outcome.get("outcome") == "selected"
+            tool.status = "completed" if selected else "failed"
+        else:
+            tool.sent = {**tool.sent, "title": None}  # the request showed its question as the title: restore
+        return self._emit(session, tool)
+
+    # JetBrains AIR async tasks
+
+    def _project_tasks(self, session: _Session, background: list[Any]) -> list[Message]:
+        listed: list[tuple[str, str]] = []
+        for item in background:
+            if not isinstance(item, dict) or item.get("type") not in ("tool_call", "terminal"):
+                continue
+            kind = str(item["type"])
+            listed.append((kind, str(item.get("toolCallId") if kind == "tool_call" else item.get("terminalId"))))
+        out: list[Message] = []
+        for key in listed:
+            if key not in session.tasks:
+                session.tasks[key] = "running"
+                out.append(_notify(session.session_id, self._spawned(session, key)))
+        for key, state in list(session.tasks.items()):
+            if key not in listed and state in ("running", "paused"):
+                final = self._final_task_state(session, key)
+                session.tasks[key] = final
+                out.append(_notify(session.session_id, {"sessionUpdate": "async_task_state_update",
+                                                        "asyncTaskId": key[1], "state": final}))
+        return out
+
+    def _spawned(self, session: _Session, key: tuple[str, str]) -> Message:
+        kind, item_id = key
+        update: Message = {"sessionUpdate": "async_task_spawned", "asyncTaskId": item_id, "showInTranscript": False,
+                           "canStop": True}
+        if kind == "tool_call":
+            tool = session.tools.get(item_id)
+            update["name"] = (tool.title if tool is not None and tool.title else item_id)
+            update["taskType"] = "shell" if tool is not None and tool.kind == "execute" else "task"
+            update["toolCallId"] = item_id
+        else:
+            terminal = session.terminals.get(item_id)
+            update["name"] = terminal.command if terminal is not None and terminal.command else item_id
+            update["taskType"] = "shell"
+            if terminal is not None and terminal.tools:
+                update["toolCallId"] = terminal.tools[0]
+        update["description"] = update["name"]
+        return update
+
+    def _final_task_state(self, session: _Session, key: tuple[str, str]) -> str:
+        kind, item_id = key
+        if kind == "tool_call":
+            status = session.tools[item_id].status if item_id in session.tools else "completed"
+            return {"completed": "completed", "failed": "failed"}.get(status, "stopped")
+        terminal = session.terminals.get(item_id)
+        if terminal is None or terminal.exit is None or terminal.exit.get("signal"):
+            return "stopped"
+        return "completed" if terminal.exit.get("exitCode") == 0 else "failed"
+
+    def _task_pause(self, session: _Session, tool: _Tool) -> list[Message]:
+        key = ("tool_call", tool.tool_call_id)
+        state = session.tasks.get(key)
+        wanted = "paused" if tool.status == "paused" else "running" if tool.status == "in_progress" else None
+        if state not in ("running", "paused") or wanted is None or wanted == state:
+            return []
+        session.tasks[key] = wanted
+        return [_notify(session.session_id, {"sessionUpdate": "async_task_state_update",
+                                             "asyncTaskId": tool.tool_call_id, "state": wanted})]
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+_Translated = tuple[dict[str, Any], str, Any]
+
+
+class _Refusal(Exception):
+    def __init__(self, code: int, text: str, data: Any = None) -> None:
+        super().__init__(text)
+        self.code, self.text, self.data = code, text, data
+
+
+class _Stopped(_Refusal):
+    """``_session/async_task/stop`` answered by the bridge (unknown or finished task)."""
+
+    def __init__(self, stopped: bool) -> None:
+        super().__init__(0, "")
+        self.stopped = stopped
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text_content(text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+def _key(request_id: Any) -> str:
+    return orjson.dumps(request_id).decode()
+
+
+def _result(request_id: Any, result: Any) -> Message:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _error(request_id: Any, code: int, message: str, data: Any = None) -> Message:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _answer(request_id: Any, answer: Message) -> Message:
+    if "error" in answer:
+        return {"jsonrpc": "2.0", "id": request_id, "error": answer["error"]}
+    return _result(request_id, answer)
+
+
+def _notify(session_id: str, update: Message) -> Message:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}}
+
+
+def _stop_answer(update: Message) -> Message:
+    reason = update.get("stopReason")
+    if reason == "error":
+        error = _obj(update.get("error"))
+        code = error.get("code") if isinstance(error.get("code"), int) else -32603
+        body: dict[str, Any] = {"code": code, "message": str(error.get("message") or "Internal error: the turn failed")}
+        if error.get("data") is not None:
+            body["data"] = error["data"]
+        return {"error": body}
+    return {"stopReason": reason if reason in STOP_REASONS else "end_turn"}
+
+
+def _b64(data: str) -> bytes:
+    try:
+        return base64.b64decode(data)
+    except ValueError:
+        return b""
+
+
+def _air_declared(capabilities: dict[str, Any]) -> bool:
+    meta = capabilities.get("_meta")
+    jetbrains = meta.get("jetbrains") if isinstance(meta, dict) else None
+    air = jetbrains.get("air") if isinstance(jetbrains, dict) else None
+    if not isinstance(air, dict):
+        return False
+    version = air.get("version")
+    return isinstance(version, int) and not isinstance(version, bool) and version >= 1 and isinstance(
+        air.get("capabilities"), list)
+
+
+def _air_declares(capabilities: dict[str, Any], name: str) -> bool:
+    if not _air_declared(capabilities):
+        return False
+    return name in capabilities["_meta"]["jetbrains"]["air"]["capabilities"]
+
+
+def _session_params(params: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    v2 = {k: params[k] for k in (*keys, "_meta") if params.get(k) is not None}
+    servers = params.get("mcpServers")
+    if isinstance(servers, list) and servers:
+        v2["mcpServers"] = [
+            {"type": "stdio", **s} if isinstance(s, dict) and "type" not in s else s for s in servers
+        ]
+    return v2
+
+
+def _v1_commands(commands: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for command in commands if isinstance(commands, list) else []:
+        if not isinstance(command, dict) or not isinstance(command.get("name"), str):
+            continue
+        v1: dict[str, Any] = {"name": command["name"], "description": str(command.get("description", ""))}
+        given = command.get("input")
+        if isinstance(given, dict) and isinstance(given.get("hint"), str):
+            v1["input"] = {"hint": given["hint"]}
+        out.append(v1)
+    return out
+
+
+def _v1_tool_content(item: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = item.get("type")
+    if kind == "content" and isinstance(item.get("content"), dict):
+        return [{"type": "content", "content": item["content"]}]
+    if kind == "diff":
+        out: list[dict[str, Any]] = []
+        for change in item.get("changes") or []:
+            if not isinstance(change, dict):
+                continue
+            path = change.get("path") or change.get("newPath") or change.get("oldPath")
+            if isinstance(change.get("newText"), str) and isinstance(path, str):
+                diff: dict[str, Any] = {"type": "diff", "path": path, "newText": change["newText"]}
+                if isinstance(change.get("oldText"), str):
+                    diff["oldText"] = change["oldText"]
+                out.append(diff)
+            else:
+                text = f"{change.get('operation', 'change')} {path or ''}".strip()
+                out.append({"type": "content", "content": {"type": "text", "text": text}})
+        return out
+    return []
+
+
+def _v1_config_options(options: list[Any]) -> list[dict[str, Any]]:
+    """v2 config options in v1 form (``configId`` is ``id``, ``groupId`` is ``group``); other types are left out."""
+    out: list[dict[str, Any]] = []
+    for option in options:
+        if not isinstance(option, dict) or option.get("type") not in ("select", "boolean"):
+            continue
+        v1 = {("id" if k == "configId" else k): v for k, v in option.items()}
+        if option.get("type") == "select":
+            v1["options"] = [
+                {("group" if k == "groupId" else k): v for k, v in entry.items()} if isinstance(entry, dict) else entry
+                for entry in option.get("options") or []
+            ]
+        out.append(v1)
+    return out
+
+
+def _mode_option(options: list[dict[str, Any]]) -> dict[str, Any] | None:
+    for option in options:
+        if isinstance(option, dict) and option.get("category") == "mode" and option.get("type") == "select":
+            return option
+    return None
+
+
+def _modes(session: _Session) -> dict[str, Any] | None:
+    option = _mode_option(session.config_options)
+    if option is None:
+        return None
+    available: list[dict[str, Any]] = []
+    for entry in option.get("options") or []:
+        nested = entry.get("options") if isinstance(entry, dict) and "value" not in entry else None
+        for value in nested if isinstance(nested, list) else [entry]:
+            if isinstance(value, dict) and isinstance(value.get("value"), str):
+                mode = {"id": value["value"], "name": str(value.get("name", value["value"]))}
+                if isinstance(value.get("description"), str):
+                    mode["description"] = value["description"]
+                available.append(mode)
+    session.mode = option.get("currentValue")
+    return {"currentModeId": session.mode, "availableModes": available}
+
+
+def _async_stop_handler(self: V1Translator, params: dict[str, Any], request_id: Any,
+                        is_request: bool) -> _Translated | None:
+    try:
+        translated = self._async_task_stop(params, request_id, is_request)
+    except _Stopped as stopped:
+        raise _Answered(_result(request_id, {"stopped": stopped.stopped})) from None
+    if translated is None:
+        return None
+    return translated
+
+
+class _Answered(_Refusal):
+    """A request the bridge answers itself with a result."""
+
+    def __init__(self, answer: Message) -> None:
+        super().__init__(0, "")
+        self.answer = answer
+
+
+def _gated(capability: str) -> Any:
+    """An update forwarded unchanged only to a client that advertised ``session.<capability>``."""
+
+    def forward(self: V1Translator, session: _Session, update: Message) -> list[Message]:
+        session_caps = self.client_capabilities.get("session")
+        if isinstance(session_caps, dict) and session_caps.get(capability) is not None:
+            return [_notify(session.session_id, dict(update))]
+        return []
+
+    return forward
+
+
+_INCOMING: dict[str, Any] = {
+    "initialize": V1Translator._initialize,
+    "session/new": V1Translator._new_session,
+    "session/load": V1Translator._load_session,
+    "session/resume": V1Translator._resume_session,
+    "session/prompt": V1Translator._prompt,
+    "session/set_config_option": V1Translator._set_config_option,
+    "session/set_mode": V1Translator._set_mode,
+    "authenticate": V1Translator._authenticate,
+    "session/close": lambda self, p, i, r: (p, "session/close", str(p.get("sessionId"))),
+    "session/fork": lambda self, p, i, r: (
+        _session_params(p, ("sessionId", "cwd", "additionalDirectories")), "session/fork", None),
+    "_session/async_task/stop": _async_stop_handler,
+}
+
+_OUTGOING_RESULTS: dict[str, Any] = {
+    "initialize": V1Translator._initialized,
+    "session/new": V1Translator._session_opened,
+    "session/load": V1Translator._session_opened,
+    "session/resume": V1Translator._session_opened,
+    "session/fork": V1Translator._session_opened,
+    "session/prompt": V1Translator._prompt_answered,
+    "session/set_config_option": V1Translator._config_set,
+    "session/set_mode": V1Translator._config_set,
+    "session/close": V1Translator._closed,
+    "_session/async_task/stop": V1Translator._stop_answered,
+}
+
+_UPDATES: dict[str, Any] = {
+    "user_message": V1Translator._user_message,
+    "user_message_chunk": V1Translator._user_chunk,
+    "agent_message": V1Translator._agent_message,
+    "agent_message_chunk": V1Translator._agent_chunk,
+    "agent_thought": V1Translator._thought,
+    "agent_thought_chunk": V1Translator._thought_chunk,
+    "state_update": V1Translator._state,
+    "tool_call_update": V1Translator._tool_update,
+    "tool_call_content_chunk": V1Translator._tool_chunk,
+    "terminal_update": V1Translator._terminal_update,
+    "terminal_output_chunk": V1Translator._terminal_output,
+    "subagent_update": V1Translator._subagent,
+    "plan_update": V1Translator._plan,
+    "plan_removed": V1Translator._plan_removed,
+    "available_commands_update": V1Translator._available_commands,
+    "config_option_update": V1Translator._config_options,
+    "session_info_update": V1Translator._session_info,
+    "usage_update": V1Translator._usage,
+    "notice": _gated("notices"),
+    "compaction_update": _gated("compaction"),
+    "compaction_summary_chunk": _gated("compaction"),
+}
