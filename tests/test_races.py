@@ -141,11 +141,12 @@ async def race(bursts: list[list[tuple[int, tuple[Any, ...]]]]) -> list[str]:
     """Run one example; return every problem found (empty when the wire is right)."""
     problems: list[str] = []
     agent = PropAgent()
-    async with connect_agent(agent, check=False) as client:
-        await client.initialize()
-        sid = await client.new_session("/tmp")
-        driver = RaceDriver(client, agent, sid)
-        with anyio.fail_after(30):
+    sid = ""
+    with anyio.fail_after(60):  # a hang anywhere, shutdown included, fails the example
+        async with connect_agent(agent, check=False) as client:
+            await client.initialize()
+            sid = await client.new_session("/tmp")
+            driver = RaceDriver(client, agent, sid)
             await driver.run(bursts)
             view = client.view(sid)
             if not driver.closed:
@@ -179,8 +180,8 @@ async def race(bursts: list[list[tuple[int, tuple[Any, ...]]]]) -> list[str]:
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-@settings(max_examples=int(os.environ.get("ACP_RACE_EXAMPLES", "40")), deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(os.environ.get("ACP_RACE_EXAMPLES", "40")), deadline=None, derandomize=True,
+          database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(bursts=BURSTS)
 def test_racing_cancels_closes_and_completions_keep_the_wire_rules(
     backend: str, bursts: list[list[tuple[int, tuple[Any, ...]]]]
