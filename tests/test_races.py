@@ -151,7 +151,10 @@ async def race(bursts: list[list[tuple[int, tuple[Any, ...]]]]) -> list[str]:
             view = client.view(sid)
             if not driver.closed:
                 # Everything the example started ends by itself: wait for the client to see it.
-                await client.wait_for(lambda: view.quiet and agent.sessions[sid].state == "idle", timeout=20)
+                # (A session that never had background work has never reported a list.)
+                await client.wait_for(lambda: agent.sessions[sid].state == "idle" and view.state == "idle" and (
+                    view.quiet or (view.background is None and not view.tool_calls and not view.terminals)),
+                    timeout=20)
                 # No lost final status: every tool call and terminal the client saw has ended.
                 for tool_id, tool in view.tool_calls.items():
                     if tool.get("status") not in FINAL:
