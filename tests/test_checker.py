@@ -353,8 +353,18 @@ RAW_LINES = [
     Raw(A, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: \\n escaped is fine"}}\n'),
 ]
 
+# A per-item cancel, then session/close of the running turn: the close cancels the foreground (R42),
+# so the idle says cancelled although no session/cancel was sent (not an R105 break).
+ITEM_CANCEL_THEN_CLOSE: list[Step] = OPEN + [
+    st("running"), tool("t1", title="x", status="in_progress", capabilities=CANCEL),
+    rq(5, "tool_call/cancel", sessionId=SID, toolCallId="t1"), ok(5),
+    rq(6, "session/close", sessionId=SID),
+    tool("t1", status="cancelled", capabilities=None), st("idle", stopReason="cancelled"), ok(6),
+]
+
 GOOD = {
     "worked-example-11.16": WORKED_EXAMPLE,
+    "item-cancel-then-close": ITEM_CANCEL_THEN_CLOSE,
     "prompt-turn-6.4": PROMPT_TURN,
     "resume-11.14": RESUME,
     "resume-with-replay": REPLAY,

@@ -1667,8 +1667,12 @@ class WireChecker:
     def _r105_foreground_kept(self, s: _Session, reason: Any, message: Any) -> None:
         """R105: per-item cancels alone do not end the foreground work as ``cancelled``."""
         if (reason == "cancelled" and s.item_cancel_since_work and not s.session_cancel_since_work
-                and not s.permission_answered_since_work):
+                and not s.permission_answered_since_work and not self._closing(s)):
             self._flag("R105", "foreground ended cancelled after a per-item cancel only", message)
+
+    def _closing(self, s: _Session) -> bool:
+        """Whether a ``session/close`` of ``s`` is in flight (it cancels the work, R42)."""
+        return any(r.method == "session/close" and r.session_id == s.id for r in self._client_pending.values())
 
     def _pending_of(self, s: _Session) -> list[_Req]:
         return [r for r in self._agent_pending.values()
