@@ -162,7 +162,22 @@ class Terminal:
 
     async def _watch_exit(self) -> None:
         assert self.process is not None
-        status = await self.process.wait()
+        self._report_exit(await self.process.wait())
+
+    def _give_up(self) -> None:
+        """Shutdown deadline passed: kill the group and report the exit now (unknown if not reaped)."""
+        if self._exited.is_set():
+            return
+        status = ExitStatus(exit_code=None, signal=None)
+        if self.process is not None:
+            self.process.kill_now()
+            status = self.process.exit_status or status
+        logger.warning("acp: terminal %s did not end in time; reporting %s", self.id, status)
+        self._report_exit(status)
+
+    def _report_exit(self, status: ExitStatus) -> None:
+        if self._exited.is_set():
+            return
         self._exit = status
         self._entity.cancel = None
         if not self.session.closing:

@@ -1,0 +1,207 @@
+"""Faults: the agent process under signals, end of input, misbehaving agent code and children, a stalled client.
+
+Every test runs an agent as a real subprocess over real pipes (``tests/fault_agent.py``, on the anyio
+backend under test) and checks, after the agent exited: exit status 0, every process group it started
+gone (children and grandchildren), every request answered, and a clean wire (schema, wire rules,
+background-list invariants).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+from acp_agent.testing.client import Client
+from acp_agent.testing.schema import SchemaValidator
+from tests.test_background_e2e import (
+    FINAL,
+    ROOT,
+    group_alive,
+    listing_problems,
+    pid_alive,
+    terminal_output,
+    updates,
+    validator,
+    wire_violations,
+)
+
+pytestmark = pytest.mark.anyio
+
+AGENT = Path(__file__).with_name("fault_agent.py")
+
+__all__ = ["validator"]  # the fixture, shared with the background end-to-end tests
+
+
+@dataclass
+class Agent:
+    """A running fault agent: its process and a checked client on its pipes."""
+
+    process: anyio.abc.Process
+    client: Client
+    pids: list[int] = field(default_factory=list)
+    """Every pid the test learned (children, grandchildren): all must be gone at the end."""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+@asynccontextmanager
+async def fault_agent(validator: SchemaValidator, backend: str, *, env: dict[str, str] | None = None,
+                      **client_options: Any) -> AsyncIterator[Agent]:
+    process = await anyio.open_process([sys.executable, str(AGENT)], stderr=sys.stderr,
+                                       env={**os.environ, "ACP_AGENT_BACKEND": backend, **(env or {})})
+    assert process.stdout is not None and process.stdin is not None
+    client = Client(process.stdout, process.stdin, **client_options)
+    agent = Agent(process, client)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.connection.run)
+            try:
+                yield agent
+            finally:
+                with anyio.CancelScope(shield=True):
+                    with suppress(Exception):
+                        await client.close()
+                    with anyio.move_on_after(15):
+                        await process.wait()
+                    client.connection.close()
+                tg.cancel_scope.cancel()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.wait()
+        for pid in agent.pids:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+    if os.environ.get("FAULTS_DUMP"):
+        with open(os.environ["FAULTS_DUMP"], "w") as f:
+            for e in client.transcript:
+                f.write(f"{e.at:.3f} {e.direction} {str(e.message)[:300]}\n")
+    assert process.returncode == 0, f"agent exit status {process.returncode}"
+    leftovers = [pid for pid in agent.pids if pid_alive(pid) or group_alive(pid)]
+    assert not leftovers, f"processes (groups) outlived the agent: {leftovers}"
+    problems = validator.check_transcript(client.transcript)
+    problems += listing_problems(client.transcript)
+    problems += wire_violations(client.transcript)
+    assert not problems, "\n".join(problems)
+
+
+async def open_session(agent: Agent) -> str:
+    await agent.client.initialize()
+    return await agent.client.new_session(str(ROOT))
+
+
+async def ask(agent: Agent, sid: str, text: str) -> None:
+    """Run one prompt to its idle."""
+    view = await agent.client.prompt_and_wait(sid, text)
+    assert view.stop_reason == "end_turn"
+
+
+async def pids_of(agent: Agent, sid: str, terminal_id: str, count: int) -> list[int]:
+    """The pids a terminal's command printed on its first line (``echo $$ ...``)."""
+    client = agent.client
+    await client.wait_for(lambda: b"\n" in terminal_output(client, sid, terminal_id))
+    pids = [int(w) for w in terminal_output(client, sid, terminal_id).split(b"\n")[0].split()]
+    assert len(pids) == count
+    agent.pids += pids
+    return pids
+
+
+def terminals(agent: Agent, sid: str) -> list[str]:
+    return [u["terminalId"] for _, u in updates(agent.client, sid) if u["sessionUpdate"] == "terminal_update"
+            and "command" in u]
+
+
+def unfinished(agent: Agent, sid: str) -> list[str]:
+    """Items of ``sid`` never reported ended, and a last snapshot that is not idle with an empty list."""
+    problems: list[str] = []
+    tools: dict[str, bool] = {}
+    terms: dict[str, bool] = {}
+    last: dict[str, Any] | None = None
+    for _, u in updates(agent.client, sid):
+        kind = u["sessionUpdate"]
+        if kind == "tool_call_update":
+            tools[u["toolCallId"]] = tools.get(u["toolCallId"], False) or u.get("status") in FINAL
+        elif kind == "terminal_update":
+            terms[u["terminalId"]] = terms.get(u["terminalId"], False) or u.get("exitStatus") is not None
+        elif kind == "state_update":
+            last = u
+    problems += [f"tool call {k} has no final status" for k, done in tools.items() if not done]
+    problems += [f"terminal {k} has no exitStatus" for k, done in terms.items() if not done]
+    if last is None or last["state"] != "idle" or last["background"]:
+        problems.append(f"last snapshot: {last}")
+    return problems
+
+
+def answer(agent: Agent, request_id: int) -> dict[str, Any]:
+    [found] = [e.message for e in agent.client.transcript if e.direction == "agent->client"
+               and "method" not in e.message and e.message.get("id") == request_id]
+    return found
+
+
+# A command that ignores SIGTERM, forks a grandchild that ignores it too, then prints both pids.
+STUBBORN_TREE = "trap '' TERM; sleep 300 & echo $$ $!; echo ready; wait"
+
+
+async def busy_agent(agent: Agent) -> tuple[str, dict[str, int]]:
+    """A session with every kind of work in flight; returns its id and the ids of pending client requests."""
+    client = agent.client
+    sid = await open_session(agent)
+    await ask(agent, sid, f"bg {STUBBORN_TREE}")
+    [bg] = terminals(agent, sid)
+    await pids_of(agent, sid, bg, 2)
+    await ask(agent, sid, "tool")
+    await ask(agent, sid, "bgask")
+    await client.wait_for(lambda: len(client.pending_permissions) == 1)
+    await client.prompt(sid, f"run {STUBBORN_TREE}")
+    await client.wait_for(lambda: len(terminals(agent, sid)) == 2)
+    await pids_of(agent, sid, terminals(agent, sid)[1], 2)
+    return sid, {"held": await _send_prompt(agent, sid, "echo held")}
+
+
+async def _send_prompt(agent: Agent, sid: str, text: str) -> int:
+    """Send a prompt without waiting for its answer; returns its request id once it is on the wire."""
+    client = agent.client
+
+    async def send() -> None:
+        with suppress(Exception):
+            await client.prompt(sid, text)
+
+    client.connection.task_group.start_soon(send)
+    sent: list[int] = []
+
+    def on_wire() -> bool:
+        sent[:] = [e.message["id"] for e in client.transcript if e.direction == "client->agent"
+                   and e.message.get("method") == "session/prompt"
+                   and e.message["params"]["prompt"][0]["text"] == text]
+        return bool(sent)
+
+    await client.wait_for(on_wire)
+    return sent[-1]
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "EOF"])
+async def test_shutdown_with_everything_running(validator: SchemaValidator, anyio_backend: str, how: str) -> None:
+    async with fault_agent(validator, anyio_backend, permission_policy=None) as agent:
+        sid, pending = await busy_agent(agent)
+        if how == "EOF":
+            await agent.client.close()
+        else:
+            agent.process.send_signal(getattr(signal, how))
+        with anyio.fail_after(12):
+            await agent.process.wait()
+    held = answer(agent, pending["held"])
+    assert held["error"]["code"] == -32800
+    assert unfinished(agent, sid) == []
