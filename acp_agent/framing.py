@@ -127,6 +127,7 @@ class Writer:
         self._space = anyio.Event()
         self._drained = anyio.Event()
         self._closing = False
+        self._sending = False  # a chunk taken off the queue is being written
         self._broken = False
 
     @property
@@ -162,7 +163,7 @@ class Writer:
 
     async def drain(self) -> None:
         """Wait until everything queued so far has been written (or the stream broke)."""
-        while self._queue and not self._broken:
+        while (self._queue or self._sending) and not self._broken:
             await self._drained.wait()
 
     def close(self) -> None:
@@ -193,16 +194,19 @@ class Writer:
                     size += len(part)
                 chunk = b"".join(parts)
             self._queued_bytes -= len(chunk)
+            self._sending = True
             try:
                 await self._stream.send(chunk)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                logger.warning("acp: output stream failed (%s); dropping further output", exc)
+                logger.warning("acp: output stream failed (%r); dropping further output", exc)
                 self._broken = True
                 queue.clear()
                 self._queued_bytes = 0
                 self._space.set()
                 self._drained.set()
                 return
+            finally:
+                self._sending = False
             if len(queue) <= self._high_water // 2 and self._queued_bytes <= self._high_water_bytes // 2:
                 self._space.set()
                 self._space = anyio.Event()

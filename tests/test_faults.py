@@ -197,6 +197,7 @@ async def test_shutdown_with_everything_running(validator: SchemaValidator, anyi
     async with fault_agent(validator, anyio_backend, permission_policy=None) as agent:
         sid, pending = await busy_agent(agent)
         if how == "EOF":
+            await agent.client.connection.writer.drain()  # the held prompt is in the pipe, not in our queue
             await agent.client.close()
         else:
             agent.process.send_signal(getattr(signal, how))
