@@ -206,3 +206,135 @@ async def test_shutdown_with_everything_running(validator: SchemaValidator, anyi
     held = answer(agent, pending["held"])
     assert held["error"]["code"] == -32800
     assert unfinished(agent, sid) == []
+
+
+# -- signals at any point of a turn ----------------------------------------------------------------
+
+# A turn that streams output from a foreground process tree (TERM ignored) while it runs.
+STREAMING = "trap '' TERM; sleep 300 & echo $$ $!; while :; do echo tick; sleep 0.01; done"
+
+
+@pytest.mark.parametrize("moment", ["prompt_sent", "turn_running", "output_streaming", "twice"])
+async def test_signal_at_any_point_of_a_turn(validator: SchemaValidator, anyio_backend: str, moment: str) -> None:
+    async with fault_agent(validator, anyio_backend) as agent:
+        client = agent.client
+        sid = await open_session(agent)
+        await ask(agent, sid, f"bg {STUBBORN_TREE}")
+        await pids_of(agent, sid, terminals(agent, sid)[0], 2)
+        prompt_id = await _send_prompt(agent, sid, f"run {STREAMING}")
+        if moment != "prompt_sent":
+            await client.wait_for(lambda: client.view(sid).state == "running")
+        if moment in ("output_streaming", "twice"):
+            await client.wait_for(lambda: len(terminals(agent, sid)) == 2)
+            fg = terminals(agent, sid)[1]
+            await pids_of(agent, sid, fg, 2)
+            await client.wait_for(lambda: terminal_output(client, sid, fg).count(b"tick") >= 3)
+        agent.process.send_signal(signal.SIGTERM)
+        if moment == "twice":
+            await anyio.sleep(0.05)
+            agent.process.send_signal(signal.SIGINT)  # a second signal during shutdown changes nothing
+        with anyio.fail_after(12):
+            await agent.process.wait()
+    # answered once: with its messageId if it was inserted before the signal, else -32800
+    prompt_answer = answer(agent, prompt_id)
+    assert "result" in prompt_answer or prompt_answer["error"]["code"] == -32800
+    assert unfinished(agent, sid) == []
+
+
+async def test_pending_foreground_permission_at_sigterm(validator: SchemaValidator, anyio_backend: str) -> None:
+    async with fault_agent(validator, anyio_backend, permission_policy=None) as agent:
+        client = agent.client
+        sid = await open_session(agent)
+        await client.prompt(sid, "ask")
+        await client.wait_for(lambda: client.view(sid).state == "requires_action" and client.pending_permissions)
+        agent.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(12):
+            await agent.process.wait()
+    # the agent withdrew its request (R19) and ended the turn cancelled
+    [request] = [e.message for e in client.transcript if e.direction == "agent->client"
+                 and e.message.get("method") == "session/request_permission"]
+    assert any(e.message.get("method") == "$/cancel_request" and e.message["params"]["requestId"] == request["id"]
+               for e in client.transcript if e.direction == "agent->client")
+    assert client.view(sid).stop_reason == "cancelled"
+    assert unfinished(agent, sid) == []
+
+
+# -- agent code that misbehaves during shutdown ----------------------------------------------------
+
+SHORT_DEADLINE = {"ACP_AGENT_SHUTDOWN_TIMEOUT": "1"}
+
+
+@pytest.mark.parametrize("fault", ["stubborn", "thread 30", "raise_on_cancel", "block 30"])
+async def test_shutdown_deadline_with_misbehaving_work(validator: SchemaValidator, anyio_backend: str,
+                                                       fault: str) -> None:
+    async with fault_agent(validator, anyio_backend, env=SHORT_DEADLINE) as agent:
+        client = agent.client
+        sid = await open_session(agent)
+        await ask(agent, sid, f"bg {STUBBORN_TREE}")
+        await pids_of(agent, sid, terminals(agent, sid)[0], 2)
+        await ask(agent, sid, fault)
+        await ask(agent, sid, "crash")  # a body that raises at once: failed, the agent carries on
+        second = await client.new_session(str(ROOT))
+        await client.prompt(second, "stubborn_turn")  # a turn that swallows its cancellation
+        await client.wait_for(lambda: client.view(second).messages() != {})
+        agent.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(12):
+            await agent.process.wait()
+    tools = {u["title"]: u["toolCallId"] for _, u in updates(client, sid) if "title" in u}
+    final = {u["toolCallId"]: u["status"] for _, u in updates(client, sid) if u.get("status") in FINAL}
+    assert final[tools["crash"]] == "failed"
+    if fault != "block 30":  # a blocked event loop cannot report anything: the watchdog only kills and exits
+        assert final[tools[fault.split()[0]]] == "cancelled"
+        assert unfinished(agent, sid) == []
+        assert unfinished(agent, second) == []
+        assert client.view(second).stop_reason == "cancelled"
+
+
+# -- children that misbehave -------------------------------------------------------------------------
+
+CHILDREN = {
+    "ignores_term": "trap '' TERM; echo $$; while :; do sleep 1; done",
+    "term_ignoring_grandchildren": "trap '' TERM; sleep 300 & sleep 300 & echo $$ $!; wait",
+    "closes_stdout": "echo $$; exec >&- 2>&-; trap '' TERM; sleep 300",
+    "floods": "echo $$; yes",
+}
+
+
+@pytest.mark.parametrize("child", list(CHILDREN))
+async def test_terminal_cancel_ends_a_misbehaving_child(validator: SchemaValidator, anyio_backend: str,
+                                                        child: str) -> None:
+    async with fault_agent(validator, anyio_backend) as agent:
+        client = agent.client
+        sid = await open_session(agent)
+        await ask(agent, sid, f"bg {CHILDREN[child]}")
+        [term] = terminals(agent, sid)
+        pids = await pids_of(agent, sid, term, 2 if child == "term_ignoring_grandchildren" else 1)
+        if child == "floods":
+            await client.wait_for(lambda: len(terminal_output(client, sid, term)) > 1 << 20)
+        await client.cancel_terminal(sid, term)
+        with anyio.fail_after(10):
+            await client.wait_for(lambda: unfinished(agent, sid) == [])
+        for pid in pids:
+            assert not pid_alive(pid) and not group_alive(pid)
+        [exit_update] = [u for _, u in updates(client, sid) if u.get("terminalId") == term and u.get("exitStatus")]
+        signal_name = exit_update["exitStatus"]["signal"]
+        assert signal_name in ("SIGKILL" if child != "floods" else "SIGTERM", "SIGPIPE")
+        chunks = [u for _, u in updates(client, sid) if u["sessionUpdate"] == "terminal_output_chunk"]
+        assert updates(client, sid)[-1][1]["sessionUpdate"] == "state_update"  # the exit came after every chunk
+        if child == "floods":
+            output = terminal_output(client, sid, term)
+            assert set(output.split(b"\n", 1)[1]) <= set(b"y\n")
+            assert len(chunks) < len(output) // 4096  # coalesced, not a message per write
+
+
+@pytest.mark.parametrize("child", list(CHILDREN))
+async def test_shutdown_ends_a_misbehaving_child(validator: SchemaValidator, anyio_backend: str, child: str) -> None:
+    async with fault_agent(validator, anyio_backend, env=SHORT_DEADLINE) as agent:
+        sid = await open_session(agent)
+        await ask(agent, sid, f"bg {CHILDREN[child]}")
+        [term] = terminals(agent, sid)
+        await pids_of(agent, sid, term, 2 if child == "term_ignoring_grandchildren" else 1)
+        agent.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(12):
+            await agent.process.wait()
+    assert unfinished(agent, sid) == []
