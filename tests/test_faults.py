@@ -8,10 +8,11 @@ background-list invariants).
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +20,10 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import orjson
 import pytest
 
-from acp_agent.testing.client import Client
+from acp_agent.testing.client import Client, TranscriptEntry
 from acp_agent.testing.schema import SchemaValidator
 from tests.test_background_e2e import (
     FINAL,
@@ -338,3 +340,142 @@ async def test_shutdown_ends_a_misbehaving_child(validator: SchemaValidator, any
         with anyio.fail_after(12):
             await agent.process.wait()
     assert unfinished(agent, sid) == []
+
+
+# -- a client that stops reading -------------------------------------------------------------------
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmHWM (peak resident set) and VmRSS of a process, in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        fields = dict(line.split(":", 1) for line in f if line.startswith(("VmHWM", "VmRSS")))
+    return {k: int(v.split()[0]) for k, v in fields.items()}
+
+
+class RawClient:
+    """A client on an agent's pipes that reads only when told to (so it can stall the agent)."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        self.process = process
+        self.transcript: list[TranscriptEntry] = []
+        self._buffer = b""
+        self._next_id = 0
+
+    async def send(self, method: str, params: dict[str, Any]) -> int:
+        request_id = self._next_id
+        self._next_id += 1
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        self.transcript.append(TranscriptEntry("client->agent", message, anyio.current_time()))
+        assert self.process.stdin is not None
+        await self.process.stdin.send(orjson.dumps(message) + b"\n")
+        return request_id
+
+    async def read_until(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10) -> dict[str, Any]:
+        """Read (recording everything) until a message matches; returns it."""
+        assert self.process.stdout is not None
+        with anyio.fail_after(timeout):
+            while True:
+                while b"\n" in self._buffer:
+                    line, self._buffer = self._buffer.split(b"\n", 1)
+                    message = orjson.loads(line)
+                    self.transcript.append(TranscriptEntry("agent->client", message, anyio.current_time()))
+                    if predicate(message):
+                        return message
+                self._buffer += await self.process.stdout.receive(1 << 20)
+
+    async def read_to_end(self, timeout: float = 10) -> None:
+        with anyio.fail_after(timeout), suppress(anyio.EndOfStream):
+            await self.read_until(lambda m: False, timeout)
+
+    async def answer(self, request_id: int) -> dict[str, Any]:
+        return await self.read_until(lambda m: "method" not in m and m.get("id") == request_id)
+
+
+def _sample(transcript: list[TranscriptEntry], per_kind: int = 20) -> list[TranscriptEntry]:
+    """Every message but the bulk of the repeated chunks (the first ``per_kind`` of each kind stay).
+
+    The schema check costs milliseconds a message; thousands of same-shaped chunks add nothing.
+    """
+    counts: dict[str, int] = {}
+    sample: list[TranscriptEntry] = []
+    for entry in transcript:
+        kind = _update(entry.message).get("sessionUpdate", "")
+        if kind.endswith("_chunk"):
+            counts[kind] = counts.get(kind, 0) + 1
+            if counts[kind] > per_kind:
+                continue
+        sample.append(entry)
+    return sample
+
+
+def _update(m: dict[str, Any]) -> dict[str, Any]:
+    update: dict[str, Any] = m.get("params", {}).get("update", {}) if m.get("method") == "session/update" else {}
+    return update
+
+
+async def test_stalled_client_keeps_memory_bounded(validator: SchemaValidator, anyio_backend: str) -> None:
+    """A flooding process and a chatty tool call behind a client that stops reading: the agent's peak
+    RSS stays bounded, and once the client reads again it gets the exit, the cancel and a final list."""
+    stall = float(os.environ.get("FAULTS_STALL_SECONDS", "4"))
+    process = await anyio.open_process([sys.executable, str(AGENT)], stderr=sys.stderr,
+                                       env={**os.environ, "ACP_AGENT_BACKEND": anyio_backend})
+    raw = RawClient(process)
+    try:
+        await raw.answer(await raw.send("initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "0"}}))
+        sid = (await raw.answer(await raw.send("session/new", {"cwd": str(ROOT)})))["result"]["sessionId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "chatty"}]}
+        await raw.answer(await raw.send("session/prompt", prompt))
+        tool = (await raw.read_until(lambda m: "title" in _update(m)))["params"]["update"]["toolCallId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "bg yes"}]}
+        await raw.answer(await raw.send("session/prompt", prompt))
+        term = (await raw.read_until(lambda m: "command" in _update(m)))["params"]["update"]["terminalId"]
+        await raw.read_until(lambda m: _update(m).get("terminalId") == term and "data" in _update(m))
+        before = memory_kib(process.pid)
+        # The client stops reading: the pipe fills, then the agent must hold back.
+        peak = 0
+        deadline = anyio.current_time() + stall
+        while anyio.current_time() < deadline:
+            peak = max(peak, memory_kib(process.pid)["VmHWM"])
+            await anyio.sleep(0.2)
+        peak = max(peak, memory_kib(process.pid)["VmHWM"])
+        print(f"\nagent peak RSS (VmHWM) {peak / 1024:.1f} MiB after {stall:.0f} s of a stalled client "
+              f"(RSS before the stall {before['VmRSS'] / 1024:.1f} MiB, {anyio_backend})")
+        assert peak < 150 * 1024, f"agent peak RSS {peak} KiB under a stalled client"
+        # Still stalled: ask for both to stop, then read again.
+        cancel_term = await raw.send("terminal/cancel", {"sessionId": sid, "terminalId": term})
+        cancel_tool = await raw.send("tool_call/cancel", {"sessionId": sid, "toolCallId": tool})
+        expected = {
+            "terminal/cancel answered": lambda m: m.get("id") == cancel_term and "result" in m,
+            "tool_call/cancel answered": lambda m: m.get("id") == cancel_tool and "result" in m,
+            "exit reported": lambda m: _update(m).get("terminalId") == term and "exitStatus" in _update(m),
+            "tool call ended": lambda m: _update(m).get("toolCallId") == tool and _update(m).get("status") in FINAL,
+            "empty list": lambda m: _update(m).get("sessionUpdate") == "state_update" and not _update(m)["background"],
+        }
+        seen: set[str] = set()
+
+        def all_seen(m: dict[str, Any]) -> bool:
+            seen.update(name for name, check in expected.items() if check(m))
+            return len(seen) == len(expected)
+
+        await raw.read_until(all_seen)
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        await raw.read_to_end()
+        with anyio.fail_after(10):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.wait()
+    output = b"".join(base64.b64decode(_update(e.message)["data"]) for e in raw.transcript
+                      if _update(e.message).get("terminalId") == term and "data" in _update(e.message))
+    assert output and not output.translate(None, b"y\n")
+    [exit_update] = [_update(e.message) for e in raw.transcript if "exitStatus" in _update(e.message)]
+    assert exit_update["exitStatus"]["signal"] in ("SIGTERM", "SIGPIPE")
+    status = [_update(e.message)["status"] for e in raw.transcript
+              if _update(e.message).get("toolCallId") == tool and "status" in _update(e.message)]
+    assert status[-1] == "cancelled"
+    problems = validator.check_transcript(_sample(raw.transcript)) + listing_problems(raw.transcript)
+    problems += wire_violations(raw.transcript)
+    assert not problems, "\n".join(problems[:20])
