@@ -37,8 +37,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 EXIT_MARGIN: Final = 2.0
-"""Seconds after :data:`SHUTDOWN_TIMEOUT` for the final messages to go out before the process
-exits anyway (and twice more before a watchdog thread ends a blocked event loop)."""
+"""Seconds after the shutdown timeout before the process gives up on agent code that ignores
+cancellation, then at most as long again to flush its last messages. A watchdog thread ends
+the process one second after that if the event loop itself is blocked."""
 
 
 class FdReceiveStream(ByteReceiveStream):
@@ -157,7 +158,7 @@ async def serve_stdio(
         runtime.shutdown_timeout = timeout
         began = anyio.Event()
         # A thread, for agent code that blocks the event loop itself past every deadline.
-        watchdog = threading.Timer(timeout + 3 * EXIT_MARGIN, _exit_now)
+        watchdog = threading.Timer(timeout + 2 * EXIT_MARGIN + 1.0, _exit_now)
         watchdog.daemon = True
 
         async def shutdown_began() -> None:
