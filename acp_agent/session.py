@@ -941,24 +941,18 @@ class Session:
             await child.wind_down(deadline)
         grace = max(0.0, min(DEFAULT_GRACE, (deadline - anyio.current_time()) / 2))
         terminals: list[Terminal] = []
+        backed: dict[str, list[Terminal]] = {}  # tool call id -> the terminals it started
+        for entity in list(self.background.entities.values()):
+            if entity.kind == "terminal" and isinstance(entity.handle, Terminal):
+                terminal = entity.handle
+                if terminal.tool_call_id is not None:
+                    backed.setdefault(terminal.tool_call_id, []).append(terminal)
+                if not entity.final and entity.announced:
+                    terminal.grace = min(terminal.grace, grace)
+                    terminals.append(terminal)
         with self.batch():
-            for entity in list(self.background.entities.values()):
-                if entity.final or not entity.announced:
-                    continue
-                if entity.kind == "terminal" and isinstance(entity.handle, Terminal):
-                    entity.handle.grace = min(entity.handle.grace, grace)
-                    terminals.append(entity.handle)
             self.cancel()
-            for entity in list(self.background.entities.values()):
-                if entity.final or not entity.announced or entity.kind != "tool_call":
-                    continue
-                if isinstance(entity.handle, ToolCall):
-                    entity.handle.abandon("cancelled")
-                else:
-                    fields: dict[str, Any] = {"status": "cancelled"}
-                    if entity.cancel_advertised:
-                        fields["capabilities"] = None
-                    self.emit(ToolCallUpdate(tool_call_id=entity.id, **fields))
+            self._end_tool_calls(backed, waiting=True)
         with anyio.move_on_after(max(0.0, deadline - anyio.current_time()), shield=True):
             async with anyio.create_task_group() as tg:
                 for terminal in terminals:
@@ -967,9 +961,33 @@ class Session:
         with self.batch():
             for terminal in terminals:
                 terminal._give_up()
+            self._end_tool_calls(backed, waiting=False)
             if self._job_active and self._state != "idle":
                 logger.warning("acp: foreground work of session %s ignored its cancellation", self.id)
                 self._set_state("idle", "cancelled")
+
+    def _end_tool_calls(self, backed: dict[str, list[Terminal]], *, waiting: bool) -> None:
+        """Report unfinished tool calls ended: ``cancelled``, or by their process's exit when a
+        terminal stands for them (as any other exit would end them). With ``waiting``, those
+        whose process still runs are left for after it stopped."""
+        for entity in list(self.background.entities.values()):
+            if entity.final or not entity.announced or entity.kind != "tool_call":
+                continue
+            ends = [t.exit_status for t in backed.get(entity.id, ())]
+            if any(status is None for status in ends) and waiting:
+                continue
+            exits = [status for status in ends if status is not None]
+            if exits and isinstance(entity.handle, ToolCall):
+                status = exits[-1]
+                entity.handle.end_now("completed" if status.exit_code == 0 else "failed",
+                                      raw_output={"exitCode": status.exit_code, "signal": status.signal})
+            elif isinstance(entity.handle, ToolCall):
+                entity.handle.abandon("cancelled")
+            else:
+                fields: dict[str, Any] = {"status": "cancelled"}
+                if entity.cancel_advertised:
+                    fields["capabilities"] = None
+                self.emit(ToolCallUpdate(tool_call_id=entity.id, **fields))
 
     async def _foreground_done(self) -> None:
         while self._job_active or self._jobs:
