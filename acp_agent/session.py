@@ -959,8 +959,9 @@ class Session:
                     tg.start_soon(_stop_and_wait, terminal)
                 tg.start_soon(self._foreground_done)
         with self.batch():
-            for terminal in terminals:
-                terminal._give_up()
+            for entity in list(self.background.entities.values()):  # started meanwhile too
+                if entity.kind == "terminal" and isinstance(entity.handle, Terminal) and entity.announced:
+                    entity.handle._give_up()
             self._end_tool_calls(backed, waiting=False)
             if self._job_active and self._state != "idle":
                 logger.warning("acp: foreground work of session %s ignored its cancellation", self.id)

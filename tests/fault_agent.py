@@ -15,6 +15,8 @@ The prompt's first word picks the behaviour; everything after it is the argument
     crash           a listed tool call whose body raises at once
     chatty          a listed tool call appending a 1 KiB line as fast as the client takes it
     echo TEXT       reply TEXT
+
+``session/new`` with a ``cwd`` ending in ``/stubborn`` hangs and swallows its cancellation.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ class FaultAgent(Agent):
 
     name = "fault-agent"
     version = "1.0.0"
+
+    async def new_session(self, session: Session) -> None:
+        if session.cwd.endswith("/stubborn"):
+            await _swallow_cancellation()  # a session/new that never answers and ignores cancellation
 
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
         command, _, arg = text_of(prompt).strip().partition(" ")
