@@ -20,11 +20,14 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import orjson
 import pytest
 
+from acp_agent.framing import Writer
 from acp_agent.testing.client import Client, TranscriptEntry
 from acp_agent.testing.schema import SchemaValidator
+from acp_agent.testing.streams import byte_pipe
 from tests.test_background_e2e import (
     FINAL,
     ROOT,
@@ -367,6 +370,51 @@ async def test_shutdown_ends_misbehaving_children(validator: SchemaValidator, an
 
 
 # -- a client that stops reading -------------------------------------------------------------------
+
+
+async def test_writer_pushes_back_on_bytes_not_only_messages() -> None:
+    """A handful of large messages behind a peer that does not read makes producers wait, and
+    ``drain`` waits for the chunk being written, not only for the queue."""
+    send, receive = byte_pipe(buffer=0)  # nothing is taken until the peer reads
+    writer = Writer(send, high_water=4096, high_water_bytes=1 << 20, batch_bytes=1 << 20)
+    message = b"x" * (256 * 1024 - 1) + b"\n"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        blocked = anyio.Event()
+        sent = 0
+
+        async def produce() -> None:
+            nonlocal sent
+            for _ in range(64):
+                await writer.send(message)
+                sent += 1
+            blocked.set()
+
+        tg.start_soon(produce)
+        with anyio.move_on_after(0.5):
+            await blocked.wait()
+        assert not blocked.is_set() and sent <= 8  # held back at about 1 MiB, far below 64 messages
+        assert writer.queued_bytes <= (1 << 20) + len(message)
+        received = 0
+        drained = anyio.Event()
+
+        async def drain() -> None:
+            await blocked.wait()
+            await writer.drain()
+            drained.set()
+
+        tg.start_soon(drain)
+        while received < 64 * len(message):
+            if blocked.is_set() and writer.queued_bytes == 0:
+                # the last chunk is off the queue but not written yet: drain() must still wait
+                for _ in range(20):
+                    await anyio.lowlevel.checkpoint()
+                assert not drained.is_set()
+            received += len(await receive.receive(1 << 30))  # one whole write at a time
+        with anyio.fail_after(5):
+            await drained.wait()
+        writer.close()
+
 
 
 def memory_kib(pid: int) -> dict[str, int]:
