@@ -210,7 +210,7 @@ async def _enforce_deadline(connection: Connection, began: anyio.Event, timeout:
     await anyio.sleep(timeout + EXIT_MARGIN)
     # Still running: agent code ignores cancellation, or the client stopped reading.
     abandoned = connection.abandon_requests()
-    killed = kill_all_process_groups()
+    killed = kill_all_process_groups(wait=1.0)
     logger.warning(
         "acp: shutdown did not finish within %.1fs; answered %d request(s) -32800, killed %d process "
         "group(s), exiting", timeout + EXIT_MARGIN, abandoned, killed,
@@ -224,7 +224,7 @@ async def _enforce_deadline(connection: Connection, began: anyio.Event, timeout:
 
 def _exit_now() -> None:
     """Watchdog thread: the event loop itself is blocked; kill the process groups and exit."""
-    killed = kill_all_process_groups()
+    killed = kill_all_process_groups(wait=1.0)
     with contextlib.suppress(Exception):
         logger.error("acp: the event loop is blocked past the shutdown deadline; killed %d process "
                      "group(s), exiting", killed)
