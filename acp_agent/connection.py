@@ -147,7 +147,7 @@ class Connection:
         self.notifications: dict[str, Method] = {}
         self._bound_requests: dict[str, Callable[..., Any]] = {}
         self._bound_notifications: dict[str, Callable[..., Any]] = {}
-        self._incoming: dict[tuple[bool, Any], anyio.CancelScope] = {}
+        self._incoming: dict[tuple[bool, Any], tuple[anyio.CancelScope, Any, _Replies]] = {}
         self._outgoing: dict[int, _Outgoing] = {}
         self._withdrawn: set[int] = set()
         self._next_id = 0
@@ -270,7 +270,7 @@ class Connection:
             out.answer(request_id, _error_from_dispatch(method, response))
             return
         scope = anyio.CancelScope()
-        self._incoming[_id_key(request_id)] = scope
+        self._incoming[_id_key(request_id)] = (scope, request_id, out)
         tg.start_soon(self._run_request, request_id, call.thunk, scope, out)
 
     def _handle_notification(self, method: str, params: Any, tg: TaskGroup) -> None:
@@ -329,13 +329,14 @@ class Connection:
                 else:
                     answer = {"result": result}
         finally:
-            self._incoming.pop(_id_key(request_id), None)
-            if answer is None:
-                answer = {"error": RequestError.request_cancelled().to_dict()}
-            if "error" in answer:
-                out.answer(request_id, answer["error"])
-            else:
-                out.answer(request_id, None, answer["result"])
+            # Not in flight any more: abandon_requests() already answered it.
+            if self._incoming.pop(_id_key(request_id), None) is not None:
+                if answer is None:
+                    answer = {"error": RequestError.request_cancelled().to_dict()}
+                if "error" in answer:
+                    out.answer(request_id, answer["error"])
+                else:
+                    out.answer(request_id, None, answer["result"])
 
     async def _run_notification(self, method: str, thunk: Callable[[], Awaitable[Any]]) -> None:
         try:
@@ -349,9 +350,19 @@ class Connection:
         request_id = params.get("requestId")
         if not _valid_id(request_id):
             return
-        scope = self._incoming.get(_id_key(request_id))
-        if scope is not None:
+        entry = self._incoming.get(_id_key(request_id))
+        if entry is not None:
+            entry[0].cancel()
+
+    def abandon_requests(self) -> int:
+        """Answer every request still in flight ``-32800`` now (R18), for a shutdown that
+        cannot wait for their handlers; their late results are dropped. Returns how many."""
+        entries = list(self._incoming.values())
+        self._incoming.clear()
+        for scope, request_id, out in entries:
             scope.cancel()
+            out.answer(request_id, RequestError.request_cancelled().to_dict())
+        return len(entries)
 
     # -- answering -----------------------------------------------------------------
 

@@ -16,12 +16,15 @@ from typing import Final
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "OVERSIZED", "LineReader", "Oversized", "Writer"]
+__all__ = ["DEFAULT_HIGH_WATER_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "OVERSIZED", "LineReader", "Oversized", "Writer"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
 """Default limit for one incoming message (32 MiB, as in the TypeScript SDK)."""
+
+DEFAULT_HIGH_WATER_BYTES: Final = 4 * 1024 * 1024
+"""Default number of queued output bytes above which :meth:`Writer.backpressure` waits."""
 
 _READ_SIZE: Final = 256 * 1024
 
@@ -106,20 +109,25 @@ class Writer:
 
     :meth:`send_nowait` enqueues synchronously, so the order of calls is the order on
     the wire no matter which task makes them. :meth:`send` additionally waits while
-    more than ``high_water`` messages are queued, which pushes back on producers when
-    the peer stops reading. :meth:`run` drains the queue, joining queued messages into
-    one write.
+    more than ``high_water`` messages or ``high_water_bytes`` bytes are queued, which
+    pushes back on producers when the peer stops reading (a stalled client therefore
+    holds at most about ``high_water_bytes`` plus one message per producer here).
+    :meth:`run` drains the queue, joining queued messages into one write.
     """
 
-    def __init__(self, stream: ByteSendStream, *, high_water: int = 4096, batch_bytes: int = 1 << 20) -> None:
+    def __init__(self, stream: ByteSendStream, *, high_water: int = 4096,
+                 high_water_bytes: int = DEFAULT_HIGH_WATER_BYTES, batch_bytes: int = 1 << 20) -> None:
         self._stream = stream
         self._queue: deque[bytes] = deque()
+        self._queued_bytes = 0
         self._high_water = high_water
+        self._high_water_bytes = high_water_bytes
         self._batch_bytes = batch_bytes
         self._data = anyio.Event()
         self._space = anyio.Event()
         self._drained = anyio.Event()
         self._closing = False
+        self._sending = False  # a chunk taken off the queue is being written
         self._broken = False
 
     @property
@@ -132,6 +140,7 @@ class Writer:
         if self._broken:
             return
         self._queue.append(data)
+        self._queued_bytes += len(data)
         self._data.set()
 
     async def send(self, data: bytes) -> None:
@@ -139,14 +148,22 @@ class Writer:
         self.send_nowait(data)
         await self.backpressure()
 
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued and not yet handed to the stream."""
+        return self._queued_bytes
+
+    def _full(self) -> bool:
+        return len(self._queue) > self._high_water or self._queued_bytes > self._high_water_bytes
+
     async def backpressure(self) -> None:
-        """Wait while more than ``high_water`` messages are queued (the peer is not reading)."""
-        while len(self._queue) > self._high_water and not self._broken:
+        """Wait while the queue is over its high-water marks (the peer is not reading)."""
+        while self._full() and not self._broken:
             await self._space.wait()
 
     async def drain(self) -> None:
         """Wait until everything queued so far has been written (or the stream broke)."""
-        while self._queue and not self._broken:
+        while (self._queue or self._sending) and not self._broken:
             await self._drained.wait()
 
     def close(self) -> None:
@@ -166,7 +183,7 @@ class Writer:
                 await self._data.wait()
                 self._data = anyio.Event()
                 continue
-            if len(queue) == 1:
+            if len(queue) == 1 or len(queue[0]) >= self._batch_bytes:
                 chunk = queue.popleft()
             else:
                 parts: list[bytes] = []
@@ -176,15 +193,20 @@ class Writer:
                     parts.append(part)
                     size += len(part)
                 chunk = b"".join(parts)
+            self._queued_bytes -= len(chunk)
+            self._sending = True
             try:
                 await self._stream.send(chunk)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                logger.warning("acp: output stream failed (%s); dropping further output", exc)
+                logger.warning("acp: output stream failed (%r); dropping further output", exc)
                 self._broken = True
                 queue.clear()
+                self._queued_bytes = 0
                 self._space.set()
                 self._drained.set()
                 return
-            if len(queue) <= self._high_water // 2:
+            finally:
+                self._sending = False
+            if len(queue) <= self._high_water // 2 and self._queued_bytes <= self._high_water_bytes // 2:
                 self._space.set()
                 self._space = anyio.Event()

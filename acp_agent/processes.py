@@ -49,6 +49,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -114,16 +115,18 @@ def _unregister_group(pgid: int) -> None:
         _registered_groups.discard(pgid)
 
 
-def kill_all_process_groups() -> int:
+def kill_all_process_groups(*, wait: float = 0.0) -> int:
     """Send SIGKILL to every process group this module started that may still be alive.
 
-    Synchronous and best effort, usable from signal handlers and shutdown code that
-    cannot await.  Returns how many groups were signalled.  This is what the
-    :mod:`atexit` safety net calls.
+    Synchronous and best effort, usable from signal handlers, threads and shutdown code
+    that cannot await.  With *wait*, block up to that many seconds until the signalled
+    groups have no live members (a killed process takes a moment to die), so a caller
+    about to exit leaves nothing behind.  Returns how many groups were signalled.  This
+    is what the :mod:`atexit` safety net calls.
     """
     with _registry_lock:
         groups = sorted(_registered_groups)
-    signalled = 0
+    signalled: list[int] = []
     for pgid in groups:
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -132,12 +135,19 @@ def kill_all_process_groups() -> int:
         except OSError as exc:
             logger.warning("could not kill process group %d: %s", pgid, exc)
         else:
-            signalled += 1
-    return signalled
+            signalled.append(pgid)
+    deadline = time.monotonic() + wait
+    delay = _POLL_MIN
+    while signalled and time.monotonic() < deadline:
+        if not any(_group_has_live_members(pgid) for pgid in signalled):
+            break
+        time.sleep(delay)
+        delay = min(delay * 2, _POLL_MAX)
+    return len(signalled)
 
 
 def _kill_all_at_exit() -> None:
-    count = kill_all_process_groups()
+    count = kill_all_process_groups(wait=1.0)
     if count:
         with contextlib.suppress(Exception):  # logging may already be torn down
             logger.warning("killed %d leftover process group(s) at interpreter exit", count)

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any, Final
 
 import anyio
@@ -61,6 +62,9 @@ logger = logging.getLogger(__name__)
 PROTOCOL_VERSION: Final = 2
 SUPPORTED_VERSIONS: Final = [2]
 LIST_PAGE_SIZE: Final = 50
+SHUTDOWN_TIMEOUT: Final = 5.0
+"""Default seconds the end of the connection (EOF, SIGTERM, SIGINT) waits for agent code and
+processes to stop before it kills what is left and reports it ended (``ACP_AGENT_SHUTDOWN_TIMEOUT``)."""
 
 
 class AgentRuntime:
@@ -83,6 +87,8 @@ class AgentRuntime:
         self.protocol_version: int | None = None
         self._initializing = False
         self._other_request_seen = False
+        self.shutdown_timeout: float = SHUTDOWN_TIMEOUT
+        """Seconds the end of the connection waits for work to stop before giving up on it."""
         connection.guard = self._guard
         connection.on_close.append(self.close_all)
         self._register()
@@ -110,6 +116,9 @@ class AgentRuntime:
     # -- initialization (R21-R28) --------------------------------------------------------
 
     def _guard(self, method: str, is_request: bool) -> None:
+        if self.connection.closed:
+            # R18: the connection is shutting down; nothing new starts.
+            raise RequestError.request_cancelled("the agent is shutting down")
         if method == "initialize":
             if is_request and (self._initializing or self._other_request_seen):
                 raise RequestError.invalid_request("initialize is not allowed now")
@@ -276,8 +285,11 @@ class AgentRuntime:
                 done.set()
         return {}
 
-    async def _stop(self, session: Session) -> None:
-        await session.close()
+    async def _stop(self, session: Session, *, finalize: bool = False) -> None:
+        if finalize:
+            await session.close(self.shutdown_timeout, finalize=True)
+        else:
+            await session.close()
         try:
             await self.agent.close_session(session)
         except Exception:
@@ -313,12 +325,16 @@ class AgentRuntime:
         return ListSessionsResponse(**fields)
 
     async def close_all(self) -> None:
-        """Close every active session (connection end: EOF, signal, fatal error)."""
+        """Close every active session (connection end: EOF, signal, fatal error).
+
+        Each session first stops its work and reports every unfinished item ended, within
+        :attr:`shutdown_timeout` seconds (see :meth:`Session.wind_down`).
+        """
         sessions = [s for s in self.sessions.values() if s.parent is None]
         self.sessions.clear()
         async with anyio.create_task_group() as tg:
             for session in sessions:
-                tg.start_soon(self._stop, session)
+                tg.start_soon(partial(self._stop, session, finalize=True))
 
     # -- prompts -------------------------------------------------------------------------
 

@@ -206,6 +206,7 @@ class Session:
         self._stopped = anyio.Event()
         self._closing = False
         self._closed = False
+        self._winding_down = False  # the connection is ending: no new foreground work
         self._prefix = (
             b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
             + orjson.dumps(record.session_id)
@@ -857,7 +858,7 @@ class Session:
         ``running`` when it starts and ``idle`` with the stop reason when it ends. With
         ``now``, ``running`` is reported immediately (in the current snapshot batch).
         """
-        if self._closing:
+        if self._closing or self._winding_down:
             raise SessionClosedError(f"session {self.id} is closed")
         self._enqueue(ForegroundJob(run=work))
         if now and self._state == "idle":
@@ -867,6 +868,8 @@ class Session:
         """Hold a prompt until the worker inserts it (arrival order, R56)."""
         if self._closing:
             raise RequestError.session_not_found(self.id)
+        if self._winding_down:
+            raise RequestError.request_cancelled("the connection is shutting down")
         job = ForegroundJob(prompt=prompt)
         if self._state == "idle" and not self._jobs and not self._job_active and self._tg is not None:
             self._assign(job)  # nothing runs before it: inserted now, so it can be answered at once
@@ -1026,16 +1029,93 @@ class Session:
 
     # -- closing -------------------------------------------------------------------
 
-    async def close(self, timeout: float = 5.0) -> None:
+    async def wind_down(self, deadline: float) -> None:
+        """Stop all work and report a final status for every unfinished item, by ``deadline``.
+
+        For the end of the connection: foreground work is cancelled as by ``session/cancel``,
+        unfinished tool calls are reported ``cancelled`` (their work is cancelled with them),
+        every process is stopped (SIGTERM, then SIGKILL after its grace, shortened to fit
+        the deadline) and its terminal reports its ``exitStatus``. Whatever has not ended by
+        ``deadline`` (agent code that ignores cancellation, a process whose output the client
+        is not reading) is reported ended anyway: processes are killed, a terminal whose exit
+        is unknown reports ``{"exitCode": null, "signal": null}``, and foreground work still
+        running gets its ``idle`` / ``cancelled`` snapshot. The session stays open.
+        """
+        self._winding_down = True
+        for child in list(self.children):
+            await child.wind_down(deadline)
+        grace = max(0.0, min(DEFAULT_GRACE, (deadline - anyio.current_time()) / 2))
+        terminals: list[Terminal] = []
+        backed: dict[str, list[Terminal]] = {}  # tool call id -> the terminals it started
+        for entity in list(self.background.entities.values()):
+            if entity.kind == "terminal" and isinstance(entity.handle, Terminal):
+                terminal = entity.handle
+                if terminal.tool_call_id is not None:
+                    backed.setdefault(terminal.tool_call_id, []).append(terminal)
+                if not entity.final and entity.announced:
+                    terminal.grace = min(terminal.grace, grace)
+                    terminals.append(terminal)
+        with self.batch():
+            self.cancel()
+            self._end_tool_calls(backed, waiting=True)
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time()), shield=True):
+            async with anyio.create_task_group() as tg:
+                for terminal in terminals:
+                    tg.start_soon(_stop_and_wait, terminal)
+                tg.start_soon(self._foreground_done)
+        with self.batch():
+            for entity in list(self.background.entities.values()):  # started meanwhile too
+                if entity.kind == "terminal" and isinstance(entity.handle, Terminal) and entity.announced:
+                    entity.handle._give_up()
+            self._end_tool_calls(backed, waiting=False)
+            if self._job_active and self._state != "idle":
+                logger.warning("acp: foreground work of session %s ignored its cancellation", self.id)
+                self._set_state("idle", "cancelled")
+
+    def _end_tool_calls(self, backed: dict[str, list[Terminal]], *, waiting: bool) -> None:
+        """Report unfinished tool calls ended: ``cancelled``, or by their process's exit when a
+        terminal stands for them (as any other exit would end them). With ``waiting``, those
+        whose process still runs are left for after it stopped."""
+        for entity in list(self.background.entities.values()):
+            if entity.final or not entity.announced or entity.kind != "tool_call":
+                continue
+            ends = [t.exit_status for t in backed.get(entity.id, ())]
+            if any(status is None for status in ends) and waiting:
+                continue
+            exits = [status for status in ends if status is not None]
+            if exits and isinstance(entity.handle, ToolCall):
+                status = exits[-1]
+                entity.handle.end_now("completed" if status.exit_code == 0 else "failed",
+                                      raw_output={"exitCode": status.exit_code, "signal": status.signal})
+            elif isinstance(entity.handle, ToolCall):
+                entity.handle.abandon("cancelled")
+            else:
+                fields: dict[str, Any] = {"status": "cancelled"}
+                if entity.cancel_advertised:
+                    fields["capabilities"] = None
+                self.emit(ToolCallUpdate(tool_call_id=entity.id, **fields))
+
+    async def _foreground_done(self) -> None:
+        while self._job_active or self._jobs:
+            await self._fg_done.wait()
+            await anyio.sleep(0)
+
+    async def close(self, timeout: float = 5.0, *, finalize: bool = False) -> None:
         """Stop everything the session runs; afterwards nothing more is sent for it (R41-R45).
 
         Held prompts are answered ``-32800``; foreground work is cancelled and its
         ``idle`` / ``cancelled`` snapshot goes out; pending requests of the session are
-        withdrawn with ``$/cancel_request`` as their tasks are cancelled.
+        withdrawn with ``$/cancel_request`` as their tasks are cancelled. With ``finalize``
+        (the end of the connection) every unfinished item is first stopped and reported
+        ended (see :meth:`wind_down`), all within ``timeout`` seconds.
         """
         if self._closing:
             await self._stopped.wait()
             return
+        if finalize:
+            deadline = anyio.current_time() + timeout
+            await self.wind_down(deadline)
+            timeout = max(0.0, deadline - anyio.current_time())
         self._closing = True
         for child in list(self.children):
             # Closing a parent ends its children without further notifications (§11.15).
@@ -1053,6 +1133,7 @@ class Session:
         for entity in self.background.entities.values():
             if entity.kind == "terminal":
                 self._processes.release(entity.id)  # its process group was stopped with the task group
+        self._winding_down = True
         self.background.clear()
         self._index.pop(self.id, None)
         if self.parent is not None and self in self.parent.children:

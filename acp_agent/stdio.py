@@ -16,9 +16,10 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
@@ -26,12 +27,20 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from .agent import Agent
 from .connection import Connection
 from .limits import Limits, resolve_limits
-from .runtime import AgentRuntime
+from .processes import kill_all_process_groups
+from .runtime import SHUTDOWN_TIMEOUT, AgentRuntime
 from .v1 import negotiating_streams
 
-__all__ = ["FdReceiveStream", "FdSendStream", "run_stdio", "serve", "serve_stdio"]
+__all__ = [
+    "EXIT_MARGIN", "SHUTDOWN_TIMEOUT", "FdReceiveStream", "FdSendStream", "run_stdio", "serve", "serve_stdio",
+]
 
 logger = logging.getLogger(__name__)
+
+EXIT_MARGIN: Final = 2.0
+"""Seconds after the shutdown timeout before the process gives up on agent code that ignores
+cancellation, then at most as long again to flush its last messages. A watchdog thread ends
+the process one second after that if the event loop itself is blocked."""
 
 
 class FdReceiveStream(ByteReceiveStream):
@@ -130,32 +139,113 @@ async def serve(
     await connection.run()
 
 
-async def serve_stdio(agent: Agent, *, limits: Limits | None = None, max_message_bytes: int | None = None) -> None:
+async def serve_stdio(
+    agent: Agent,
+    *,
+    limits: Limits | None = None,
+    max_message_bytes: int | None = None,
+    shutdown_timeout: float | None = None,
+) -> None:
     """Serve ``agent`` on stdin/stdout until EOF, SIGTERM or SIGINT, then shut down cleanly.
 
-    ``limits`` and ``max_message_bytes`` as for :func:`serve`.
+    ``limits`` and ``max_message_bytes`` as for :func:`serve`. The shutdown is the same
+    for all three: requests still in flight are answered ``-32800``, every session stops
+    its work and reports each unfinished item ended, the process groups it started are
+    stopped, and the output is flushed. It takes at most ``shutdown_timeout`` seconds
+    (default :data:`SHUTDOWN_TIMEOUT`, or the ``ACP_AGENT_SHUTDOWN_TIMEOUT`` environment
+    variable) plus :data:`EXIT_MARGIN`: then the process kills whatever it started and
+    exits with status 0 even if agent code ignores cancellation or the client stopped
+    reading (see the README, "Shutdown").
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
+    timeout = _shutdown_timeout(shutdown_timeout)
     with _protocol_stdout() as out_fd:
         stdin_fd = os.dup(0)
         receive = FdReceiveStream(stdin_fd)
         send = FdSendStream(out_fd)
         connection = Connection(*negotiating_streams(receive, send), max_message_bytes=chosen.max_message_bytes)
-        AgentRuntime(agent, connection, limits=chosen)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_close_on_signal, connection)
-            await connection.run()
-            tg.cancel_scope.cancel()
+        runtime = AgentRuntime(agent, connection, limits=chosen)
+        runtime.shutdown_timeout = timeout
+        began = anyio.Event()
+        # A thread, for agent code that blocks the event loop itself past every deadline.
+        watchdog = threading.Timer(timeout + 2 * EXIT_MARGIN + 1.0, _exit_now)
+        watchdog.daemon = True
+
+        async def shutdown_began() -> None:
+            began.set()
+            watchdog.start()
+
+        connection.on_close.insert(0, shutdown_began)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_close_on_signal, connection)
+                tg.start_soon(_enforce_deadline, connection, began, timeout)
+                await connection.run()
+                tg.cancel_scope.cancel()
+        finally:
+            watchdog.cancel()
         os.close(stdin_fd)
         await send.aclose()
 
 
+def _shutdown_timeout(value: float | None) -> float:
+    if value is None:
+        text = os.environ.get("ACP_AGENT_SHUTDOWN_TIMEOUT")
+        try:
+            value = float(text) if text else SHUTDOWN_TIMEOUT
+        except ValueError:
+            logger.warning("acp: ignoring ACP_AGENT_SHUTDOWN_TIMEOUT=%r (not a number)", text)
+            value = SHUTDOWN_TIMEOUT
+    if not value >= 0:
+        raise ValueError("shutdown_timeout must be >= 0")
+    return value
+
+
 async def _close_on_signal(connection: Connection) -> None:
+    # Kept open for the whole run: a second signal during shutdown is ignored rather than
+    # falling back to the default action (which would skip the cleanup).
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
-            logger.info("acp: received %s, shutting down", signal.Signals(signum).name)
-            connection.close()
-            return
+            name = signal.Signals(signum).name
+            if connection.closed:
+                logger.info("acp: received %s, already shutting down", name)
+            else:
+                logger.info("acp: received %s, shutting down", name)
+                connection.close()
+
+
+async def _enforce_deadline(connection: Connection, began: anyio.Event, timeout: float) -> None:
+    """Once shutdown began, give it ``timeout + EXIT_MARGIN`` seconds; then exit regardless."""
+    await began.wait()
+    await anyio.sleep(timeout + EXIT_MARGIN)
+    # Still running: agent code ignores cancellation, or the client stopped reading.
+    abandoned = connection.abandon_requests()
+    killed = kill_all_process_groups(wait=1.0)
+    logger.warning(
+        "acp: shutdown did not finish within %.1fs; answered %d request(s) -32800, killed %d process "
+        "group(s), exiting", timeout + EXIT_MARGIN, abandoned, killed,
+    )
+    connection.writer.close()
+    with anyio.move_on_after(EXIT_MARGIN):
+        await connection.writer.drain()
+    _flush_logs()
+    os._exit(0)
+
+
+def _exit_now() -> None:
+    """Watchdog thread: the event loop itself is blocked; kill the process groups and exit."""
+    killed = kill_all_process_groups(wait=1.0)
+    with contextlib.suppress(Exception):
+        logger.error("acp: the event loop is blocked past the shutdown deadline; killed %d process "
+                     "group(s), exiting", killed)
+    _flush_logs()
+    os._exit(0)
+
+
+def _flush_logs() -> None:
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
 
 
 def run_stdio(agent: Agent, *, backend: str | None = None, **options: Any) -> None:

@@ -166,6 +166,23 @@ class Terminal:
             status = await self.process.wait()
         finally:
             self.session._processes.release(self.id)  # the process no longer counts (max_processes)
+        self._report_exit(status)
+
+    def _give_up(self) -> None:
+        """Shutdown deadline passed: kill the group and report the exit now (unknown if not reaped)."""
+        if self._exited.is_set():
+            return
+        status = ExitStatus(exit_code=None, signal=None)
+        if self.process is not None:
+            self.process.kill_now()
+            status = self.process.exit_status or status
+        logger.warning("acp: terminal %s did not end in time; reporting %s", self.id, status)
+        self._report_exit(status)
+
+    def _report_exit(self, status: ExitStatus) -> None:
+        self.session._processes.release(self.id)
+        if self._exited.is_set():
+            return
         self._exit = status
         self._entity.cancel = None
         if not self.session.closing:
