@@ -362,8 +362,22 @@ ITEM_CANCEL_THEN_CLOSE: list[Step] = OPEN + [
     tool("t1", status="cancelled", capabilities=None), st("idle", stopReason="cancelled"), ok(6),
 ]
 
+# session/cancel sent before the client saw its prompt's turn start: the agent applies it to that turn,
+# so the turn's tool call and its idle end cancelled although the client also cancelled the terminal.
+CANCEL_BEFORE_RUNNING: list[Step] = OPEN + [
+    rq(2, "session/prompt", sessionId=SID, prompt=TEXT),
+    nt("session/cancel", sessionId=SID),
+    ok(2, {"messageId": "u1"}), up("user_message", messageId="u1", content=TEXT), st("running"),
+    tool("t1", title="sh", status="in_progress", content=[X("x1")]),
+    term("x1", command="sleep 9", cwd="/p", capabilities=CANCEL),
+    rq(5, "terminal/cancel", sessionId=SID, terminalId="x1"), ok(5),
+    tool("t1", status="cancelled"), term("x1", exitStatus={"signal": "SIGTERM"}, capabilities=None),
+    st("idle", stopReason="cancelled"),
+]
+
 GOOD = {
     "worked-example-11.16": WORKED_EXAMPLE,
+    "cancel-before-running": CANCEL_BEFORE_RUNNING,
     "item-cancel-then-close": ITEM_CANCEL_THEN_CLOSE,
     "prompt-turn-6.4": PROMPT_TURN,
     "resume-11.14": RESUME,

@@ -419,6 +419,8 @@ class _Session:
     requires_action_at: int = -1
     request_answered_at: int = -1
     user_echo_at: dict[str, int] = field(default_factory=dict)
+    cancel_for_next: bool = False  # session/cancel sent while idle but with a prompt of it in flight
+    early_cancel: bool = False  # the current work started after such a cancel: it may end cancelled
     user_messages: list[tuple[int, str, Any, bool]] = field(default_factory=list)
     prompt_ids: set[str] = field(default_factory=set)
     r95: Any = None
@@ -753,6 +755,15 @@ class WireChecker:
         listed = frozenset(self._covered(s, s.last_list or []))
         s.cancel = _Cancel(self._n, message, was_active, listed, frozenset(s.work_message_ids))
         s.session_cancel_since_work = True
+        if not was_active and self._prompt_in_flight(s):
+            # The client has not seen the prompt's turn start: the agent may apply this cancel to it.
+            s.cancel_for_next = True
+
+    def _prompt_in_flight(self, s: _Session) -> bool:
+        """Whether a prompt of ``s`` is unanswered, or accepted but not yet echoed."""
+        if any(r.method == "session/prompt" and r.session_id == s.id for r in self._client_pending.values()):
+            return True
+        return any(req.session_id == s.id and mid not in s.user_echo_at for req, mid in self._prompts)
 
     def _client_response(self, message: dict[str, Any]) -> None:
         rid = message.get("id")
@@ -1582,6 +1593,7 @@ class WireChecker:
                 s.work_message_ids = set()
                 s.session_cancel_since_work = s.item_cancel_since_work = False
                 s.permission_answered_since_work = False
+                s.early_cancel, s.cancel_for_next = s.cancel_for_next, False
             s.last_active_at = self._n
             if state == "requires_action" and prev != "requires_action":
                 s.requires_action_at = self._n
@@ -1614,6 +1626,7 @@ class WireChecker:
                 self._cancelled_work_ends(s, reason, message)
             self._r105_foreground_kept(s, reason, message)
         s.cancel = None
+        s.early_cancel = False
 
     def _r84_stop_reason(self, reason: Any, message: Any) -> None:
         """R84: stop reasons are standard or ``_custom``."""
@@ -1667,7 +1680,7 @@ class WireChecker:
     def _r105_foreground_kept(self, s: _Session, reason: Any, message: Any) -> None:
         """R105: per-item cancels alone do not end the foreground work as ``cancelled``."""
         if (reason == "cancelled" and s.item_cancel_since_work and not s.session_cancel_since_work
-                and not s.permission_answered_since_work and not self._closing(s)):
+                and not s.permission_answered_since_work and not self._closing(s) and not s.early_cancel):
             self._flag("R105", "foreground ended cancelled after a per-item cancel only", message)
 
     def _closing(self, s: _Session) -> bool:
@@ -1937,7 +1950,7 @@ class WireChecker:
     def _r105_tool_kept(self, s: _Session, tc: _ToolCall, message: Any) -> None:
         """R105: ``terminal/cancel`` does not change the status of a referencing tool call."""
         cancelled = {t for t in tc.terminals() if t in s.terminals and s.terminals[t].cancelled}
-        if cancelled and not tc.cancel_requested and s.cancel is None:
+        if cancelled and not tc.cancel_requested and s.cancel is None and not s.early_cancel:
             self._flag("R105", f"tool call cancelled because terminal(s) {sorted(cancelled)} were cancelled",
                        message)
 
