@@ -361,6 +361,15 @@ ITEM_CANCEL_THEN_CLOSE: list[Step] = OPEN + [
     rq(6, "session/close", sessionId=SID),
     tool("t1", status="cancelled", capabilities=None), st("idle", stopReason="cancelled"), ok(6),
 ]
+# The same with the client cancelling the turn's terminal while the close is in flight (R105).
+TERMINAL_CANCEL_THEN_CLOSE: list[Step] = OPEN + [
+    st("running"), tool("t1", title="sh", status="in_progress", content=[X("x1")]),
+    term("x1", command="sleep 9", cwd="/p", capabilities=CANCEL),
+    rq(6, "session/close", sessionId=SID),
+    rq(5, "terminal/cancel", sessionId=SID, terminalId="x1"), ok(5),
+    tool("t1", status="cancelled"), term("x1", exitStatus={"signal": "SIGTERM"}, capabilities=None),
+    st("idle", stopReason="cancelled"), ok(6),
+]
 
 # session/cancel sent before the client saw its prompt's turn start: the agent applies it to that turn,
 # so the turn's tool call and its idle end cancelled although the client also cancelled the terminal.
@@ -379,6 +388,7 @@ GOOD = {
     "worked-example-11.16": WORKED_EXAMPLE,
     "cancel-before-running": CANCEL_BEFORE_RUNNING,
     "item-cancel-then-close": ITEM_CANCEL_THEN_CLOSE,
+    "terminal-cancel-then-close": TERMINAL_CANCEL_THEN_CLOSE,
     "prompt-turn-6.4": PROMPT_TURN,
     "resume-11.14": RESUME,
     "resume-with-replay": REPLAY,

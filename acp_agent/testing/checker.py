@@ -1950,7 +1950,8 @@ class WireChecker:
     def _r105_tool_kept(self, s: _Session, tc: _ToolCall, message: Any) -> None:
         """R105: ``terminal/cancel`` does not change the status of a referencing tool call."""
         cancelled = {t for t in tc.terminals() if t in s.terminals and s.terminals[t].cancelled}
-        if cancelled and not tc.cancel_requested and s.cancel is None and not s.early_cancel:
+        if (cancelled and not tc.cancel_requested and s.cancel is None and not s.early_cancel
+                and not self._closing(s)):
             self._flag("R105", f"tool call cancelled because terminal(s) {sorted(cancelled)} were cancelled",
                        message)
 
