@@ -1,0 +1,254 @@
+"""Fuzzing live agent processes over real pipes (hypothesis), with a JSON-RPC oracle per input.
+
+One agent process per agent kind serves every generated input; after each input the harness checks
+that every request got exactly one answer with its id and the precise error code (R8-R14), that
+nothing but valid, schema-checked JSON-RPC reached stdout, and that a normal session still works.
+A crash, hang or wrong answer is recorded with its input and the agent restarted (a restart is itself
+a failure); the test fails at the end if anything was recorded.
+
+``make test`` runs a small derandomized slice; ``make fuzz`` sets ``ACP_FUZZ_EXAMPLES`` (inputs in
+total across the agents) and ``ACP_FUZZ_RANDOM=1`` and prints the counts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from acp_agent.connection import MAX_NESTING
+from acp_agent.framing import DEFAULT_MAX_MESSAGE_BYTES
+
+from .fuzz_harness import (
+    AGENTS,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    RESULT,
+    Case,
+    Inputs,
+    LiveAgent,
+    SchemaStrategies,
+    Stats,
+    deep_value,
+    dumps,
+    paths,
+    replace,
+)
+
+TOTAL = int(os.environ.get("ACP_FUZZ_EXAMPLES", "240"))
+RANDOM = os.environ.get("ACP_FUZZ_RANDOM") == "1"
+TOTALS = Stats()
+
+
+def _report(label: str, stats: Stats) -> None:
+    for name in ("inputs", "lines", "messages", "answers", "agent_lines", "crashes", "hangs", "wrong", "restarts"):
+        setattr(TOTALS, name, getattr(TOTALS, name) + getattr(stats, name))
+    sys.__stderr__.write("\n" + stats.summary(label) + "\n")
+    sys.__stderr__.write(TOTALS.summary("total so far") + "\n")
+    for failure in stats.failures[:20]:
+        sys.__stderr__.write(f"  FAILURE {failure[:3000]}\n")
+
+
+def _check(agent: LiveAgent, label: str) -> None:
+    problems = agent.finish()
+    agent.stats.failures += [f"exit: {p}" for p in problems]
+    agent.stats.crashes += len(problems)
+    _report(label, agent.stats)
+    assert not agent.stats.failures, "\n\n".join(agent.stats.failures[:10])
+
+
+@pytest.mark.parametrize("agent_name", sorted(AGENTS))
+def test_fuzz_live_agent(agent_name: str) -> None:
+    """Random inputs of every kind, one live agent, oracle and health probe after each."""
+    agent = LiveAgent(agent_name, Stats())
+    inputs = Inputs(agent)
+    strategy = inputs.cases()
+    examples = max(TOTAL // len(AGENTS), 1)
+
+    @settings(max_examples=examples, derandomize=not RANDOM, database=None, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def fuzz(case: Case) -> None:
+        agent.run_case(case)
+
+    try:
+        fuzz()
+    finally:
+        _check(agent, f"{agent_name}, {examples} generated")
+
+
+def test_every_field_of_every_method_with_every_wrong_type() -> None:
+    """Systematic: each location of each accepted method's params, set to each JSON type (and removed)."""
+    agent = LiveAgent("forking", Stats())
+    try:
+        schema = SchemaStrategies(agent.schema.schema, agent.session_ids)
+        methods = sorted(m for m in agent.oracle.requests | agent.oracle.notifications)
+        assert {"initialize", "session/new", "session/prompt", "session/list", "session/resume", "session/fork",
+                "session/close", "session/delete", "session/set_config_option", "session/cancel",
+                "tool_call/cancel", "terminal/cancel", "$/cancel_request"} <= set(methods)
+        samples = ["text", 7, 2.5, -3, 2**64, None, True, {"k": 1}, [1, "a"]]
+        number = 0
+        for method in methods:
+            name = agent.oracle.request_defs.get(method) or agent.oracle.notification_defs.get(method)
+            assert name is not None, method
+            # The fullest params the schema describes, every optional field present (derived, not listed).
+            full = _full_instance(schema, {"$ref": f"#/$defs/{name}"}, agent.session_ids[0])
+            for path in [(), *paths(full)]:
+                for value in [*samples, "<delete>"]:
+                    if value == "<delete>" and not path:
+                        continue
+                    params = replace(full, path, None, delete=True) if value == "<delete>" else replace(
+                        full, path, value)
+                    number += 1
+                    is_request = method in agent.oracle.requests
+                    message = {"jsonrpc": "2.0", "method": method, "params": params}
+                    if is_request:
+                        message["id"] = f"wt-{number}"
+                    agent.run_case(Case(dumps(message) + b"\n"), health=number % 10 == 0)
+        assert agent.stats.inputs > 300
+    finally:
+        _check(agent, "every field x every type")
+
+
+def _full_instance(schema: SchemaStrategies, node: dict[str, object], sid: str, name: str = "", budget: int = 4
+                   ) -> object:
+    """A deterministic instance of a schema node with every property present (first alternative)."""
+    if name == "sessionId":
+        return sid
+    if name in ("cwd", "path"):
+        return "/tmp"
+    resolved = schema.resolve(node)
+    if "const" in resolved:
+        return resolved["const"]
+    if "enum" in resolved:
+        return resolved["enum"][0]
+    alternatives = resolved.get("anyOf") or resolved.get("oneOf")
+    if isinstance(alternatives, list):
+        base = {k: v for k, v in resolved.items() if k not in ("anyOf", "oneOf")}
+        return _full_instance(schema, {**base, "allOf": [alternatives[0]]}, sid, name, budget)
+    kind = resolved.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if budget <= 0:
+        return None
+    if kind == "object" or "properties" in resolved:
+        props = resolved.get("properties", {})
+        assert isinstance(props, dict)
+        return {k: _full_instance(schema, v, sid, k, budget - 1) for k, v in props.items()}
+    if kind == "array":
+        items = resolved.get("items", {})
+        assert isinstance(items, dict)
+        return [_full_instance(schema, items, sid, name, budget - 1)]
+    return {"string": "s", "integer": 2, "number": 1.5, "boolean": False, "null": None}.get(str(kind), {})
+
+
+def test_initialize_params_fuzzed_on_a_fresh_agent() -> None:
+    """``initialize`` is only reachable before other requests: each example gets a fresh agent."""
+    stats = Stats()
+    probe = LiveAgent("echo", stats)
+    strategy = st.lists(Inputs(probe).params("initialize"), min_size=1, max_size=8)
+    _check(probe, "initialize probe agent")
+
+    @settings(max_examples=6 if not RANDOM else 60, derandomize=not RANDOM, database=None, deadline=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(batch=strategy)
+    def fuzz(batch: list[object]) -> None:
+        agent = LiveAgent("echo", stats, initialize=False)
+        for number, params in enumerate(batch):
+            message = {"jsonrpc": "2.0", "id": number, "method": "initialize", "params": params}
+            agent.run_case(Case(dumps(message) + b"\n"), health=False)
+            if agent.stats.failures:
+                break
+        agent.run_case(Case(b"\n"))  # then the health probe (it initializes again as the client would)
+        _check(agent, "initialize")
+
+    fuzz()
+
+
+def test_deep_nesting_never_overflows() -> None:
+    """100k levels in every position: parse error or -32602, never a crash; the agent keeps serving."""
+    agent = LiveAgent("echo", Stats())
+    try:
+        sid = agent.session_ids[0]
+        for levels in (MAX_NESTING - 2, MAX_NESTING + 1, 255, 1000, 1024, 1025, 100_000):
+            for kind in ("array", "object"):
+                value = deep_value(levels, kind)
+                for data in (
+                    value + b"\n",
+                    b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"_meta":' + value + b"}}\n",
+                    b'{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"' + sid.encode()
+                    + b'","prompt":[{"type":"text","text":"x","_meta":' + value + b"}]}}\n",
+                    b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s","_meta":' + value + b"}}\n",
+                    b'[{"jsonrpc":"2.0","id":3,"method":"session/list","params":{"_meta":' + value + b"}}]\n",
+                ):
+                    agent.run_case(Case(data))
+    finally:
+        _check(agent, "deep nesting")
+
+
+def test_duplicate_ids_in_flight_and_stray_responses() -> None:
+    """A second request with an id still in flight gets -32600 with that id; the first its own answer."""
+    agent = LiveAgent("background", Stats())
+    try:
+        sid = agent.session_ids[0]
+        busy = {"jsonrpc": "2.0", "id": "busy", "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "/watch 2"}]}}
+        held = {"jsonrpc": "2.0", "id": 7, "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "after"}]}}
+        twin = {"jsonrpc": "2.0", "id": 7, "method": "session/list", "params": {}}
+        agent.write(dumps(busy) + b"\n")
+        assert "result" in agent.wait_answer("busy")
+        agent.write(dumps(held) + b"\n" + dumps(twin) + b"\n")
+        # The held prompt (id 7) is still waiting for insertion, so the twin is refused with its id.
+        first = agent.wait_answer(7)
+        assert first.get("error", {}).get("code") == INVALID_REQUEST, first
+        second = agent.wait_answer(7)
+        assert "result" in second, second
+        # Responses to ids the agent never used are ignored (logged) and nothing breaks.
+        for stray in ({"jsonrpc": "2.0", "id": 12345, "result": {}}, {"jsonrpc": "2.0", "id": "x", "result": 1},
+                      {"jsonrpc": "2.0", "id": None, "error": {"code": 1, "message": "m"}}):
+            agent.run_case(Case(dumps(stray) + b"\n"))
+        assert "unknown request id" in agent.stderr_tail(100_000)
+    finally:
+        _check(agent, "duplicate ids")
+
+
+def test_oversized_line_gets_an_error_and_the_connection_continues() -> None:
+    """A line over the 32 MiB limit: one -32600 (id null), then the next line is served normally."""
+    agent = LiveAgent("echo", Stats())
+    try:
+        oversized = b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":{"x":"' + b"a" * (
+            DEFAULT_MAX_MESSAGE_BYTES + 10) + b'"}}\n'
+        agent.run_case(Case(oversized))
+        agent.run_case(Case(dumps({"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}}) + b"\n"))
+        answer = agent.call("session/list", {})
+        assert "result" in answer
+    finally:
+        _check(agent, "oversized line")
+
+
+def test_oracle_sanity() -> None:
+    """The oracle itself: the codes the reference fixes for the classic malformed inputs."""
+    agent = LiveAgent("echo", Stats())
+    try:
+        oracle = agent.oracle
+        cases = {
+            b"{": PARSE_ERROR, b"[]": INVALID_REQUEST, b"1": INVALID_REQUEST,
+            b'{"jsonrpc":"2.0","id":null,"method":"session/list"}': INVALID_REQUEST,
+            b'{"jsonrpc":"2.0","id":1.5,"method":"session/list"}': INVALID_REQUEST,
+            b'{"jsonrpc":"2.0","id":9223372036854775808,"method":"session/list"}': INVALID_REQUEST,
+            b'{"jsonrpc":"2.0","id":1,"method":"nope"}': -32601,
+            b'{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":5}}': INVALID_PARAMS,
+        }
+        for line, code in cases.items():
+            expects, _ = oracle.line(line, set(), set())
+            assert [e.allowed for e in expects] == [frozenset({code})], line
+            agent.run_case(Case(line + b"\n"))
+        expects, _ = oracle.line(b'{"jsonrpc":"2.0","id":1,"method":"session/list","params":{}}', set(), set())
+        assert RESULT in expects[0].allowed
+    finally:
+        _check(agent, "oracle sanity")
