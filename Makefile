@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 INTEROP := tests/interop
 NPM_STAMP := $(INTEROP)/node_modules/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean fuzz
 
 demo: $(STAMP)
 	$(BIN)/python -m acp_agent.demo
@@ -15,6 +15,16 @@ test: $(STAMP) $(NPM_STAMP)
 	$(BIN)/ruff check acp_agent tests examples bench
 	$(BIN)/mypy --strict acp_agent
 	$(BIN)/python -m pytest
+
+# `make fuzz`: the fuzz suite at full size against live agent processes (tests/test_fuzz.py); it prints
+# the counts of inputs sent, crashes, hangs and wrong answers. ACP_FUZZ_EXAMPLES sets the number of
+# generated inputs, ACP_FUZZ_HEALTH_EVERY how often the full session probe runs (a ping otherwise).
+ACP_FUZZ_EXAMPLES ?= 100000
+ACP_FUZZ_HEALTH_EVERY ?= 5
+
+fuzz: $(STAMP) $(NPM_STAMP)
+	ACP_FUZZ_EXAMPLES=$(ACP_FUZZ_EXAMPLES) ACP_FUZZ_HEALTH_EVERY=$(ACP_FUZZ_HEALTH_EVERY) ACP_FUZZ_RANDOM=1 \
+		$(BIN)/python -m pytest tests/test_fuzz.py -s -q
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

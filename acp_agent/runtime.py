@@ -363,6 +363,9 @@ class AgentRuntime:
             session.spawn(hook, session, item_id)
 
     async def _set_config_option(self, request: SetSessionConfigOptionRequest) -> SetSessionConfigOptionResponse:
+        if (request.type == "id" and not isinstance(request.value, str)) or (
+                request.type == "boolean" and not isinstance(request.value, bool)):
+            raise RequestError.invalid_params("value does not fit its type")  # a schema violation: before -32002
         session = self._active(request.session_id)
         option = _find_option(session.config_options, request.config_id)
         value_type = getattr(request, "type", None)
