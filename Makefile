@@ -23,8 +23,15 @@ ACP_FUZZ_EXAMPLES ?= 100000
 ACP_FUZZ_HEALTH_EVERY ?= 5
 
 fuzz: $(STAMP) $(NPM_STAMP)
-	ACP_FUZZ_EXAMPLES=$(ACP_FUZZ_EXAMPLES) ACP_FUZZ_HEALTH_EVERY=$(ACP_FUZZ_HEALTH_EVERY) ACP_FUZZ_RANDOM=1 \
-		$(BIN)/python -m pytest tests/test_fuzz.py -s -q
+	rm -rf $(VENV)/fuzz-stats && mkdir -p $(VENV)/fuzz-stats
+	export ACP_FUZZ_EXAMPLES=$(ACP_FUZZ_EXAMPLES) ACP_FUZZ_HEALTH_EVERY=$(ACP_FUZZ_HEALTH_EVERY) ACP_FUZZ_RANDOM=1 \
+		ACP_FUZZ_STATS_DIR=$(VENV)/fuzz-stats; \
+	$(BIN)/python -m pytest tests/test_fuzz.py -s -q -k "live_agent and echo" & echo_pid=$$!; \
+	$(BIN)/python -m pytest tests/test_fuzz.py -s -q -k "live_agent and background" & bg_pid=$$!; \
+	$(BIN)/python -m pytest tests/test_fuzz.py -s -q -k "not live_agent or forking"; rest=$$?; \
+	wait $$echo_pid; echo_rc=$$?; wait $$bg_pid; bg_rc=$$?; \
+	$(BIN)/python tests/fuzz_harness.py $(VENV)/fuzz-stats; total=$$?; \
+	test $$rest -eq 0 -a $$echo_rc -eq 0 -a $$bg_rc -eq 0 -a $$total -eq 0
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

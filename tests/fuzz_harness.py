@@ -279,6 +279,13 @@ class Stats:
     restarts: int = 0
     failures: list[str] = field(default_factory=list)
 
+    def save(self, directory: str, label: str) -> None:
+        """Write the counts to ``directory`` (``make fuzz`` runs several processes and adds them up)."""
+        counts = {k: v for k, v in vars(self).items() if k != "failures"}
+        counts["failures"] = len(self.failures)
+        name = re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")
+        Path(directory, f"{name}-{os.getpid()}-{time.monotonic_ns()}.json").write_text(json.dumps(counts))
+
     def summary(self, label: str) -> str:
         """The one-line report printed at the end of a run."""
         return (f"fuzz[{label}]: {self.inputs} inputs sent ({self.lines} lines, {self.messages} JSON-RPC messages), "
@@ -582,7 +589,7 @@ class LiveAgent:
                 self._match(message, pending)
         if arrays_seen != arrays:
             raise Failure("wrong", f"expected {arrays} batch answer arrays, got {arrays_seen}")
-        if health and self.stats.inputs % HEALTH_EVERY == 0:
+        if health and (self.stats.inputs % HEALTH_EVERY == 0 or not self.oracle.locked):
             self.health()
         elif health:
             self.ping()
@@ -686,17 +693,18 @@ class Case:
         return text if len(text) < 1500 else f"{text[:1200]} ... ({len(self.data)} bytes)"
 
 
+_SCALARS: st.SearchStrategy[Any] = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12),
+)
+
+
 def json_values(max_leaves: int = 6) -> st.SearchStrategy[Any]:
-    """Arbitrary JSON values (kept small)."""
-    scalars = st.one_of(
-        st.none(), st.booleans(), st.integers(-(2**70), 2**70),
-        st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12),
-    )
-    return st.recursive(
-        scalars,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-        max_leaves=max_leaves,
-    )
+    """Arbitrary JSON values, kept small and two levels deep (cheap to generate by the 100,000)."""
+    if max_leaves <= 2:
+        return _SCALARS
+    flat = st.lists(_SCALARS, max_size=3) | st.dictionaries(st.text(max_size=6), _SCALARS, max_size=3)
+    return _SCALARS | flat | st.dictionaries(st.text(max_size=6), flat, max_size=2) | st.lists(flat, max_size=2)
 
 
 TYPE_SAMPLES: dict[str, st.SearchStrategy[Any]] = {
@@ -764,7 +772,7 @@ class SchemaStrategies:
         alternatives = node.get("anyOf") or node.get("oneOf")
         if alternatives:
             base = {k: v for k, v in node.items() if k not in ("anyOf", "oneOf")}
-            return st.one_of([self.of({**base, "allOf": [alt]}, name, budget - 1) for alt in alternatives])
+            return st.one_of([self.of({**base, "allOf": [alt]}, name, budget) for alt in alternatives])
         kind = node.get("type")
         if isinstance(kind, list):
             return st.one_of([self.of({**node, "type": k}, name, budget) for k in kind])
@@ -834,6 +842,22 @@ INVALID_UTF8 = [b"\xff", b"\xfe\xfe", b"\xc3\x28", b"\xa0\xa1", b"\xe2\x28\xa1",
 """Byte sequences that are not UTF-8 (stray continuation, overlong, surrogate, 5-byte forms)."""
 
 
+def _request(request_id: Any, method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+@st.composite
+def _mutated(draw: Any, params: st.SearchStrategy[Any]) -> Any:
+    return Inputs.mutate(draw(params), _Drawer(draw))
+
+
+class _Drawer:
+    """Adapts a composite's ``draw`` to the ``data.draw`` spelling."""
+
+    def __init__(self, draw: Any) -> None:
+        self.draw = draw
+
+
 class Inputs:
     """The hypothesis strategies for fuzz cases against one live agent."""
 
@@ -844,6 +868,11 @@ class Inputs:
         self.fuzzed_methods = sorted({*methods, *self.oracle.requests})
         self.notification_methods = sorted({*self.oracle.notification_defs, *self.oracle.notifications})
         self._params = {m: self._params_for(m) for m in {*self.fuzzed_methods, *self.notification_methods}}
+        self._mutated: dict[str, st.SearchStrategy[Any]] = {}
+        self._requests = st.one_of([
+            st.builds(_request, IDS, st.just(m), self.params(m) | st.sampled_from([[], [1, "x"], 0, "s", None, True]))
+            for m in self.fuzzed_methods
+        ])
 
     def _params_for(self, method: str) -> st.SearchStrategy[Any]:
         name = self.oracle.request_defs.get(method) or self.oracle.notification_defs.get(method)
@@ -855,9 +884,14 @@ class Inputs:
 
     def params(self, method: str) -> st.SearchStrategy[Any]:
         """Params for ``method``: generated from its schema, then often one field given a wrong type."""
-        return st.tuples(self._params[method], st.data()).map(lambda pair: self._mutate(*pair))
+        cached = self._mutated.get(method)
+        if cached is None:
+            cached = self._mutated[method] = _mutated(self._params[method])
+        return cached
 
-    def _mutate(self, params: Any, data: st.DataObject) -> Any:
+    @staticmethod
+    def mutate(params: Any, data: Any) -> Any:
+        """Keep ``params``, or give one location a value of another JSON type, delete it, or add a key."""
         action = data.draw(st.sampled_from(["keep", "retype", "retype", "retype", "delete", "extra"]))
         locations = list(paths(params))
         if action == "keep" or (action != "extra" and not locations):
@@ -874,12 +908,7 @@ class Inputs:
 
     def request(self) -> st.SearchStrategy[dict[str, Any]]:
         """A request for any schema or agent method, valid or not, with an id of any JSON type."""
-        return st.sampled_from(self.fuzzed_methods).flatmap(
-            lambda method: st.builds(
-                lambda request_id, params: {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
-                IDS, self.params(method) | st.sampled_from([[], [1, "x"], 0, "s", None, True]),
-            )
-        )
+        return self._requests
 
     def notification(self) -> st.SearchStrategy[dict[str, Any]]:
         """A notification (known, unknown or ``$/…``); never answered."""
@@ -1004,3 +1033,20 @@ class Inputs:
 
         return st.builds(build, sizes, st.sampled_from(["string", "method", "array", "batch", "meta"]),
                          st.sampled_from(self.schema.session_ids or ["s"]))
+
+
+def main(directory: str) -> int:
+    """Add up the counts saved by the processes of one ``make fuzz`` run and print them."""
+    total = Stats()
+    files = sorted(Path(directory).glob("*.json"))
+    for path in files:
+        counts = json.loads(path.read_text())
+        for key, value in counts.items():
+            if key != "failures":
+                setattr(total, key, getattr(total, key) + value)
+    print(total.summary(f"make fuzz, {len(files)} runs"))
+    return 0 if total.crashes == total.hangs == total.wrong == total.restarts == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

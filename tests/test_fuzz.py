@@ -47,6 +47,8 @@ TOTALS = Stats()
 def _report(label: str, stats: Stats) -> None:
     for name in ("inputs", "lines", "messages", "answers", "agent_lines", "crashes", "hangs", "wrong", "restarts"):
         setattr(TOTALS, name, getattr(TOTALS, name) + getattr(stats, name))
+    if os.environ.get("ACP_FUZZ_STATS_DIR"):
+        stats.save(os.environ["ACP_FUZZ_STATS_DIR"], label)
     sys.__stderr__.write("\n" + stats.summary(label) + "\n")
     sys.__stderr__.write(TOTALS.summary("total so far") + "\n")
     for failure in stats.failures[:20]:
@@ -150,22 +152,21 @@ def _full_instance(schema: SchemaStrategies, node: dict[str, object], sid: str, 
 
 def test_initialize_params_fuzzed_on_a_fresh_agent() -> None:
     """``initialize`` is only reachable before other requests: each example gets a fresh agent."""
-    stats = Stats()
-    probe = LiveAgent("echo", stats)
+    probe = LiveAgent("echo", Stats())
     strategy = st.lists(Inputs(probe).params("initialize"), min_size=1, max_size=8)
-    _check(probe, "initialize probe agent")
+    _check(probe, "strategy source")
 
     @settings(max_examples=6 if not RANDOM else 60, derandomize=not RANDOM, database=None, deadline=None,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
     @given(batch=strategy)
     def fuzz(batch: list[object]) -> None:
-        agent = LiveAgent("echo", stats, initialize=False)
+        agent = LiveAgent("echo", Stats(), initialize=False)
         for number, params in enumerate(batch):
             message = {"jsonrpc": "2.0", "id": number, "method": "initialize", "params": params}
             agent.run_case(Case(dumps(message) + b"\n"), health=False)
             if agent.stats.failures:
                 break
-        agent.run_case(Case(b"\n"))  # then the health probe (it initializes again as the client would)
+        agent.run_case(Case(b"\n"))  # then the full health probe (it initializes as a client would)
         _check(agent, "initialize")
 
     fuzz()
