@@ -281,6 +281,10 @@ class Connection:
         if too_deep and method in self.requests:
             out.answer(request_id, RequestError.invalid_params(f"nested deeper than {MAX_NESTING} levels").to_dict())
             return
+        if isinstance(params, list) and method in self.requests:
+            # ACP params are always an object; by-position arrays (even empty) fit no method.
+            out.answer(request_id, RequestError.invalid_params("params must be an object").to_dict())
+            return
         call = _Call()
         response = dispatch_to_response(
             message,  # type: ignore[arg-type]  # already parsed; the deserializer is the identity

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from hypothesis import strategies as st
@@ -178,6 +178,19 @@ class Oracle:
             )
         return bool(validator.is_valid(params))
 
+    def leniently_valid(self, method: str, params: Any) -> bool:
+        """Whether every schema error is one the schema itself lets a reader forgive.
+
+        Fields marked ``x-deserialize-default-on-null`` / ``-on-error`` and arrays marked
+        ``x-deserialize-skip-invalid-items`` are read leniently by the official SDKs; an agent may
+        accept such params (or refuse them with -32602).
+        """
+        name = self.request_defs.get(method) or self.notification_defs.get(method)
+        if name is None or self.params_valid(method, params):
+            return False
+        self._current = name
+        return all(self._forgiven(error) for error in self._validators[name].iter_errors(params))
+
     def line(self, raw: bytes, cancelled_ids: set[tuple[str, Any]], seen: set[tuple[str, Any]]
              ) -> tuple[list[Expect], bool]:
         """Expectations for one line as LineReader yields it, and whether they arrive as one array."""
@@ -246,6 +259,8 @@ class Oracle:
             return Expect(request_id, frozenset({INVALID_PARAMS, *allowed}), method, note="nested too deeply")
         if isinstance(params, list) or not self.params_valid(method, params):
             allowed.add(INVALID_PARAMS)
+            if isinstance(params, dict) and self.leniently_valid(method, params):
+                allowed |= {RESULT, NOT_FOUND}
             if method == "session/prompt" and isinstance(params, dict) and params.get("prompt") == [] and \
                     self.params_valid(method, {**params, "prompt": [{"type": "text", "text": "x"}]}):
                 allowed |= {RESULT, NOT_FOUND}  # an empty prompt MAY be rejected (§ session/prompt), or run
@@ -259,6 +274,40 @@ class Oracle:
         if method == "initialize":
             allowed.add(UNSUPPORTED_VERSION)
         return Expect(request_id, frozenset(allowed), method, note="valid params")
+
+    def _forgiven(self, error: Any) -> bool:
+        defs = self.schema.schema["$defs"]
+        node: Any = defs[self._current]
+        for key in error.absolute_schema_path:
+            if self._forgives(node, error, key):
+                return True
+            if key == "$ref" and isinstance(node, dict) and "$ref" in node:
+                node = defs[node["$ref"].rsplit("/", 1)[1]]
+                continue
+            while isinstance(node, dict) and key not in node and "$ref" in node:
+                node = defs[node["$ref"].rsplit("/", 1)[1]]
+            try:
+                node = node[key]
+            except (KeyError, IndexError, TypeError):
+                return False
+        if self._forgives(node, error, None):
+            return True
+        return bool(error.context) and any(self._forgiven(sub) for sub in error.context)
+
+
+    @staticmethod
+    def _forgives(node: Any, error: Any, next_key: Any) -> bool:
+        if not isinstance(node, dict):
+            return False
+        if node.get("x-deserialize-default-on-error"):
+            return True
+        if node.get("x-deserialize-skip-invalid-items") and next_key == "items":
+            return True
+        return bool(node.get("x-deserialize-default-on-null")) and error.instance is None
+
+
+_LENIENT: Final = frozenset({"x-deserialize-default-on-null", "x-deserialize-default-on-error",
+                             "x-deserialize-skip-invalid-items"})
 
 
 # -- the live agent -----------------------------------------------------------------------------------------
