@@ -1008,28 +1008,35 @@ class Inputs:
         )
 
     def single(self) -> st.SearchStrategy[Case]:
+        """One message on one line."""
         return self.message().map(lambda m: Case(dumps(m) + b"\n"))
 
     def batch(self) -> st.SearchStrategy[Case]:
+        """A JSON-RPC batch (possibly empty) mixing every kind of entry."""
         return st.lists(self.message(), min_size=0, max_size=8).map(lambda ms: Case(dumps(ms) + b"\n", len(ms)))
 
     def multi_line(self) -> st.SearchStrategy[Case]:
+        """Several lines in one write, with CRLF and blank lines between."""
         line = self.message().map(dumps) | self.raw_line()
         sep = st.sampled_from([b"\n", b"\r\n", b"\n\n", b"\n  \n"])
         return st.lists(st.tuples(line, sep), min_size=2, max_size=5).map(
             lambda parts: Case(b"".join(a + b for a, b in parts), len(parts)))
 
     def raw_line(self) -> st.SearchStrategy[bytes]:
+        """Random bytes without a newline."""
         return st.binary(max_size=64).map(lambda b: b.replace(b"\n", b" "))
 
     def raw_bytes(self) -> st.SearchStrategy[Case]:
+        """Random bytes (newlines included)."""
         return st.binary(max_size=300).map(lambda b: Case(b + b"\n", max(b.count(b"\n"), 1)))
 
     def truncated(self) -> st.SearchStrategy[Case]:
+        """A message cut short anywhere."""
         return st.tuples(self.message().map(dumps), st.data()).map(
             lambda pair: Case(pair[0][: pair[1].draw(st.integers(0, max(len(pair[0]) - 1, 0)))] + b"\n"))
 
     def invalid_utf8(self) -> st.SearchStrategy[Case]:
+        """A message with bytes that are not UTF-8 put inside a string."""
         def corrupt(line: bytes, data: st.DataObject) -> Case:
             quotes = [i for i, c in enumerate(line) if c == ord('"')] or [0]
             at = data.draw(st.sampled_from(quotes)) + 1
@@ -1038,6 +1045,7 @@ class Inputs:
         return st.tuples(self.message().map(dumps), st.data()).map(lambda pair: corrupt(*pair))
 
     def deep(self) -> st.SearchStrategy[Case]:
+        """Nesting around the limit and far beyond it (100k levels), in every position."""
         levels = st.integers(MAX_NESTING - 8, MAX_NESTING + 8) | st.sampled_from([300, 1000, 1025, 5000, 100_000])
 
         def build(n: int, kind: str, where: str, method: str, sid: str) -> Case:
@@ -1062,6 +1070,7 @@ class Inputs:
                          st.sampled_from(self.fuzzed_methods), st.sampled_from(self.schema.session_ids or ["s"]))
 
     def huge(self) -> st.SearchStrategy[Case]:
+        """Huge strings, method names, arrays and batches (up to about 1 MB)."""
         sizes = st.sampled_from([10_000, 100_000, 1_000_000])
 
         def build(size: int, what: str, sid: str) -> Case:
