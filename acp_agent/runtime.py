@@ -389,7 +389,7 @@ def _parse_initialize(params: dict[str, Any]) -> InitializeRequest:
     missing or malformed ``info`` becomes ``{"name": "unknown", "version": "unknown"}``.
     """
     try:
-        return InitializeRequest.model_validate(params)
+        return InitializeRequest.model_validate(params, strict=True)  # no lax coercion: false is not 0
     except ValidationError as exc:
         version = params.get("protocolVersion")
         if not isinstance(version, int) or isinstance(version, bool) or not PROTOCOL_VERSION < version <= 65535:

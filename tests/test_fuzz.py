@@ -166,6 +166,11 @@ def test_initialize_params_fuzzed_on_a_fresh_agent() -> None:
             message = {"jsonrpc": "2.0", "id": agent.stats.inputs, "method": "initialize", "params": params}
             agent.run_case(Case(dumps(message) + b"\n"), health=False)
 
+        # Regression found by fuzzing: lax validation read ``false`` as version 0 and answered -32022.
+        regression = {"jsonrpc": "2.0", "id": "bool-version", "method": "initialize",
+                      "params": {"protocolVersion": False, "info": {"name": "x", "version": "1"}}}
+        assert agent.oracle.message(regression, set()).allowed == {INVALID_PARAMS}  # type: ignore[union-attr]
+        agent.run_case(Case(dumps(regression) + b"\n"), health=False)
         fuzz()
         assert not agent.oracle.locked
         agent.health()
