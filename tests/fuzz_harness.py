@@ -622,20 +622,21 @@ class LiveAgent:
             arrays += is_array
         self.stats.messages += case.message_count
         self.write(case.data)
-        pending = list(expects)
+        matched: dict[int, dict[str, Any]] = {}
         deadline = time.monotonic() + HANG_TIMEOUT
         arrays_seen = 0
-        while pending:
+        while len(matched) < len(expects):
             messages = self._next(deadline)
             if messages is None:
-                raise Failure("hang", f"missing answers after {HANG_TIMEOUT} s: {[(e.id, e.note) for e in pending]}")
+                missing = [(e.id, e.note) for i, e in enumerate(expects) if i not in matched]
+                raise Failure("hang", f"missing answers after {HANG_TIMEOUT} s: {missing}")
             if messages and messages[0].get("__batch__"):
                 arrays_seen += 1
             for message in messages:
                 if "method" in message:
                     self._other(message, probe=False)
                     continue
-                self._match(message, pending)
+                self._match(message, expects, matched)
         if arrays_seen != arrays:
             raise Failure("wrong", f"expected {arrays} batch answer arrays, got {arrays_seen}")
         if health and (self.stats.inputs % HEALTH_EVERY == 0 or not self.oracle.locked):
@@ -649,27 +650,38 @@ class LiveAgent:
         if answer.get("error", {}).get("code") != METHOD_NOT_FOUND:
             raise Failure("wrong", f"ping answered {answer}")
 
-    def _match(self, message: dict[str, Any], pending: list[Expect]) -> None:
+    def _match(self, message: dict[str, Any], expects: list[Expect], matched: dict[int, dict[str, Any]]) -> None:
+        """Pair an answer with an expectation, re-pairing earlier answers if needed (answers to
+        requests sharing an id arrive in any order, so a greedy choice could be wrong)."""
         self.stats.answers += 1
-        in_batch = bool(message.get("__batch__"))
-        key = id_key(message.get("id"))
-        if "error" in message:
-            code = message["error"].get("code")
-        elif "result" in message:
-            code = RESULT
-        else:
+        if "error" not in message and "result" not in message:
             raise Failure("wrong", f"an answer with neither result nor error: {message}")
-        candidates = [e for e in pending if id_key(e.id) == key and e.in_batch == in_batch]
+        key = id_key(message.get("id"))
+        in_batch = bool(message.get("__batch__"))
+        candidates = [i for i, e in enumerate(expects) if id_key(e.id) == key and e.in_batch == in_batch]
         if not candidates:
             raise Failure("wrong", f"an answer nobody asked for: {json.dumps(message)[:300]}")
-        for expect in candidates:
-            if code in expect.allowed:
-                if code == METHOD_NOT_FOUND and message["error"].get("data") != {"method": expect.method}:
-                    raise Failure("wrong", f"-32601 without data.method: {message}")
-                pending.remove(expect)
-                return
-        raise Failure("wrong", f"answer {json.dumps(message)[:300]} but expected one of "
-                               f"{[(sorted(map(str, e.allowed)), e.note) for e in candidates]}")
+
+        def augment(answer: dict[str, Any], seen: set[int]) -> bool:
+            for index in candidates:
+                if index in seen or not _fits(answer, expects[index]):
+                    continue
+                seen.add(index)
+                if index not in matched or augment(matched[index], seen):
+                    matched[index] = answer
+                    return True
+            return False
+
+        if not augment(message, set()):
+            raise Failure("wrong", f"answer {json.dumps(message)[:300]} but expected one of "
+                                   f"{[(sorted(map(str, expects[i].allowed)), expects[i].note) for i in candidates]}")
+
+
+def _fits(answer: dict[str, Any], expect: Expect) -> bool:
+    code = answer["error"].get("code") if "error" in answer else RESULT
+    if code not in expect.allowed:
+        return False
+    return code != METHOD_NOT_FOUND or answer["error"].get("data") == {"method": expect.method}
 
 
 def _reject_constant(name: str) -> Any:

@@ -217,6 +217,13 @@ def test_duplicate_ids_in_flight_and_stray_responses() -> None:
         assert first.get("error", {}).get("code") == INVALID_REQUEST, first
         second = agent.wait_answer(7)
         assert "result" in second, second
+        # Three requests sharing one id in one write: answers come in any order (the harness pairs them
+        # by matching, not greedily); the third is refused -32600 while the second is still in flight.
+        same = [{"jsonrpc": "2.0", "id": "same", "method": "auth/login", "params": {}},
+                {"jsonrpc": "2.0", "id": "same", "method": "session/resume", "params": {
+                    "sessionId": agent.session_ids[1], "cwd": "/"}},
+                {"jsonrpc": "2.0", "id": "same", "method": "auth/login", "params": {}}]
+        agent.run_case(Case(b"".join(dumps(m) + b"\n" for m in same), len(same)))
         # Responses to ids the agent never used are ignored (logged) and nothing breaks.
         for stray in ({"jsonrpc": "2.0", "id": 12345, "result": {}}, {"jsonrpc": "2.0", "id": "x", "result": 1},
                       {"jsonrpc": "2.0", "id": None, "error": {"code": 1, "message": "m"}}):
