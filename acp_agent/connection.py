@@ -28,7 +28,9 @@ from pydantic import BaseModel, ValidationError
 from .errors import ErrorCode, RequestError
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
 
-__all__ = ["CANCEL_REQUEST", "Connection", "Immediate", "Method", "RequestId", "describe_validation_error"]
+__all__ = [
+    "CANCEL_REQUEST", "MAX_NESTING", "Connection", "Immediate", "Method", "RequestId", "describe_validation_error",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,17 @@ RequestId = int | str
 CANCEL_REQUEST: Final = "$/cancel_request"
 
 _HEAD_NOTIFY: Final = b'{"jsonrpc":"2.0","method":'
+
+MAX_NESTING: Final = 128
+"""Deepest nesting of objects and arrays accepted in one incoming message (the envelope counts).
+
+Deeper values would parse, but could not be serialized again (echoes, history replay), so a
+request carrying one is answered ``-32602`` and a notification carrying one is dropped.
+"""
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+_FLOAT_EXACT: Final = 2**53
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +107,29 @@ def _id_key(request_id: Any) -> tuple[bool, Any]:
 
 
 def _valid_id(value: Any) -> bool:
+    # A string or an int64 (R6). An integral float is accepted only where it is exact, so the
+    # answer echoes the very value that was sent (R7); larger numbers have lost digits already.
     if isinstance(value, bool):
         return False
-    if isinstance(value, (int, str)):
+    if isinstance(value, str):
         return True
-    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
+    if isinstance(value, int):
+        return _INT64_MIN <= value <= _INT64_MAX
+    return (
+        isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) <= _FLOAT_EXACT
+    )
+
+
+def _too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether ``value`` nests objects/arrays more than ``limit`` levels (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:
@@ -212,23 +243,29 @@ class Connection:
         except orjson.JSONDecodeError:
             self._send_error(None, RequestError.parse_error())
             return
+        # Only a line with more brackets than the limit can nest too deeply; skip the walk otherwise.
+        deep = line.count(b"{") + line.count(b"[") > MAX_NESTING
         if isinstance(message, list):
             if not message:
                 self._send_error(None, RequestError.invalid_request("empty batch"))
                 return
             batch = _Batch(self.writer, len(message))
             for entry in message:
-                self._handle_message(entry, tg, batch)
+                self._handle_message(entry, tg, batch, deep)
         else:
-            self._handle_message(message, tg, _Single(self.writer))
+            self._handle_message(message, tg, _Single(self.writer), deep)
 
-    def _handle_message(self, message: Any, tg: TaskGroup, out: _Replies) -> None:
+    def _handle_message(self, message: Any, tg: TaskGroup, out: _Replies, deep: bool = False) -> None:
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             out.answer(None, RequestError.invalid_request().to_dict())
             return
+        too_deep = deep and _too_deep(message)
         method = message.get("method")
         if method is None:
             if "id" in message and ("result" in message or "error" in message):
+                if too_deep:
+                    message = {"id": message["id"], "error": RequestError.internal_error(
+                        f"response nested deeper than {MAX_NESTING} levels").to_dict()}
                 self._handle_response(message)
                 out.skip()
             else:
@@ -241,7 +278,10 @@ class Connection:
             out.answer(None, RequestError.invalid_request().to_dict())
             return
         if not is_request:
-            self._handle_notification(method, params, tg)
+            if too_deep:
+                logger.warning("acp: dropping a %r notification nested deeper than %d levels", method, MAX_NESTING)
+            else:
+                self._handle_notification(method, params, tg)
             out.skip()
             return
         if not isinstance(params, (dict, list)):
@@ -253,6 +293,13 @@ class Connection:
         error = self._check_guard(method, True)
         if error is not None:
             out.answer(request_id, error.to_dict())
+            return
+        if too_deep and method in self.requests:
+            out.answer(request_id, RequestError.invalid_params(f"nested deeper than {MAX_NESTING} levels").to_dict())
+            return
+        if isinstance(params, list) and method in self.requests:
+            # ACP params are always an object; by-position arrays (even empty) fit no method.
+            out.answer(request_id, RequestError.invalid_params("params must be an object").to_dict())
             return
         call = _Call()
         response = dispatch_to_response(
@@ -513,7 +560,7 @@ def _binder(method: Method) -> Callable[..., Any]:
             parsed: Any = params
         else:
             try:
-                parsed = method.params.model_validate(params)
+                parsed = method.params.model_validate(params, strict=True)
             except ValidationError as exc:
                 raise JsonRpcError(
                     ErrorCode.INVALID_PARAMS, f"Invalid params: {describe_validation_error(exc)}"

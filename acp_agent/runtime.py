@@ -422,6 +422,9 @@ class AgentRuntime:
             session.spawn(hook, session, item_id)
 
     async def _set_config_option(self, request: SetSessionConfigOptionRequest) -> SetSessionConfigOptionResponse:
+        if (request.type == "id" and not isinstance(request.value, str)) or (
+                request.type == "boolean" and not isinstance(request.value, bool)):
+            raise RequestError.invalid_params("value does not fit its type")  # a schema violation: before -32002
         session = self._active(request.session_id)
         option = _find_option(session.config_options, request.config_id)
         value_type = getattr(request, "type", None)
@@ -445,7 +448,7 @@ def _parse_initialize(params: dict[str, Any]) -> InitializeRequest:
     missing or malformed ``info`` becomes ``{"name": "unknown", "version": "unknown"}``.
     """
     try:
-        return InitializeRequest.model_validate(params)
+        return InitializeRequest.model_validate(params, strict=True)  # no lax coercion: false is not 0
     except ValidationError as exc:
         version = params.get("protocolVersion")
         if not isinstance(version, int) or isinstance(version, bool) or not PROTOCOL_VERSION < version <= 65535:
