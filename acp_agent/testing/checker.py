@@ -55,7 +55,10 @@ Judged with approximations (details in :data:`RULES`):
   was finalized afterwards.
 - R105: ``output`` cleared, or a referencing tool call set to ``cancelled``, after a
   ``terminal/cancel``; an idle ``cancelled`` for work during which only per-item cancels (no
-  ``session/cancel``/``close``, no answered permission request) happened.
+  ``session/cancel``/``close``, no answered permission request) happened. A ``session/close``
+  in flight, or a ``session/cancel`` the client sent while it saw the session idle followed
+  directly by ``running`` (the work may have started before the agent read the cancel), counts
+  as such a cancel.
 - R107: a ``$/cancel_request`` sent between a ``session/cancel`` and the idle that ends it,
   for a permission request (sent before the cancel) whose subject was listed at the cancel
   and is still live.
@@ -419,7 +422,7 @@ class _Session:
     requires_action_at: int = -1
     request_answered_at: int = -1
     user_echo_at: dict[str, int] = field(default_factory=dict)
-    cancel_for_next: bool = False  # session/cancel sent while idle but with a prompt of it in flight
+    cancel_for_next: bool = False  # session/cancel sent while the client saw the session idle
     early_cancel: bool = False  # the current work started after such a cancel: it may end cancelled
     user_messages: list[tuple[int, str, Any, bool]] = field(default_factory=list)
     prompt_ids: set[str] = field(default_factory=set)
@@ -755,15 +758,10 @@ class WireChecker:
         listed = frozenset(self._covered(s, s.last_list or []))
         s.cancel = _Cancel(self._n, message, was_active, listed, frozenset(s.work_message_ids))
         s.session_cancel_since_work = True
-        if not was_active and self._prompt_in_flight(s):
-            # The client has not seen the prompt's turn start: the agent may apply this cancel to it.
-            s.cancel_for_next = True
-
-    def _prompt_in_flight(self, s: _Session) -> bool:
-        """Whether a prompt of ``s`` is unanswered, or accepted but not yet echoed."""
-        if any(r.method == "session/prompt" and r.session_id == s.id for r in self._client_pending.values()):
-            return True
-        return any(req.session_id == s.id and mid not in s.user_echo_at for req, mid in self._prompts)
+        # Sent while the client saw the session idle: if the next snapshot says ``running``, that work
+        # may have started before the agent read this cancel (its prompt, or agent-initiated work), so
+        # the agent may apply the cancel to it. The wire cannot tell; the judgement gives it the benefit.
+        s.cancel_for_next = not was_active
 
     def _client_response(self, message: dict[str, Any]) -> None:
         rid = message.get("id")
@@ -1599,6 +1597,7 @@ class WireChecker:
                 s.requires_action_at = self._n
         if isinstance(state, str):
             s.state = state
+        s.cancel_for_next = False  # only the very next snapshot can show work the cancel reached
         if s.cancel is not None and not s.cancel.was_active:
             s.cancel = None
         s.own_state = _snapshot(update)
