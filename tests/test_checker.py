@@ -384,8 +384,26 @@ CANCEL_BEFORE_RUNNING: list[Step] = OPEN + [
     st("idle", stopReason="cancelled"),
 ]
 
+# A prompt sent just before session/cancel: the current turn ended before the agent read the cancel,
+# the agent had already inserted the prompt, so the cancel ends the prompt's turn (with a per-item
+# cancel during it, R105 must not blame that).
+CANCEL_REACHES_NEXT_PROMPT: list[Step] = OPEN + [
+    rq(2, "session/prompt", sessionId=SID, prompt=TEXT), ok(2, {"messageId": "u1"}),
+    up("user_message", messageId="u1", content=TEXT), st("running"),
+    rq(3, "session/prompt", sessionId=SID, prompt=TEXT),
+    nt("session/cancel", sessionId=SID),
+    st("idle", stopReason="end_turn"),
+    ok(3, {"messageId": "u3"}), up("user_message", messageId="u3", content=TEXT), st("running"),
+    tool("t1", title="sh", status="in_progress", content=[X("x1")]),
+    term("x1", command="sleep 9", cwd="/p", capabilities=CANCEL),
+    rq(5, "terminal/cancel", sessionId=SID, terminalId="x1"), ok(5),
+    tool("t1", status="cancelled"), term("x1", exitStatus={"signal": "SIGTERM"}, capabilities=None),
+    st("idle", stopReason="cancelled"),
+]
+
 GOOD = {
     "worked-example-11.16": WORKED_EXAMPLE,
+    "cancel-reaches-next-prompt": CANCEL_REACHES_NEXT_PROMPT,
     "cancel-before-running": CANCEL_BEFORE_RUNNING,
     "item-cancel-then-close": ITEM_CANCEL_THEN_CLOSE,
     "terminal-cancel-then-close": TERMINAL_CANCEL_THEN_CLOSE,

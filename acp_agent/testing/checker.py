@@ -57,8 +57,9 @@ Judged with approximations (details in :data:`RULES`):
   ``terminal/cancel``; an idle ``cancelled`` for work during which only per-item cancels (no
   ``session/cancel``/``close``, no answered permission request) happened. A ``session/close``
   in flight, or a ``session/cancel`` the client sent while it saw the session idle followed
-  directly by ``running`` (the work may have started before the agent read the cancel), counts
-  as such a cancel.
+  directly by ``running`` (the work may have started before the agent read the cancel), or a
+  ``session/cancel`` sent after a prompt that is echoed only after it (the agent inserted the
+  prompt before reading the cancel), counts as such a cancel.
 - R107: a ``$/cancel_request`` sent between a ``session/cancel`` and the idle that ends it,
   for a permission request (sent before the cancel) whose subject was listed at the cancel
   and is still live.
@@ -423,6 +424,8 @@ class _Session:
     request_answered_at: int = -1
     user_echo_at: dict[str, int] = field(default_factory=dict)
     cancel_for_next: bool = False  # session/cancel sent while the client saw the session idle
+    last_cancel_at: int = -1  # index of the latest session/cancel
+    cancelled_prompt_echoed: bool = False  # a prompt sent before that cancel was echoed after it
     early_cancel: bool = False  # the current work started after such a cancel: it may end cancelled
     user_messages: list[tuple[int, str, Any, bool]] = field(default_factory=list)
     prompt_ids: set[str] = field(default_factory=set)
@@ -762,6 +765,7 @@ class WireChecker:
         # may have started before the agent read this cancel (its prompt, or agent-initiated work), so
         # the agent may apply the cancel to it. The wire cannot tell; the judgement gives it the benefit.
         s.cancel_for_next = not was_active
+        s.last_cancel_at = self._n
 
     def _client_response(self, message: dict[str, Any]) -> None:
         rid = message.get("id")
@@ -1550,6 +1554,9 @@ class WireChecker:
         in_resume = s.resume is not None
         if kind.startswith("user_message"):
             s.user_echo_at[mid] = self._n
+            if any(m == mid and req.session_id == s.id and req.index < s.last_cancel_at for req, m in self._prompts):
+                # Sent before a session/cancel, inserted after it: the cancel may end this prompt's turn.
+                s.cancelled_prompt_echoed = True
             if kind == "user_message":
                 s.user_messages.append((self._n, mid, update.get("content"), in_resume))
         elif kind in _AGENT_OUTPUT and not in_resume:
@@ -1591,7 +1598,8 @@ class WireChecker:
                 s.work_message_ids = set()
                 s.session_cancel_since_work = s.item_cancel_since_work = False
                 s.permission_answered_since_work = False
-                s.early_cancel, s.cancel_for_next = s.cancel_for_next, False
+                s.early_cancel = s.cancel_for_next or s.cancelled_prompt_echoed
+                s.cancel_for_next = s.cancelled_prompt_echoed = False
             s.last_active_at = self._n
             if state == "requires_action" and prev != "requires_action":
                 s.requires_action_at = self._n
