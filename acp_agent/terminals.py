@@ -23,6 +23,7 @@ import anyio
 import orjson
 
 from .background import Entity
+from .errors import SessionClosedError
 from .processes import DEFAULT_TERMINATE_GRACE, ExitStatus, ManagedProcess
 from .schema import (
     CommandPermissionSubject,
@@ -143,10 +144,16 @@ class Terminal:
             "flush_bytes": flush_bytes,
             "flush_interval": flush_interval,
         }
-        if argv is None:
-            self.process = await ManagedProcess.start_shell(self.command, **options)
-        else:
-            self.process = await ManagedProcess.start(argv, **options)
+        try:
+            if argv is None:
+                self.process = await ManagedProcess.start_shell(self.command, **options)
+            else:
+                self.process = await ManagedProcess.start(argv, **options)
+        except RuntimeError as exc:
+            if self.session.closing:
+                # The session closed while the process was spawning: it was killed and reaped.
+                raise SessionClosedError(f"session {self.session.id} closed while the process started") from exc
+            raise
         self.session.spawn(self._watch_exit)
 
     async def _on_output(self, data: bytes) -> None:
