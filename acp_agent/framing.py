@@ -139,9 +139,13 @@ class Writer:
         """Queue one serialized message (it must end with a newline)."""
         if self._broken:
             return
-        self._queue.append(data)
+        queue = self._queue
+        queue.append(data)
         self._queued_bytes += len(data)
-        self._data.set()
+        if len(queue) == 1:
+            # The queue was empty: wake the writer. (With more queued, it was woken already,
+            # or it is writing and looks at the queue again before it waits.)
+            self._data.set()
 
     async def send(self, data: bytes) -> None:
         """Queue one serialized message, then wait while the queue is over its high-water mark."""
@@ -153,12 +157,13 @@ class Writer:
         """Bytes queued and not yet handed to the stream."""
         return self._queued_bytes
 
-    def _full(self) -> bool:
-        return len(self._queue) > self._high_water or self._queued_bytes > self._high_water_bytes
+    def full(self) -> bool:
+        """Whether the queue is over a high-water mark (a producer should await :meth:`backpressure`)."""
+        return (len(self._queue) > self._high_water or self._queued_bytes > self._high_water_bytes) and not self._broken
 
     async def backpressure(self) -> None:
         """Wait while the queue is over its high-water marks (the peer is not reading)."""
-        while self._full() and not self._broken:
+        while self.full():
             await self._space.wait()
 
     async def drain(self) -> None:

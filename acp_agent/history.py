@@ -79,19 +79,25 @@ class _Entry:
     fields: dict[str, Any] = field(default_factory=dict)
     text: list[str] | None = None  # an open run of plain-text chunks at the end of the collection
     joined: int = 0  # leading pieces of ``text`` that are already joined runs of chunks
+    join_at: int = 0  # length of ``text`` at which the newest run is joined
     output: _Tail | None = None  # terminals: retained output tail
 
     def add_text(self, text: str) -> None:
         """Append a plain-text chunk to the open run."""
-        if self.text is None:
-            self.text = []
-            self.joined = 0
         run = self.text
+        if run is None:
+            run = self.text = []
+            self.joined, self.join_at = 0, _TEXT_JOIN
         run.append(text)
-        if len(run) - self.joined >= _TEXT_JOIN:
-            # Long streams: join each run of chunks once, so memory follows the text, not the chunk count.
-            run[self.joined :] = ["".join(run[self.joined :])]
-            self.joined += 1
+        if len(run) >= self.join_at:
+            self.join()
+
+    def join(self) -> None:
+        """Join the newest run of chunks into one string (memory follows the text, not the chunk count)."""
+        assert self.text is not None
+        self.text[self.joined :] = ["".join(self.text[self.joined :])]
+        self.joined += 1
+        self.join_at = self.joined + _TEXT_JOIN
 
 
 class History:
@@ -123,6 +129,7 @@ class History:
                 fields,
                 list(entry.text) if entry.text is not None else None,
                 entry.joined,
+                entry.join_at,
                 entry.output.copy() if entry.output is not None else None,
             )
         return other
@@ -196,7 +203,14 @@ class History:
 
     def append_text(self, thought: bool, message_id: str, text: str) -> None:
         """Record a plain-text agent message (or thought) chunk without building its model."""
-        self._entry(AgentThought if thought else AgentMessage, message_id).add_text(text)
+        entry = self._entry(AgentThought if thought else AgentMessage, message_id)
+        run = entry.text
+        if run is None:
+            entry.add_text(text)
+            return
+        run.append(text)  # the hot path of a streamed message: add_text() inlined
+        if len(run) >= entry.join_at:
+            entry.join()
 
     def _append_chunk(self, full: type[BaseModel], chunk: BaseModel) -> None:
         id_field, collection = _UPSERTS[full]

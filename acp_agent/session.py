@@ -159,7 +159,8 @@ class MessageStream:
         session.record.history.append_text(self._thought, self.message_id, content)
         writer = session._conn.writer
         writer.send_nowait(self._head + orjson.dumps(content) + b"}}}}\n")
-        await writer.backpressure()
+        if writer.full():  # the common case skips the coroutine
+            await writer.backpressure()
 
 
 class Session:
