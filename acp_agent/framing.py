@@ -112,10 +112,15 @@ class Writer:
     more than ``high_water`` messages or ``high_water_bytes`` bytes are queued, which
     pushes back on producers when the peer stops reading (a stalled client therefore
     holds at most about ``high_water_bytes`` plus one message per producer here).
-    :meth:`run` drains the queue, joining queued messages into one write.
+    :meth:`run` drains the queue, joining queued messages into one write, and lets
+    producers go on as soon as it has taken a batch, so producing and writing overlap.
+    The small message mark (256) is what makes a fast producer hand over to the writer
+    often enough for that overlap; with thousands queued before each write, the client
+    waited on the agent and the agent on the pipe in turn (`make bench`: 0.5x vs 1.0x of
+    the raw orjson agent's stream rate).
     """
 
-    def __init__(self, stream: ByteSendStream, *, high_water: int = 4096,
+    def __init__(self, stream: ByteSendStream, *, high_water: int = 256,
                  high_water_bytes: int = DEFAULT_HIGH_WATER_BYTES, batch_bytes: int = 1 << 20) -> None:
         self._stream = stream
         self._queue: deque[bytes] = deque()
@@ -162,8 +167,13 @@ class Writer:
         return (len(self._queue) > self._high_water or self._queued_bytes > self._high_water_bytes) and not self._broken
 
     async def backpressure(self) -> None:
-        """Wait while the queue is over its high-water marks (the peer is not reading)."""
-        while self.full():
+        """Wait while the queue is over its high-water marks (the peer is not reading).
+
+        One wait per call: every producer woken when room appears goes on, in wake order,
+        even if a faster one refilled the queue first (no producer is starved; the queue
+        exceeds its mark by at most one message per producer).
+        """
+        if self.full():
             await self._space.wait()
 
     async def drain(self) -> None:
@@ -199,6 +209,7 @@ class Writer:
                     size += len(part)
                 chunk = b"".join(parts)
             self._queued_bytes -= len(chunk)
+            self._wake_producers()  # room again: producers fill the queue while this chunk is written
             self._sending = True
             try:
                 await self._stream.send(chunk)
@@ -212,6 +223,9 @@ class Writer:
                 return
             finally:
                 self._sending = False
-            if len(queue) <= self._high_water // 2 and self._queued_bytes <= self._high_water_bytes // 2:
-                self._space.set()
-                self._space = anyio.Event()
+            self._wake_producers()
+
+    def _wake_producers(self) -> None:
+        if len(self._queue) <= self._high_water // 2 and self._queued_bytes <= self._high_water_bytes // 2:
+            self._space.set()
+            self._space = anyio.Event()

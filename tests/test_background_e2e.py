@@ -788,7 +788,7 @@ async def test_sigterm_with_background_process(validator: SchemaValidator, anyio
 # -- regressions -----------------------------------------------------------------------------------
 
 # examples/background_agent.py, unchanged, with one delay: Session.start_terminal returns 0.3 s late. That is what
-# its last step, `await self.drain_backpressure()`, does whenever more than 4096 messages are queued because the
+# its last step, `await self.drain_backpressure()`, does whenever the writer is over its high-water mark because the
 # client reads slowly (e.g. behind a chatty background process); a short command exits in that window. Before
 # 31e8388 an exit callback registered after the exit was reported never ran, so /bgwait's tool call then stayed
 # in_progress forever and was listed in place of its exited terminal.

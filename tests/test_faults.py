@@ -551,3 +551,39 @@ async def test_stalled_client_keeps_memory_bounded(validator: SchemaValidator, a
     problems = validator.check_transcript(_sample(raw.transcript)) + listing_problems(raw.transcript)
     problems += wire_violations(raw.transcript)
     assert not problems, "\n".join(problems[:20])
+
+
+async def test_a_fast_producer_does_not_starve_a_slow_one() -> None:
+    """Two producers behind a slow reader: the one sending a single message gets it out although
+    the other refills the queue the moment there is room (each woken producer goes on)."""
+    send, receive = byte_pipe(buffer=0)
+    writer = Writer(send, high_water=8, high_water_bytes=1 << 20, batch_bytes=1024)
+    line = b"c" * 99 + b"\n"
+    with anyio.fail_after(10):
+        await _single_gets_through(writer, receive, line)
+
+
+async def _single_gets_through(writer: Writer, receive: Any, line: bytes) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+
+        async def chatty() -> None:
+            while True:
+                await writer.send(line)
+
+        tg.start_soon(chatty)
+        await anyio.sleep(0.05)  # the queue is full and the chatty producer waits
+        single_sent = anyio.Event()
+
+        async def single() -> None:
+            await writer.send(b"single\n")
+            single_sent.set()
+
+        tg.start_soon(single)
+        got = b""
+        with anyio.fail_after(5):
+            while b"single\n" not in got:
+                got += await receive.receive()
+                await anyio.sleep(0.001)  # a slow reader
+        await single_sent.wait()
+        tg.cancel_scope.cancel()
