@@ -223,7 +223,6 @@ class Writer:
                 return
             finally:
                 self._sending = False
-            self._wake_producers()
 
     def _wake_producers(self) -> None:
         if len(self._queue) <= self._high_water // 2 and self._queued_bytes <= self._high_water_bytes // 2:

@@ -203,14 +203,7 @@ class History:
 
     def append_text(self, thought: bool, message_id: str, text: str) -> None:
         """Record a plain-text agent message (or thought) chunk without building its model."""
-        entry = self._entry(AgentThought if thought else AgentMessage, message_id)
-        run = entry.text
-        if run is None:
-            entry.add_text(text)
-            return
-        run.append(text)  # the hot path of a streamed message: add_text() inlined
-        if len(run) >= entry.join_at:
-            entry.join()
+        self._entry(AgentThought if thought else AgentMessage, message_id).add_text(text)
 
     def _append_chunk(self, full: type[BaseModel], chunk: BaseModel) -> None:
         id_field, collection = _UPSERTS[full]

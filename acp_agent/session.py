@@ -125,10 +125,14 @@ class ForegroundJob:
     prompt: list[ContentBlock] | None = None
     inserted: anyio.Event = field(default_factory=anyio.Event)
     answered: anyio.Event = field(default_factory=anyio.Event)
-    message_id: str | None = None
     rejected: RequestError | None = None
     cancelled: bool = False  # session/cancel arrived after insertion, before the worker started it
-    echo: UserMessage | None = None  # the user_message recorded at insertion, sent after the answer
+    echo: UserMessage | None = None  # set at insertion: the user_message, sent after the answer
+
+    @property
+    def message_id(self) -> str | None:
+        """The prompt's ``messageId`` once inserted, else ``None``."""
+        return self.echo.message_id if self.echo is not None else None
 
 
 class MessageStream:
@@ -1009,9 +1013,8 @@ class Session:
     def _assign(self, job: ForegroundJob) -> None:
         """Insert a prompt: give it its id and record it (the echo goes out after the answer)."""
         assert job.prompt is not None
-        job.message_id = new_id("msg_user")
         self.record.updated_at = _now()
-        job.echo = UserMessage(message_id=job.message_id, content=job.prompt)
+        job.echo = UserMessage(message_id=new_id("msg_user"), content=job.prompt)
         self.record.history.record(job.echo)
         job.inserted.set()
 
