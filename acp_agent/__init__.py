@@ -6,8 +6,19 @@ The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and e
 """
 
 from .agent import Agent
-from .background import BackgroundRegistry, ToolCallStateError
-from .errors import ErrorCode, LimitExceededError, RequestError, SessionClosedError
+from .background import BackgroundRegistry
+from .errors import (
+    AcpAgentError,
+    ErrorCode,
+    LimitExceededError,
+    NotInTurnError,
+    ProcessStartError,
+    RequestError,
+    SessionClosedError,
+    SessionNotOpenError,
+    ToolCallStateError,
+)
+from .history import HistoryItem
 from .limits import Limits
 from .permissions import PermissionOutcome
 from .schema import (
@@ -23,12 +34,13 @@ from .schema import (
     TextContent,
     ToolCallUpdate,
 )
-from .session import MessageStream, Session, StopReason
+from .session import MessageStream, Session, StopReason, Subagent, SubagentResult
 from .stdio import run_stdio, serve, serve_stdio
 from .terminals import ExitStatus, Terminal
-from .tool_calls import ToolCall
+from .tool_calls import ToolCall, ToolCallFields
 
 __all__ = [
+    "AcpAgentError",
     "Agent",
     "AudioContent",
     "AvailableCommand",
@@ -37,22 +49,29 @@ __all__ = [
     "EmbeddedResource",
     "ErrorCode",
     "ExitStatus",
+    "HistoryItem",
     "ImageContent",
     "LimitExceededError",
     "Limits",
     "MessageStream",
+    "NotInTurnError",
     "PermissionOption",
     "PermissionOutcome",
     "PlanEntry",
+    "ProcessStartError",
     "RequestError",
     "ResourceLink",
     "Session",
     "SessionClosedError",
     "SessionConfigOption",
+    "SessionNotOpenError",
     "StopReason",
+    "Subagent",
+    "SubagentResult",
     "Terminal",
     "TextContent",
     "ToolCall",
+    "ToolCallFields",
     "ToolCallStateError",
     "ToolCallUpdate",
     "run_stdio",

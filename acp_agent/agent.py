@@ -8,7 +8,7 @@ implements it or declares it (R28).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from .limits import DEFAULT_LIMITS, Limits
 from .schema import (
@@ -20,9 +20,7 @@ from .schema import (
     PromptCapabilities,
     SessionCapabilities,
 )
-
-if TYPE_CHECKING:
-    from .session import Session, StopReason
+from .session import Session, StopReason
 
 __all__ = ["Agent"]
 
@@ -58,8 +56,12 @@ class Agent:
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason | None:
         """Handle one inserted user prompt as foreground work; return the stop reason.
 
-        Returning ``None`` means ``end_turn``. Raising ends the work with ``error``;
-        cancellation (``session/cancel``, ``session/close``) ends it with ``cancelled``.
+        Returning ``None`` means ``end_turn``. Raising ends the work with ``error``: a
+        :class:`~acp_agent.RequestError` reaches the client with its code, message and data;
+        any other exception as ``-32603`` "Internal error" (its text stays in the log on
+        stderr). Cancellation (``session/cancel``, ``session/close``) ends it with ``cancelled``.
+        Blocking calls (``time.sleep``, blocking I/O) freeze every session of the connection:
+        run them with ``await anyio.to_thread.run_sync(...)``.
         """
         raise NotImplementedError("Agent subclasses must implement prompt()")
 
@@ -67,15 +69,22 @@ class Agent:
         """Called on ``initialize`` before the answer; ``self.client`` is already set."""
 
     async def new_session(self, session: Session) -> None:
-        """Called for ``session/new`` before the answer: set config options, commands, …"""
+        """Called for ``session/new`` before the answer.
+
+        Assign ``session.config_options`` and ``session.available_commands`` here: the answer
+        carries them. Updates sent from here are held and go out right after the answer (the
+        client cannot place them earlier); asking the user is not possible yet.
+        """
 
     async def resume_session(self, session: Session) -> None:
         """Called when a session that is not active here is brought back by ``session/resume``."""
 
     async def fork_session(self, source: Session, session: Session) -> None:
-        """Called for ``session/fork``; ``session`` already holds a copy of the source history.
+        """Called for ``session/fork``; ``session`` already holds a copy of the source's history,
+        config options, commands and a shallow copy of its ``data`` (never its live work, R112).
 
-        Overriding this hook advertises ``session.fork``.
+        Overriding this hook advertises ``session.fork``. As in :meth:`new_session`, updates
+        sent from here go out right after the answer.
         """
 
     async def set_config_option(self, session: Session, config_id: str, value: Any) -> None:

@@ -18,10 +18,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from .errors import ToolCallStateError
+from .processes import ExitStatus
 from .schema import (
     BackgroundSubagent,
     BackgroundTerminal,
@@ -34,7 +36,9 @@ from .schema import (
     ToolCallUpdate,
 )
 
-__all__ = ["FINAL_STATUSES", "BackgroundRegistry", "Entity", "ToolCallStateError"]
+__all__ = [
+    "FINAL_STATUSES", "BackgroundRegistry", "ChildItem", "Entity", "TerminalItem", "ToolCallItem", "ToolCallStateError",
+]
 
 FINAL_STATUSES: Final = frozenset({"completed", "failed", "cancelled"})
 """Tool call statuses after which nothing may change (R97)."""
@@ -42,8 +46,44 @@ FINAL_STATUSES: Final = frozenset({"completed", "failed", "cancelled"})
 Kind = Literal["tool_call", "terminal", "subagent"]
 
 
-class ToolCallStateError(ValueError):
-    """An update that would break the tool call / terminal lifecycle rules; nothing was sent."""
+@runtime_checkable
+class ToolCallItem(Protocol):
+    """What the session runtime asks of a tool call handle when the work that owns it ends."""
+
+    def abandon(self, status: str = "cancelled") -> None:
+        """End the tool call now with ``status`` (if not final) and stop its work."""
+
+    def end_now(self, status: str, **fields: Any) -> None:
+        """Send the final ``status`` (with ``fields``) at once."""
+
+
+@runtime_checkable
+class TerminalItem(Protocol):
+    """What the session runtime asks of a terminal handle when the work that owns it ends."""
+
+    tool_call_id: str | None
+    grace: float
+
+    @property
+    def exit_status(self) -> ExitStatus | None:
+        """How the process ended, once its exit was reported."""
+
+    async def stop(self) -> None:
+        """Stop the process group and wait until its exit was reported."""
+
+    def give_up(self) -> None:
+        """Kill the process group and report the exit now (unknown if not reaped)."""
+
+
+@runtime_checkable
+class ChildItem(Protocol):
+    """What the session runtime asks of a child session when its parent's work ends."""
+
+    def cancel(self) -> None:
+        """Cancel the child's foreground work."""
+
+    async def wait_idle(self) -> None:
+        """Wait until the child has no foreground work."""
 
 
 @dataclass(slots=True, eq=False)
@@ -66,8 +106,8 @@ class Entity:
     """Children: the latest mirrored state snapshot (a ``StateUpdate`` model) or ``None``."""
     cancel: Callable[[], Any] | None = None
     """The cancel path offered to the client, if any."""
-    handle: Any = None
-    """The author's handle (``ToolCall`` or ``Terminal``), when created through one."""
+    handle: ToolCallItem | TerminalItem | ChildItem | None = None
+    """The handle behind the item (a ``ToolCall``, a ``Terminal`` or a child session), if the SDK made it."""
 
 
 class BackgroundRegistry:
@@ -92,6 +132,12 @@ class BackgroundRegistry:
             found = self.entities[key] = Entity(kind, entity_id)
         return found
 
+    def forget(self, kind: Kind, entity_id: str) -> None:
+        """Drop an entity that was never announced (its item never reached the client)."""
+        found = self.entities.get((kind, entity_id))
+        if found is not None and not found.announced:
+            del self.entities[(kind, entity_id)]
+
     def clear(self) -> None:
         """Forget everything (the session was closed)."""
         self.entities.clear()
@@ -112,8 +158,8 @@ class BackgroundRegistry:
         elif isinstance(update, TerminalUpdate):
             found = self.get("terminal", update.terminal_id)
             fields = update.model_fields_set
-            if found is not None and found.final and "exit_status" in fields and update.exit_status is None:
-                raise ToolCallStateError(f"terminal {update.terminal_id} has exited; its exit cannot be undone")
+            if found is not None and found.final and "exit_status" in fields:
+                raise ToolCallStateError(f"terminal {update.terminal_id} has exited; its exit is reported once, ever")
 
     def _check_tool_call(self, update: ToolCallUpdate) -> None:
         found = self.get("tool_call", update.tool_call_id)

@@ -29,7 +29,8 @@ from .errors import ErrorCode, RequestError
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
 
 __all__ = [
-    "CANCEL_REQUEST", "MAX_NESTING", "Connection", "Immediate", "Method", "RequestId", "describe_validation_error",
+    "CANCEL_REQUEST", "MAX_NESTING", "Connection", "Method", "Reply", "RequestId", "Routes",
+    "describe_validation_error",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class Method:
     order is up to the scheduler; work that must happen in arrival order (queueing a
     prompt, applying a cancel) goes in ``prepare``, a plain function called while the
     message is dispatched. Its return value is what ``handler`` then receives (or, with no
-    handler, the result, answered at once); returning :class:`Immediate` answers at once
+    handler, the result, answered at once); returning :class:`Reply` answers at once
     too, skipping the handler. A :class:`RequestError` it raises is the answer.
     """
 
@@ -72,12 +73,13 @@ class Method:
 
 
 @dataclass(frozen=True, slots=True)
-class Immediate:
-    """Returned by a ``prepare`` step whose answer is known at once.
+class Reply:
+    """An answer with something to do right after it is queued.
 
-    ``result`` is answered right away, without a handler task, and ``sent`` (if given) is
-    called once the answer is queued for writing, so anything queued after that call is
-    written after the answer.
+    A handler (or a ``prepare`` step, whose answer then goes out at once, without a handler
+    task) may return a ``Reply``: ``result`` is the answer, and ``sent`` (if given) is called
+    once the answer is queued for writing, so anything queued by that call is written after
+    the answer.
     """
 
     result: Any
@@ -85,11 +87,27 @@ class Immediate:
 
 
 @dataclass(slots=True)
+class Routes:
+    """What a connection serves, handed to it at construction.
+
+    ``requests`` and ``notifications`` map method names to :class:`Method` entries;
+    ``guard`` is called for every incoming call before dispatch (raising
+    :class:`RequestError` rejects a request and silently drops a notification);
+    ``on_close`` hooks run, shielded, when the connection begins to shut down.
+    """
+
+    requests: dict[str, Method] = field(default_factory=dict)
+    notifications: dict[str, Method] = field(default_factory=dict)
+    guard: Callable[[str, bool], None] | None = None
+    on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class _Call:
     """Per-message dispatch context handed to jsonrpcserver."""
 
     thunk: Callable[[], Awaitable[Any]] | None = None
-    immediate: Immediate | None = None
+    immediate: Reply | None = None
 
 
 @dataclass(slots=True)
@@ -155,27 +173,25 @@ def _identity(request: Any) -> Any:
 class Connection:
     """One JSON-RPC peer connection.
 
-    Fill :attr:`requests` and :attr:`notifications` with :class:`Method` entries, then
-    ``await run()``: it serves until the input ends or :meth:`close` is called, and
-    answers every request it received exactly once before returning. ``guard`` is
-    called for every incoming call before dispatch; raising :class:`RequestError` from
-    it rejects a request (and silently drops a notification).
+    Give it the :class:`Routes` it serves, then ``await run()``: it serves until the input
+    ends or :meth:`close` is called, and answers every request it received exactly once
+    before returning.
     """
 
     def __init__(
         self,
         receive: ByteReceiveStream,
         send: ByteSendStream,
+        routes: Routes | None = None,
         *,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-        guard: Callable[[str, bool], None] | None = None,
     ) -> None:
         self._receive = receive
         self.writer = Writer(send)
+        """The one writer every outgoing byte goes through."""
         self.max_message_bytes = max_message_bytes
-        self.guard = guard
-        self.requests: dict[str, Method] = {}
-        self.notifications: dict[str, Method] = {}
+        self.routes = routes if routes is not None else Routes()
+        """The methods served and the rules around them."""
         self._bound_requests: dict[str, Callable[..., Any]] = {}
         self._bound_notifications: dict[str, Callable[..., Any]] = {}
         self._incoming: dict[tuple[bool, Any], tuple[anyio.CancelScope, Any, _Replies]] = {}
@@ -184,7 +200,21 @@ class Connection:
         self._next_id = 0
         self._tg: TaskGroup | None = None
         self._closed = anyio.Event()
-        self.on_close: list[Callable[[], Awaitable[None]]] = []
+
+    @property
+    def requests(self) -> dict[str, Method]:
+        """The request methods served (:attr:`Routes.requests`)."""
+        return self.routes.requests
+
+    @property
+    def notifications(self) -> dict[str, Method]:
+        """The notification methods served (:attr:`Routes.notifications`)."""
+        return self.routes.notifications
+
+    @property
+    def on_close(self) -> list[Callable[[], Awaitable[None]]]:
+        """Hooks run, shielded, when the connection begins to shut down (:attr:`Routes.on_close`)."""
+        return self.routes.on_close
 
     # -- serving -------------------------------------------------------------------
 
@@ -338,10 +368,11 @@ class Connection:
             tg.start_soon(self._run_notification, method, call.thunk)
 
     def _check_guard(self, method: str, is_request: bool) -> RequestError | None:
-        if self.guard is None:
+        guard = self.routes.guard
+        if guard is None:
             return None
         try:
-            self.guard(method, is_request)
+            guard(method, is_request)
         except RequestError as exc:
             return exc
         return None
@@ -382,6 +413,8 @@ class Connection:
                     answer = {"error": RequestError.request_cancelled().to_dict()}
                 if "error" in answer:
                     out.answer(request_id, answer["error"])
+                elif isinstance(answer["result"], Reply):
+                    out.answer(request_id, None, answer["result"].result, answer["result"].sent)
                 else:
                     out.answer(request_id, None, answer["result"])
 
@@ -571,10 +604,10 @@ def _binder(method: Method) -> Callable[..., Any]:
             except RequestError as exc:
                 raise JsonRpcError(exc.code, exc.message, exc.data) from None
         handler = method.handler
-        if isinstance(parsed, Immediate):
+        if isinstance(parsed, Reply):
             call.immediate = parsed
         elif handler is None:
-            call.immediate = Immediate(parsed)  # no handler: the prepared value is the answer
+            call.immediate = Reply(parsed)  # no handler: the prepared value is the answer
         else:
             call.thunk = lambda: handler(parsed)
         return Success(None)

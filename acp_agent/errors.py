@@ -1,10 +1,24 @@
-"""JSON-RPC and ACP error codes, and the exception that carries one to the wire."""
+"""Every exception acp-agent raises, under one root, and the JSON-RPC / ACP error codes.
+
+Catch :class:`AcpAgentError` to catch anything the SDK raises on purpose. Each class says
+when it is raised, whether anything was sent to the client, and what to do about it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ErrorCode", "LimitExceededError", "RequestError", "SessionClosedError"]
+__all__ = [
+    "AcpAgentError",
+    "ErrorCode",
+    "LimitExceededError",
+    "NotInTurnError",
+    "ProcessStartError",
+    "RequestError",
+    "SessionClosedError",
+    "SessionNotOpenError",
+    "ToolCallStateError",
+]
 
 
 class ErrorCode:
@@ -21,12 +35,19 @@ class ErrorCode:
     UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
-class RequestError(Exception):
-    """An error answer to a JSON-RPC request.
+class AcpAgentError(Exception):
+    """The root of every exception acp-agent raises on purpose."""
 
-    Raise it from an agent hook to answer the client with exactly this code, message
-    and data; receive it from :meth:`Connection.request` when the peer answered with an
-    error.
+
+class RequestError(AcpAgentError):
+    """An error answer to a JSON-RPC request, or the error that ends a turn.
+
+    Raise it from an agent hook to answer the client with exactly this code, message and
+    data (from :meth:`Agent.prompt` it becomes the ``error`` of the turn's ``idle``
+    snapshot, code and data kept). Any other exception reaches the client only as
+    ``-32603`` "Internal error", with the traceback logged on stderr: raising a
+    ``RequestError`` is how an agent chooses to show a message. Also raised by
+    :meth:`Connection.request` when the peer answered with an error.
     """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
@@ -95,11 +116,36 @@ class RequestError(Exception):
         )
 
 
-class SessionClosedError(RuntimeError):
-    """Raised when agent code sends something for a session that has been closed."""
+class SessionClosedError(AcpAgentError, RuntimeError):
+    """Agent code tried to send or start something for a session that was closed.
+
+    Nothing was sent. Raised once ``session/close``, ``session/delete`` or the end of the
+    connection began for that session; background tasks started with ``session.spawn``
+    end quietly on it, so there is usually nothing to do.
+    """
 
 
-class LimitExceededError(RuntimeError):
+class SessionNotOpenError(AcpAgentError, RuntimeError):
+    """A request to the client was made for a session the client has not been told about yet.
+
+    Raised, with nothing sent, by a permission request made inside ``new_session`` or
+    ``fork_session``: the client learns the session id from the answer to that request, so
+    it could not place a question about it. Ask from the first prompt instead. (Updates
+    sent from those hooks are held and go out right after the answer.)
+    """
+
+
+class NotInTurnError(AcpAgentError, RuntimeError):
+    """An agent message or thought was sent while the session is ``idle``.
+
+    Nothing was sent. Messages belong to foreground work, which the client sees between
+    ``running`` and ``idle``; after the turn ended (from a task, a callback, a tool call's
+    body) wrap the talking in foreground work of its own:
+    ``session.start_foreground(work)``, where ``work`` says what it has to say.
+    """
+
+
+class LimitExceededError(AcpAgentError, RuntimeError):
     """Raised in agent code when a call would go past a configured limit (see :class:`~acp_agent.Limits`).
 
     Nothing was sent and nothing changed. ``limit`` is the limit's name (a ``Limits`` field)
@@ -110,6 +156,23 @@ class LimitExceededError(RuntimeError):
         super().__init__(message)
         self.limit = limit
         self.value = value
+
+
+class ToolCallStateError(AcpAgentError, ValueError):
+    """An update that would break the tool call / terminal lifecycle rules (R97).
+
+    Nothing was sent. Raised for a status that moves backwards (``pending`` after work
+    began), any change after a final status, or an update for an unknown or ended item.
+    """
+
+
+class ProcessStartError(AcpAgentError, OSError):
+    """:meth:`Session.start_terminal` could not start the process (missing command, bad cwd, ...).
+
+    Nothing was sent: the terminal was never announced and no tool call changed. ``errno``,
+    ``strerror`` and ``filename`` are those of the underlying :class:`OSError`, which is also
+    the ``__cause__``.
+    """
 
 
 def _msg(base: str, detail: str | None) -> str:

@@ -11,6 +11,7 @@ option lists) are not history (R37).
 from __future__ import annotations
 
 import base64
+import itertools
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from .processes import DEFAULT_TAIL_LIMIT as DEFAULT_TERMINAL_TAIL
 from .schema import (
     AgentMessage,
     AgentMessageChunk,
@@ -40,9 +42,14 @@ from .schema import (
     UserMessageChunk,
 )
 
-__all__ = ["History"]
+__all__ = ["History", "HistoryItem"]
 
-DEFAULT_TERMINAL_TAIL: Final = 1024 * 1024
+HistoryItem = (
+    UserMessage | AgentMessage | AgentThought | SessionMessage | ToolCallUpdate | TerminalUpdate | SubagentUpdate
+    | PlanUpdate | CompactionUpdate
+)
+"""One entry of a session's history: a whole message, tool call, terminal, child, plan or compaction."""
+
 
 # full upsert class -> (name of its id field, name of the collection its chunks append to)
 _UPSERTS: Final[dict[type[BaseModel], tuple[str, str]]] = {
@@ -152,12 +159,12 @@ class History:
         elif kind is PlanRemoved:
             self._entries.pop((PlanUpdate, update.plan_id), None)  # type: ignore[attr-defined]
 
-    def replay(self) -> Iterator[BaseModel]:
-        """One full update per retained entity, in order of first appearance."""
-        for entry in self._entries.values():
+    def replay(self, start: int = 0) -> Iterator[HistoryItem]:
+        """One full update per retained entity, in order of first appearance (from the ``start``-th)."""
+        for entry in itertools.islice(self._entries.values(), start, None):
             yield self._rebuild(entry)
 
-    def _rebuild(self, entry: _Entry) -> BaseModel:
+    def _rebuild(self, entry: _Entry) -> HistoryItem:
         fields = dict(entry.fields)
         collection = _UPSERTS.get(entry.kind, ("", ""))[1]
         if collection and (entry.text is not None or collection in fields):
@@ -167,7 +174,7 @@ class History:
             fields[collection] = items
         if entry.output is not None:
             fields["output"] = TerminalOutput(data=base64.b64encode(entry.output.data()).decode())
-        return entry.kind(**fields)
+        return entry.kind(**fields)  # type: ignore[return-value]  # kinds are the HistoryItem classes
 
     def append_output(self, terminal_id: str, data: bytes, *, limit: int | None = None) -> None:
         """Record raw terminal output (same as a ``terminal_output_chunk`` carrying ``data``).

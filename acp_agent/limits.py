@@ -29,6 +29,7 @@ from typing import Final
 
 from .errors import ErrorCode, LimitExceededError, RequestError
 from .framing import DEFAULT_MAX_MESSAGE_BYTES
+from .processes import DEFAULT_TAIL_LIMIT
 
 __all__ = ["DEFAULT_LIMITS", "LIMIT_ERROR_CODE", "Limits", "ProcessSlots", "limit_error", "limit_exceeded",
            "resolve_limits"]
@@ -52,7 +53,7 @@ class Limits:
     """Items one session's ``background`` list may hold at once."""
     max_processes: int = 64
     """Terminal processes running at once on one connection, across its sessions."""
-    terminal_output_bytes: int = 1024 * 1024
+    terminal_output_bytes: int = DEFAULT_TAIL_LIMIT
     """Output retained per terminal for replay and :meth:`Terminal.tail` (the newest bytes)."""
 
     def __post_init__(self) -> None:

@@ -17,15 +17,18 @@ from functools import partial
 from typing import Any, Final
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import ValidationError
 
 from .agent import Agent
 from .background import Kind
-from .connection import Connection, Immediate, Method, describe_validation_error
+from .connection import Connection, Method, Reply, Routes, describe_validation_error
+from .core import SessionCore
 from .errors import ErrorCode, RequestError
 from .history import History
+from .ids import new_id
 from .limits import Limits, ProcessSlots, limit_error
+from .records import SessionRecord
 from .schema import (
     CancelSessionNotification,
     CancelTerminalRequest,
@@ -52,8 +55,9 @@ from .schema import (
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
 )
-from .session import ForegroundJob, Session, SessionRecord, new_id
-from .subagents import CHILD_MUTATION_REFUSED
+from .session import Session, core_of
+from .subagents import CHILD_MUTATION_REFUSED, child_cancellable
+from .turns import ForegroundJob
 
 __all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
 
@@ -68,14 +72,20 @@ processes to stop before it kills what is left and reports it ended (``ACP_AGENT
 
 
 class AgentRuntime:
-    """Serves one :class:`Agent` on one :class:`Connection`."""
+    """Serves one :class:`Agent` on one connection, which it makes over ``receive`` / ``send``.
 
-    def __init__(self, agent: Agent, connection: Connection, *, limits: Limits | None = None) -> None:
+    The runtime hands its method table to its :class:`Connection` (``runtime.connection``)
+    when it builds it; run the connection to serve.
+    """
+
+    def __init__(self, agent: Agent, receive: ByteReceiveStream, send: ByteSendStream, *,
+                 limits: Limits | None = None) -> None:
         self.agent = agent
-        self.connection = connection
         self.limits = limits if limits is not None else agent.limits
         """The :class:`Limits` of this connection (the argument, else ``agent.limits``)."""
-        connection.max_message_bytes = self.limits.max_message_bytes
+        self.connection = Connection(receive, send, self._routes(),
+                                     max_message_bytes=self.limits.max_message_bytes)
+        """The connection this runtime serves."""
         self.processes = ProcessSlots(self.limits.max_processes)
         """Terminal processes running on this connection (``max_processes``)."""
         self._opening = 0  # sessions being opened (counted against max_sessions)
@@ -89,11 +99,8 @@ class AgentRuntime:
         self._other_request_seen = False
         self.shutdown_timeout: float = SHUTDOWN_TIMEOUT
         """Seconds the end of the connection waits for work to stop before giving up on it."""
-        connection.guard = self._guard
-        connection.on_close.append(self.close_all)
-        self._register()
 
-    def _register(self) -> None:
+    def _routes(self) -> Routes:
         requests: dict[str, Method] = {
             "initialize": Method(self._initialize, None, prepare=_parse_initialize),
             "session/new": Method(self._new_session, NewSessionRequest),
@@ -108,10 +115,8 @@ class AgentRuntime:
         }
         if self.agent.implements("fork_session"):
             requests["session/fork"] = Method(self._fork, ForkSessionRequest)
-        self.connection.requests.update(requests)
-        self.connection.notifications["session/cancel"] = Method(
-            None, CancelSessionNotification, prepare=self._cancel
-        )
+        notifications = {"session/cancel": Method(None, CancelSessionNotification, prepare=self._cancel)}
+        return Routes(requests, notifications, guard=self._guard, on_close=[self.close_all])
 
     # -- initialization (R21-R28) --------------------------------------------------------
 
@@ -186,54 +191,52 @@ class AgentRuntime:
         return SessionRecord(session_id=new_id("sess"), cwd=cwd, additional_directories=list(additional or []),
                              **fields)
 
-    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None) -> Session:
+    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False) -> Session:
+        """Make a session live; with ``new``, its output is held until the answer that names it."""
         self._check_session_room()
-        session = Session(self.connection, record, prompt_handler=self.agent.prompt, index=self.sessions,
-                          limits=self.limits, processes=self.processes)
+        core = SessionCore(self.connection, record, limits=self.limits, processes=self.processes, hold=new)
+        session = Session(core, prompt_handler=self.agent.prompt, index=self.sessions)
         session.mcp_servers = list(mcp_servers or [])
         self._opening += 1
         try:
-            await self.connection.task_group.start(self._serve_session, session)
+            await self.connection.task_group.start(core.serve)
         finally:
             self._opening -= 1
         self.sessions[record.session_id] = session
         self.records[record.session_id] = record
         return session
 
-    async def _serve_session(self, session: Session, *, task_status: TaskStatus[None]) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(session.run, tg)
-            task_status.started()
-
-    async def _new_session(self, request: NewSessionRequest) -> NewSessionResponse:
+    async def _new_session(self, request: NewSessionRequest) -> Reply:
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
         record = self._new_record(request.cwd, request.additional_directories)
-        session = await self._open(record, request.mcp_servers)
+        session = await self._open(record, request.mcp_servers, new=True)
         try:
             await self.agent.new_session(session)
         except BaseException:
             await self._discard(session)
             raise
-        return NewSessionResponse(session_id=session.id, **_lists(session))
+        # What the hook sent for the session goes out right after the answer that names it.
+        return Reply(NewSessionResponse(session_id=session.id, **_lists(session)), core_of(session).sink.release)
 
-    async def _fork(self, request: ForkSessionRequest) -> ForkSessionResponse:
+    async def _fork(self, request: ForkSessionRequest) -> Reply:
         source = self._active(request.session_id)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
         record = self._new_record(
             request.cwd,
             request.additional_directories,
-            title=source.record.title,
-            history=source.record.history.copy(without_children=True),
+            title=core_of(source).record.title,
+            history=core_of(source).record.history.copy(without_children=True),
             config_options=[o.model_copy(deep=True) for o in source.config_options],
             available_commands=list(source.available_commands),
+            data=dict(source.data),
         )
-        session = await self._open(record, request.mcp_servers)
+        session = await self._open(record, request.mcp_servers, new=True)
         try:
             await self.agent.fork_session(source, session)
         except BaseException:
             await self._discard(session)
             raise
-        return ForkSessionResponse(session_id=session.id, **_lists(session))
+        return Reply(ForkSessionResponse(session_id=session.id, **_lists(session)), core_of(session).sink.release)
 
     async def _resume(self, request: ResumeSessionRequest) -> ResumeSessionResponse:
         if request.session_id in self.sessions:
@@ -254,15 +257,16 @@ class AgentRuntime:
         else:
             session.mcp_servers = list(request.mcp_servers or [])
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.
+        core = core_of(session)
         if replay:
             for update in record.history.replay():
-                session.resend(update)
+                core.sink.resend(update)
         else:
-            for kind, item_id in session.background.listed_ids():
+            for kind, item_id in core.registry.listed_ids():
                 current = record.history.current(kind, item_id)
                 if current is not None:
-                    session.resend(current)  # R113: the item's full present state
-        session.repeat_state()
+                    core.sink.resend(current)  # R113: the item's full present state
+        core.state.repeat()
         return ResumeSessionResponse(**_lists(session))
 
     async def _close(self, request: CloseSessionRequest) -> dict[str, Any]:
@@ -287,9 +291,9 @@ class AgentRuntime:
 
     async def _stop(self, session: Session, *, finalize: bool = False) -> None:
         if finalize:
-            await session.close(self.shutdown_timeout, finalize=True)
+            await core_of(session).close(self.shutdown_timeout, finalize=True)
         else:
-            await session.close()
+            await core_of(session).close()
         try:
             await self.agent.close_session(session)
         except Exception:
@@ -299,7 +303,7 @@ class AgentRuntime:
         self.sessions.pop(session.id, None)
         self.records.pop(session.id, None)
         with anyio.CancelScope(shield=True):
-            await session.close()
+            await core_of(session).close()
 
     async def _delete(self, request: DeleteSessionRequest) -> dict[str, Any]:
         if request.session_id in self.sessions:
@@ -342,28 +346,28 @@ class AgentRuntime:
         session = self.sessions.get(session_id)
         if session is None:
             raise RequestError.session_not_found(session_id)
-        if session.parent is not None and not (child_cancel and _child_cancellable(session)):
+        if session.parent is not None and not (child_cancel and child_cancellable(core_of(session))):
             raise RequestError.invalid_params(CHILD_MUTATION_REFUSED, {"sessionId": session_id})
         return session
 
-    def _queue_prompt(self, request: PromptRequest) -> tuple[Session, ForegroundJob] | Immediate:
+    def _queue_prompt(self, request: PromptRequest) -> tuple[SessionCore, ForegroundJob] | Reply:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
-        session = self._active(request.session_id)
+        core = core_of(self._active(request.session_id))
         self._check_prompt(request.prompt)
-        job = session.enqueue_prompt(list(request.prompt))
+        job = core.turns.enqueue_prompt(list(request.prompt))
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes
             # it once the answer is queued (R52, R53).
-            return Immediate(PromptResponse(message_id=job.message_id), job.answered.set)
-        return session, job
+            return Reply(PromptResponse(message_id=job.message_id), job.answered.set)
+        return core, job
 
-    async def _await_insertion(self, queued: tuple[Session, ForegroundJob]) -> PromptResponse:
-        session, job = queued
+    async def _await_insertion(self, queued: tuple[SessionCore, ForegroundJob]) -> PromptResponse:
+        core, job = queued
         try:
             try:
                 await job.inserted.wait()
             except anyio.get_cancelled_exc_class():
-                if session.withdraw(job):
+                if core.turns.withdraw(job):
                     raise
                 # Already inserted: insertion cannot be undone, answer with its id (R16, R54).
             if job.rejected is not None:
@@ -387,10 +391,11 @@ class AgentRuntime:
         session = self.sessions.get(request.session_id)
         if session is None:
             return
-        if session.parent is not None and not _child_cancellable(session):
+        core = core_of(session)
+        if session.parent is not None and not child_cancellable(core):
             logger.warning("acp: ignoring session/cancel for child %s, which does not advertise cancel", session.id)
             return
-        session.cancel()
+        core.cancel()
 
     # -- per-item cancels (R101-R105) -----------------------------------------------------
 
@@ -410,7 +415,7 @@ class AgentRuntime:
 
     def _accept_cancel(self, session: Session, kind: Kind, item_id: str,
                        hook: Callable[[Session, str], Awaitable[None]], refusal: str, key: str) -> None:
-        entity = session.background.get(kind, item_id)
+        entity = core_of(session).registry.get(kind, item_id)
         hook_name = "cancel_tool_call" if kind == "tool_call" else "cancel_terminal"
         usable = entity is not None and not entity.final and entity.cancel_advertised and (
             entity.cancel is not None or self.agent.implements(hook_name))
@@ -433,12 +438,6 @@ class AgentRuntime:
         await self.agent.set_config_option(session, request.config_id, value)
         option.current_value = value
         return SetSessionConfigOptionResponse(config_options=list(session.config_options))
-
-
-def _child_cancellable(child: Session) -> bool:
-    parent = child.parent
-    entity = parent.background.get("subagent", child.id) if parent is not None else None
-    return entity is not None and entity.cancel_advertised
 
 
 def _parse_initialize(params: dict[str, Any]) -> InitializeRequest:

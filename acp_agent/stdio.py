@@ -134,9 +134,8 @@ async def serve(
     overrides its field of that name.
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
-    connection = Connection(*negotiating_streams(receive, send), max_message_bytes=chosen.max_message_bytes)
-    AgentRuntime(agent, connection, limits=chosen)
-    await connection.run()
+    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen)
+    await runtime.connection.run()
 
 
 async def serve_stdio(
@@ -163,9 +162,9 @@ async def serve_stdio(
         stdin_fd = os.dup(0)
         receive = FdReceiveStream(stdin_fd)
         send = FdSendStream(out_fd)
-        connection = Connection(*negotiating_streams(receive, send), max_message_bytes=chosen.max_message_bytes)
-        runtime = AgentRuntime(agent, connection, limits=chosen)
+        runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen)
         runtime.shutdown_timeout = timeout
+        connection = runtime.connection
         began = anyio.Event()
         # A thread, for agent code that blocks the event loop itself past every deadline.
         watchdog = threading.Timer(timeout + 2 * EXIT_MARGIN + 1.0, _exit_now)

@@ -1,11 +1,13 @@
 """Agent-owned terminals backed by real processes.
 
-:meth:`Session.start_terminal` announces the terminal (``command``, ``cwd``, and
-``capabilities.cancel``), starts the process in its own process group, streams its output
-as base64 ``terminal_output_chunk`` updates (coalesced, never dropped, with back-pressure
-on the pipe), and reports ``exitStatus`` after the last byte of output. While foreground
-work awaits the process it is not listed; :meth:`Terminal.detach` (or ``detach=True``)
-makes it background work, listed until it exits (R85, R88, R96).
+:func:`start_terminal` (behind :meth:`Session.start_terminal`) starts the process in its own
+process group first, so a process that cannot start is known before anything is sent
+(:class:`~acp_agent.errors.ProcessStartError`); then it announces the terminal (``command``,
+``cwd`` and ``capabilities.cancel``), streams its output as base64 ``terminal_output_chunk``
+updates (coalesced, never dropped, with back-pressure on the pipe), and reports
+``exitStatus`` after the last byte of output, exactly once. While foreground work awaits the
+process it is not listed; :meth:`Terminal.detach` (or ``detach=True``) makes it background
+work, listed until it exits (R85, R88, R96).
 
 ``terminal/cancel`` stops the process group (SIGTERM, then SIGKILL after a grace period);
 the terminal and its output are kept, and no tool call changes because of it (R103, R105).
@@ -13,58 +15,73 @@ the terminal and its output are kept, and no tool call changes because of it (R1
 
 from __future__ import annotations
 
-import base64
 import logging
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final
 
 import anyio
-import orjson
 
 from .background import Entity
-from .errors import SessionClosedError
-from .processes import DEFAULT_TERMINATE_GRACE, ExitStatus, ManagedProcess
+from .core import SessionCore
+from .errors import ProcessStartError, SessionClosedError, ToolCallStateError
+from .ids import new_id
+from .permissions import PermissionOutcome, request_permission
+from .processes import (
+    DEFAULT_TERMINATE_GRACE,
+    ExitStatus,
+    ManagedProcess,
+)
 from .schema import (
     CommandPermissionSubject,
     PermissionOption,
     TerminalCancelCapabilities,
     TerminalCapabilities,
     TerminalExitStatus,
+    TerminalSize,
     TerminalUpdate,
+    ToolCallContentChunk,
 )
+from .schema import Terminal as TerminalContent
+from .tool_calls import ToolCall
 
-if TYPE_CHECKING:
-    from .permissions import PermissionOutcome
-    from .session import Session
-
-__all__ = ["ExitStatus", "Terminal"]
+__all__ = ["CANCEL_CAPABILITIES", "DEFAULT_GRACE", "ExitStatus", "Terminal", "command_text", "start_terminal"]
 
 logger = logging.getLogger(__name__)
+
+CANCEL_CAPABILITIES: Final = TerminalCapabilities(cancel=TerminalCancelCapabilities())
+"""``capabilities`` offering ``terminal/cancel``."""
+DEFAULT_GRACE: Final = DEFAULT_TERMINATE_GRACE
+"""Seconds between SIGTERM and SIGKILL when a terminal is cancelled."""
 
 
 class Terminal:
     """A handle on one process-backed terminal. Create it with :meth:`Session.start_terminal`."""
 
-    def __init__(self, session: Session, entity: Entity, command: str, cwd: str, grace: float) -> None:
-        self.session = session
+    def __init__(self, core: SessionCore, entity: Entity, command: str, cwd: str, grace: float,
+                 tail_limit: int) -> None:
+        self._core = core
         self._entity = entity
         self.command = command
+        """The command line as shown to the client."""
         self.cwd = cwd
+        """The process's working directory."""
         self.grace = grace
+        """Seconds between SIGTERM and SIGKILL when the terminal is cancelled."""
         self.process: ManagedProcess | None = None
-        self.tail_limit = 1024 * 1024
+        """The running process (``None`` until it started)."""
+        self.tail_limit = tail_limit
+        """Bytes of output retained for replay."""
         self.tool_call_id: str | None = None
+        """The tool call whose content shows this terminal, if any."""
+        self._announced = anyio.Event()  # output and the exit wait for the announcement
+        self._live = False  # announced; False for a process started but never announced
         self._exited = anyio.Event()
         self._exit: ExitStatus | None = None
         self._exit_callbacks: list[Callable[[ExitStatus], None]] = []
         self._request_scopes: set[anyio.CancelScope] = set()
-        self._chunk_head = (
-            session._prefix
-            + b'{"sessionUpdate":"terminal_output_chunk","terminalId":'
-            + orjson.dumps(entity.id)
-            + b',"data":"'
-        )
+        self._output_head = core.sink.output_head(entity.id)
 
     @property
     def id(self) -> str:
@@ -86,7 +103,7 @@ class Terminal:
 
     def tail(self) -> bytes:
         """The retained tail of the output (what a resume snapshot sends)."""
-        return self.session.record.history.output(self.id)
+        return self._core.sink.history.output(self.id)
 
     async def wait(self) -> ExitStatus:
         """Wait until the process exited and its exit was reported."""
@@ -96,7 +113,11 @@ class Terminal:
 
     def on_exit(self, callback: Callable[[ExitStatus], None]) -> None:
         """Call ``callback(status)`` right after the exit is reported, in the same snapshot batch
-        (at once if the exit was already reported)."""
+        (at once if the exit was already reported).
+
+        Anything the callback does is part of the exit's step: ``session.start_foreground(report)``
+        there makes the snapshot that drops the terminal already say ``running`` (R95).
+        """
         if self._exit is not None and self._exited.is_set():
             callback(self._exit)
         else:
@@ -108,15 +129,20 @@ class Terminal:
         A tool call that launched it and is still live stays unlisted (the terminal
         stands for the work, R88).
         """
-        self.session.set_detached(self._entity, True, also_tool_call=self.tool_call_id)
+        self._core.set_detached(self._entity, True, also_tool_call=self.tool_call_id)
 
     async def cancel(self, grace: float | None = None) -> None:
         """Stop the process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
         if self.process is not None:
             await self.process.terminate(self.grace if grace is None else grace)
 
+    async def stop(self) -> None:
+        """Stop the process group and wait until its exit was reported."""
+        await self.cancel()
+        await self.wait()
+
     def _request_cancel(self) -> None:
-        self.session.spawn(self.cancel)
+        self._core.spawn(self.cancel)
 
     async def request_permission(
         self, title: str, options: Sequence[PermissionOption], *, description: str | None = None
@@ -125,21 +151,20 @@ class Terminal:
         fields: dict[str, Any] = {"command": self.command, "cwd": self.cwd, "terminal_id": self.id}
         if self.tool_call_id is not None:
             fields["tool_call_id"] = self.tool_call_id
-        return await self.session.request_permission(
-            title, options, subject=CommandPermissionSubject(**fields), description=description,
+        return await request_permission(
+            self._core, title, options, subject=CommandPermissionSubject(**fields), description=description,
             on_behalf_of=self._entity, scopes=self._request_scopes,
         )
 
     # -- running -----------------------------------------------------------------------
 
-    async def _start(self, argv: Sequence[str] | None, env: Mapping[str, str] | None, tail_limit: int,
+    async def _spawn(self, argv: Sequence[str] | None, env: Mapping[str, str] | None,
                      flush_bytes: int, flush_interval: float) -> None:
-        self.tail_limit = tail_limit
         options: dict[str, Any] = {
             "cwd": self.cwd,
             "env": env,
             "on_output": self._on_output,
-            "task_group": self.session.task_group,
+            "task_group": self._core.task_group,
             "tail_limit": 0,  # the session history keeps the tail; the process need not
             "flush_bytes": flush_bytes,
             "flush_interval": flush_interval,
@@ -149,33 +174,43 @@ class Terminal:
                 self.process = await ManagedProcess.start_shell(self.command, **options)
             else:
                 self.process = await ManagedProcess.start(argv, **options)
+        except OSError as exc:
+            raise ProcessStartError(exc.errno, f"cannot start {self.command!r}: {exc.strerror or exc}",
+                                    exc.filename) from exc
         except RuntimeError as exc:
-            if self.session.closing:
+            if self._core.closing:
                 # The session closed while the process was spawning: it was killed and reaped.
-                raise SessionClosedError(f"session {self.session.id} closed while the process started") from exc
+                raise SessionClosedError(f"session {self._core.id} closed while the process started") from exc
             raise
-        self.session.spawn(self._watch_exit)
+        self._core.spawn(self._watch_exit)
+
+    def _announce_done(self, live: bool) -> None:
+        """The announcement went out (``live``) or never will (the process is killed unseen)."""
+        self._live = live
+        self._announced.set()
+        if not live and self.process is not None:
+            self.process.kill_now()
 
     async def _on_output(self, data: bytes) -> None:
-        session = self.session
-        if session.closing or session.closed:
+        if not self._announced.is_set():
+            await self._announced.wait()
+        core = self._core
+        if not self._live or core.closing:
             return
-        session.record.history.append_output(self.id, data, limit=self.tail_limit)  # raw bytes, no decoding
-        # The hot path: each chunk is framed straight to bytes (base64 needs no JSON escaping);
-        # this is exactly what TerminalOutputChunk(terminal_id=..., data=...) serializes to.
-        writer = session._conn.writer
-        writer.send_nowait(self._chunk_head + base64.b64encode(data) + b'"}}}\n')
-        await writer.backpressure()
+        core.sink.output(self._output_head, self.id, data, self.tail_limit)
+        if core.sink.full():
+            await core.sink.backpressure()
 
     async def _watch_exit(self) -> None:
         assert self.process is not None
         try:
             status = await self.process.wait()
+            await self._announced.wait()
         finally:
-            self.session._processes.release(self.id)  # the process no longer counts (max_processes)
+            self._core.processes.release(self.id)  # the process no longer counts (max_processes)
         self._report_exit(status)
 
-    def _give_up(self) -> None:
+    def give_up(self) -> None:
         """Shutdown deadline passed: kill the group and report the exit now (unknown if not reaped)."""
         if self._exited.is_set():
             return
@@ -187,25 +222,111 @@ class Terminal:
         self._report_exit(status)
 
     def _report_exit(self, status: ExitStatus) -> None:
-        self.session._processes.release(self.id)
+        """Report the exit: once, ever, and only for a terminal the client was told about."""
+        self._core.processes.release(self.id)
         if self._exited.is_set():
             return
         self._exit = status
         self._entity.cancel = None
-        if not self.session.closing:
+        core = self._core
+        if self._live and not core.closing:
             fields: dict[str, Any] = {
                 "exit_status": TerminalExitStatus(exit_code=status.exit_code, signal=status.signal)
             }
             if self._entity.cancel_advertised:
                 fields["capabilities"] = None  # R100
-            with self.session.batch():
-                self.session.emit(TerminalUpdate(terminal_id=self.id, **fields))
+            with core.state.batch():
+                core.emit(TerminalUpdate(terminal_id=self.id, **fields))
                 self._exited.set()
                 for callback in self._exit_callbacks:
                     callback(status)
         self._exited.set()
         for scope in self._request_scopes:
             scope.cancel()
+
+
+async def start_terminal(
+    core: SessionCore,
+    command: str | Sequence[str],
+    *,
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+    tool_call: ToolCall | None,
+    ends_tool_call: bool,
+    detach: bool | None,
+    cancellable: bool,
+    grace: float,
+    size: tuple[int, int] | None,
+    tail_limit: int | None,
+    flush_bytes: int,
+    flush_interval: float,
+) -> Terminal:
+    """Start a process and announce it as a terminal of ``core``'s session (see :meth:`Session.start_terminal`)."""
+    if tool_call is not None and tool_call._core is not core:
+        raise ValueError("that tool call belongs to another session")
+    if tool_call is not None and tool_call.final:
+        raise ToolCallStateError(f"tool call {tool_call.id} has ended; it cannot take a terminal")
+    text, argv = command_text(command)
+    cwd = cwd or core.record.cwd
+    if not os.path.isabs(cwd):
+        raise ValueError("a terminal's cwd must be an absolute path")
+    core.sink.check_open()
+    terminal_id = new_id("term")
+    if detach is None:
+        detach = not core.turns.in_foreground()  # started by background work: background work
+    _check_room(core, terminal_id, detach, tool_call)
+    core.processes.acquire(terminal_id)  # raises at max_processes, before anything is sent
+    entity = core.registry.entity("terminal", terminal_id)
+    terminal = Terminal(core, entity, text, cwd, grace,
+                        core.limits.terminal_output_bytes if tail_limit is None else tail_limit)
+    entity.handle = terminal
+    try:
+        await terminal._spawn(argv, env, flush_bytes, flush_interval)  # nothing is sent before it started
+        core.sink.check_open()  # closed while it spawned
+        if tool_call is not None and tool_call.final:
+            raise ToolCallStateError(f"tool call {tool_call.id} ended while its terminal started")
+        _check_room(core, terminal_id, detach, tool_call)  # the list may have grown meanwhile
+        announce: dict[str, Any] = {"command": text, "cwd": cwd}
+        if cancellable:
+            announce["capabilities"] = CANCEL_CAPABILITIES
+        if size is not None:
+            announce["size"] = TerminalSize(cols=size[0], rows=size[1])
+        with core.state.batch():  # never held across an await: other tasks' list changes must not wait on it
+            core.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
+            if tool_call is not None:
+                terminal.tool_call_id = tool_call.id
+                content = TerminalContent(terminal_id=terminal_id)
+                core.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=content))
+                if entity.detached and not tool_call.final:
+                    core.set_detached(tool_call._entity, True)
+                if ends_tool_call:
+                    tool_call.finish_with(terminal)
+    except BaseException:
+        if entity.announced:  # it is the client's now: it runs and reports its exit as any other
+            terminal._announce_done(live=True)
+            raise
+        core.processes.release(terminal_id)
+        core.registry.forget("terminal", terminal_id)
+        terminal._announce_done(live=False)  # a process nobody was told about is killed
+        raise
+    terminal._announce_done(live=True)
+    if cancellable:
+        entity.cancel = terminal._request_cancel
+    await core.sink.backpressure()
+    return terminal
+
+
+def _check_room(core: SessionCore, terminal_id: str, detach: bool, tool_call: ToolCall | None) -> None:
+    """Refuse (``LimitExceededError``) a detached terminal the list has no room for."""
+    if not detach:
+        return
+    shadow = Entity("terminal", terminal_id, announced=True, detached=True)
+    changes: dict[Entity, dict[str, Any]] = {}
+    if tool_call is not None:
+        changes[tool_call._entity] = {"terminals": [*tool_call._entity.terminals, terminal_id]}
+        if not tool_call.final:
+            changes[tool_call._entity]["detached"] = True
+    core.check_list_room(changes, [shadow])
 
 
 def command_text(command: str | Sequence[str]) -> tuple[str, list[str] | None]:
@@ -215,6 +336,3 @@ def command_text(command: str | Sequence[str]) -> tuple[str, list[str] | None]:
     argv = list(command)
     return shlex.join(argv), argv
 
-
-CANCEL_CAPABILITIES = TerminalCapabilities(cancel=TerminalCancelCapabilities())
-DEFAULT_GRACE = DEFAULT_TERMINATE_GRACE

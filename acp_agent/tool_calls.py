@@ -7,18 +7,27 @@ refuses such updates before they are sent). A tool call can outlive the prompt t
 it: :meth:`ToolCall.run` runs a body in the session's task group (it survives the end of the
 turn and ``session/cancel``), and :meth:`ToolCall.detach` lists it as background work.
 ``capabilities.cancel`` is advertised exactly while the tool call has a cancel path, and
-cleared in the update that reports its end (R98-R100).
+cleared in the update that reports its end (R98-R100). A body pauses cooperatively: it
+awaits :meth:`ToolCall.checkpoint` between steps, which waits while the tool call is
+``paused``.
+
+Patches are typed: :class:`ToolCallFields` names every field a tool call update may carry,
+so a misspelled keyword is a type error (mypy) and a :class:`TypeError` at run time, never a
+silent extra field on the wire.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final, Protocol, TypedDict, Unpack
 
 import anyio
 
 from .background import Entity
+from .core import SessionCore
+from .permissions import PermissionOutcome, request_permission
+from .processes import ExitStatus
 from .schema import (
     Content,
     ContentBlock,
@@ -30,34 +39,75 @@ from .schema import (
     ToolCallCapabilities,
     ToolCallContent,
     ToolCallContentChunk,
+    ToolCallLocation,
     ToolCallPermissionSubject,
+    ToolCallStatus,
     ToolCallUpdate,
+    ToolKind,
     UnknownToolCallContent,
 )
+from .turns import StopReason
 
-if TYPE_CHECKING:
-    from .permissions import PermissionOutcome
-    from .processes import ExitStatus
-    from .session import Session, StopReason
-    from .terminals import Terminal as Terminal_
-
-__all__ = ["ToolCall", "ToolCallBody"]
+__all__ = [
+    "CANCEL_CAPABILITIES", "Exits", "ToolCall", "ToolCallBody", "ToolCallExtras", "ToolCallFields", "check_fields",
+]
 
 logger = logging.getLogger(__name__)
 
 ToolCallBody = Callable[["ToolCall"], Awaitable[Any]]
 """The work behind a tool call: ``async def body(tool) -> raw_output | None``."""
 
-_CANCEL = ToolCallCapabilities(cancel=ToolCallCancelCapabilities())
+class Exits(Protocol):
+    """Something whose end can be waited for by callback (a :class:`~acp_agent.Terminal`)."""
+
+    def on_exit(self, callback: Callable[[ExitStatus], None]) -> None:
+        """Call ``callback(status)`` in the step that reports the exit."""
+
+
+CANCEL_CAPABILITIES: Final = ToolCallCapabilities(cancel=ToolCallCancelCapabilities())
+"""``capabilities`` offering ``tool_call/cancel``."""
+
+
+class ToolCallExtras(TypedDict, total=False):
+    """The fields of a tool call besides its title, kind, name and status (see :class:`ToolCallFields`)."""
+
+    content: list[ToolCallContent] | None
+    locations: list[ToolCallLocation] | None
+    raw_input: Any
+    raw_output: Any
+    capabilities: ToolCallCapabilities | None
+    meta: dict[str, Any] | None
+
+
+class ToolCallFields(ToolCallExtras, total=False):
+    """The fields of a tool call patch: pass only those that change (``None`` clears one)."""
+
+    title: str | None
+    kind: ToolKind | None
+    name: str | None
+    status: ToolCallStatus | None
+
+
+_FIELD_NAMES: Final = frozenset(ToolCallFields.__optional_keys__)
+
+
+def check_fields(fields: dict[str, Any]) -> None:
+    """Raise :class:`TypeError` for a keyword that is not a tool call field (nothing is sent)."""
+    unknown = fields.keys() - _FIELD_NAMES
+    if unknown:
+        known = ", ".join(sorted(_FIELD_NAMES))
+        raise TypeError(f"not a tool call field: {', '.join(sorted(unknown))} (fields: {known})")
 
 
 class ToolCall:
     """A handle on one tool call of a session. Create it with :meth:`Session.start_tool_call`."""
 
-    def __init__(self, session: Session, entity: Entity) -> None:
-        self.session = session
+    def __init__(self, core: SessionCore, entity: Entity) -> None:
+        self._core = core
         self._entity = entity
         self._done = anyio.Event()
+        self._resumed = anyio.Event()
+        self._resumed.set()
         self._scope: anyio.CancelScope | None = None
         self._cancel_handler: Callable[[], Awaitable[None]] | None = None
         self._request_scopes: set[anyio.CancelScope] = set()
@@ -92,11 +142,20 @@ class ToolCall:
 
     # -- updates -------------------------------------------------------------------------
 
-    async def update(self, **fields: Any) -> None:
+    async def update(self, **fields: Unpack[ToolCallFields]) -> None:
         """Patch the tool call: exactly the fields passed are sent (``None`` clears a field)."""
-        await self.session.send(ToolCallUpdate(tool_call_id=self.id, **fields))
+        check_fields(dict(fields))
+        await self._core.send(ToolCallUpdate(tool_call_id=self.id, **fields))
+        self._status_changed()
+
+    def _status_changed(self) -> None:
         if self._entity.final:
             self._finished()
+        elif self._entity.status == "paused":
+            if self._resumed.is_set():
+                self._resumed = anyio.Event()
+        else:
+            self._resumed.set()
 
     async def append(self, content: str | ContentBlock | ToolCallContent) -> None:
         """Append one content item (a string becomes text content)."""
@@ -104,50 +163,70 @@ class ToolCall:
             content = Content(content=TextContent(text=content))
         elif not isinstance(content, (Content, Diff, Terminal, UnknownToolCallContent)):
             content = Content(content=content)  # a bare content block
-        await self.session.send(ToolCallContentChunk(tool_call_id=self.id, content=content))
+        await self._core.send(ToolCallContentChunk(tool_call_id=self.id, content=content))
 
-    async def start(self, **fields: Any) -> None:
+    async def start(self, **fields: Unpack[ToolCallFields]) -> None:
         """Report ``in_progress`` (the work began)."""
-        await self.update(status="in_progress", **fields)
+        fields["status"] = "in_progress"
+        await self.update(**fields)
 
-    async def pause(self, **fields: Any) -> None:
-        """Report ``paused``: started, suspended until :meth:`resume` (still listed if detached)."""
-        await self.update(status="paused", **fields)
+    async def pause(self, **fields: Unpack[ToolCallFields]) -> None:
+        """Report ``paused``: started, suspended until :meth:`resume` (still listed if detached).
 
-    async def resume(self, **fields: Any) -> None:
-        """Report ``in_progress`` again after :meth:`pause`."""
-        await self.update(status="in_progress", **fields)
+        A body running the work stops at its next :meth:`checkpoint` until :meth:`resume`.
+        """
+        fields["status"] = "paused"
+        await self.update(**fields)
+
+    async def resume(self, **fields: Unpack[ToolCallFields]) -> None:
+        """Report ``in_progress`` again after :meth:`pause` (and let :meth:`checkpoint` return)."""
+        fields["status"] = "in_progress"
+        await self.update(**fields)
+
+    @property
+    def paused(self) -> bool:
+        """True while the status last sent is ``paused``."""
+        return self._entity.status == "paused"
+
+    async def checkpoint(self) -> None:
+        """The cooperative pause point of a body: returns at once unless the tool call is paused,
+        in which case it waits for :meth:`resume` (or for the tool call to end, when the body's
+        work is cancelled with it). Await it between steps so ``pause()`` really stops progress."""
+        while not self._resumed.is_set():
+            await self._resumed.wait()
+        await anyio.lowlevel.checkpoint()
 
     async def complete(self, *, follow_up: Callable[[], Awaitable[StopReason | None]] | None = None,
-                       **fields: Any) -> None:
+                       **fields: Unpack[ToolCallFields]) -> None:
         """Report ``completed``.
 
         ``follow_up`` starts new foreground work in the same step: the snapshot that drops
         this tool call from the list already says ``running`` (R95).
         """
-        await self._end("completed", follow_up, fields)
+        await self._end("completed", follow_up, dict(fields))
 
-    async def fail(self, **fields: Any) -> None:
+    async def fail(self, **fields: Unpack[ToolCallFields]) -> None:
         """Report ``failed``."""
-        await self._end("failed", None, fields)
+        await self._end("failed", None, dict(fields))
 
-    async def cancel(self, **fields: Any) -> None:
+    async def cancel(self, **fields: Unpack[ToolCallFields]) -> None:
         """Report ``cancelled`` (the work was stopped or discarded)."""
-        await self._end("cancelled", None, fields)
+        await self._end("cancelled", None, dict(fields))
 
-    async def _end(self, status: str, follow_up: Callable[[], Awaitable[Any]] | None, fields: dict[str, Any]
-                   ) -> None:
-        with self.session.batch():
+    async def _end(self, status: str, follow_up: Callable[[], Awaitable[StopReason | None]] | None,
+                   fields: dict[str, Any]) -> None:
+        check_fields(fields)
+        with self._core.state.batch():
             self.end_now(status, **fields)
             if follow_up is not None:
-                self.session.start_foreground(follow_up, now=True)
-        await self.session.drain_backpressure()
+                self._core.turns.start(follow_up)  # running in the snapshot that drops this item (R95)
+        await self._core.sink.backpressure()
 
     def end_now(self, status: str, **fields: Any) -> None:
         """Send the final status at once, without waiting (for use inside ``session.batch()``)."""
         if self._entity.cancel_advertised and "capabilities" not in fields:
             fields["capabilities"] = None  # R100: stop offering cancel in the update that ends it
-        self.session.emit(ToolCallUpdate(tool_call_id=self.id, status=status, **fields))
+        self._core.emit(ToolCallUpdate(tool_call_id=self.id, status=status, **fields))
         self._finished()
 
     def _finished(self) -> None:
@@ -156,6 +235,7 @@ class ToolCall:
             scope.cancel()  # permission requests on behalf of ended work are withdrawn
         if self._scope is not None:
             self._scope.cancel()  # the work behind a tool call ends with it
+        self._resumed.set()
         self._done.set()
 
     def abandon(self, status: str = "cancelled") -> None:
@@ -170,10 +250,10 @@ class ToolCall:
         """
         if self._scope is not None:
             raise RuntimeError(f"tool call {self.id} already has work")
-        self.session.check_list_room({self._entity: {"own_work": True}})  # max_listed_items
+        self._core.check_list_room({self._entity: {"own_work": True}})  # max_listed_items
         scope = self._scope = anyio.CancelScope()
         self._entity.cancel = scope.cancel
-        self.session.background.set_own_work(self._entity)
+        self._core.registry.set_own_work(self._entity)
         return scope
 
     async def wait(self) -> None:
@@ -185,7 +265,7 @@ class ToolCall:
     def detach(self) -> None:
         """Make this tool call background work: listed until it ends (R85, R89), unless a
         listed terminal is all it runs (R88)."""
-        self.session.set_detached(self._entity, True)
+        self._core.set_detached(self._entity, True)
 
     async def set_cancel_handler(self, handler: Callable[[], Awaitable[None]] | None) -> None:
         """Offer ``tool_call/cancel`` with ``handler`` as the way to stop the work (or withdraw it).
@@ -199,11 +279,11 @@ class ToolCall:
             return
         want = handler is not None
         if want != self._entity.cancel_advertised:
-            await self.update(capabilities=_CANCEL if want else None)
+            await self.update(capabilities=CANCEL_CAPABILITIES if want else None)
 
     def _request_cancel(self) -> None:
         if self._cancel_handler is not None:
-            self.session.spawn(self._run_cancel_handler)
+            self._core.spawn(self._run_cancel_handler)
         elif self._scope is not None:
             self._scope.cancel()
 
@@ -226,20 +306,21 @@ class ToolCall:
         """
         if self.final:
             raise RuntimeError(f"tool call {self.id} has ended")
-        self.session.check_list_room({self._entity: {"own_work": True, "detached": detach or self.detached}})
+        self._core.check_list_room({self._entity: {"own_work": True, "detached": detach or self.detached}})
         self.own_scope()
         self._entity.cancel = self._request_cancel if cancellable else None
-        with self.session.batch():
+        with self._core.state.batch():
             fields: dict[str, Any] = {}
             if self.status != "in_progress":
                 fields["status"] = "in_progress"
             if cancellable and not self.cancellable:
-                fields["capabilities"] = _CANCEL
+                fields["capabilities"] = CANCEL_CAPABILITIES
             if fields:
-                self.session.emit(ToolCallUpdate(tool_call_id=self.id, **fields))
+                self._core.emit(ToolCallUpdate(tool_call_id=self.id, **fields))
+                self._status_changed()
             if detach:
-                self.session.set_detached(self._entity, True)
-        self.session.spawn(self._run_body, body)
+                self._core.set_detached(self._entity, True)
+        self._core.spawn(self._run_body, body)
 
     async def _run_body(self, body: ToolCallBody) -> None:
         scope = self._scope
@@ -251,7 +332,7 @@ class ToolCall:
                 result = await body(self)
             except Exception as exc:
                 failed = exc
-        if self.final or self.session.closing:
+        if self.final or self._core.closing:
             return
         if scope.cancelled_caught or scope.cancel_called:
             await self.cancel()
@@ -261,7 +342,7 @@ class ToolCall:
         else:
             await self.complete(**({"raw_output": result} if result is not None else {}))
 
-    def finish_with(self, terminal: Terminal_) -> None:
+    def finish_with(self, terminal: Exits) -> None:
         """End this tool call when ``terminal``'s process exits: ``completed`` on exit code 0,
         ``failed`` otherwise (``rawOutput`` holds the exit), in the same step as the exit.
 
@@ -270,7 +351,7 @@ class ToolCall:
         """
 
         def on_exit(status: ExitStatus) -> None:
-            if not self.final and not self.session.closing:
+            if not self.final and not self._core.closing:
                 output = {"exitCode": status.exit_code, "signal": status.signal}
                 self.end_now("completed" if status.exit_code == 0 else "failed", raw_output=output)
 
@@ -285,8 +366,8 @@ class ToolCall:
         sent only after a snapshot listing it (R110), and survives ``session/cancel`` (R107).
         """
         subject = ToolCallPermissionSubject(tool_call=ToolCallUpdate(tool_call_id=self.id))
-        return await self.session.request_permission(
-            title, options, subject=subject, description=description, on_behalf_of=self._entity,
+        return await request_permission(
+            self._core, title, options, subject=subject, description=description, on_behalf_of=self._entity,
             scopes=self._request_scopes,
         )
 

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from acp_agent import Agent, ContentBlock, Limits, Session, StopReason
+from acp_agent.session import core_of
 from acp_agent.testing.client import connect_agent, spawn_agent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +77,8 @@ class ManyItems(Agent):
         samples = []
         for _ in range(15):
             t0 = time.perf_counter()
-            session._frame(session._snapshot("running", None, None))
+            core = core_of(session)
+            core.sink.frame(core.state.snapshot("running"))
             samples.append(time.perf_counter() - t0)
         self.results[count] = {"snapshot_ms": statistics.median(samples) * 1e3,
                                "announce_us_per_item": announce / count * 1e6}

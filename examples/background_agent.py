@@ -15,6 +15,8 @@ Each prompt is one line; its first word picks the behaviour:
     /subagent SECS TEXT    a child session that streams TEXT over SECS seconds
     /ask TEXT              ask permission for TEXT in the foreground
     /bgask                 a background tool call that asks permission for itself
+
+It also offers ``session/fork``: a fork copies the conversation, never the source's live work.
 """
 
 from __future__ import annotations
@@ -40,15 +42,6 @@ OPTIONS = [
 ]
 
 
-class Workflow:
-    """A workflow tool call and the gate its steps wait on while paused."""
-
-    def __init__(self, tool: ToolCall) -> None:
-        self.tool = tool
-        self.running = anyio.Event()
-        self.running.set()
-
-
 class BackgroundAgent(Agent):
     """Starts work that keeps running after the turn; the SDK keeps the wire correct."""
 
@@ -69,6 +62,10 @@ class BackgroundAgent(Agent):
             await session.say(arg if command == "echo" else text)
             return "end_turn"
         return await handler(session, arg.strip()) or "end_turn"
+
+    async def fork_session(self, source: Session, session: Session) -> None:
+        # The fork has the source's history; the source's workflows stay the source's (R112).
+        session.data["workflows"] = []
 
     async def bg(self, session: Session, cmd: str) -> None:
         tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
@@ -112,37 +109,34 @@ class BackgroundAgent(Agent):
 
     async def workflow(self, session: Session, steps: str) -> None:
         count = int(steps or 3)
-        flow = Workflow(await session.start_tool_call("Workflow", kind="other", name="workflow"))
+        flow = await session.start_tool_call("Workflow", kind="other", name="workflow")
         session.data.setdefault("workflows", []).append(flow)
 
         async def run_steps(tool: ToolCall) -> None:
             for step in range(count):
-                await flow.running.wait()
                 await anyio.sleep(1)
+                await tool.checkpoint()  # while paused, the step waits here: nothing is reported
                 await tool.append(f"step {step + 1}/{count}")
 
-        flow.tool.run(run_steps)
+        flow.run(run_steps)
 
-    def _newest_workflow(self, session: Session) -> Workflow | None:
-        live = [f for f in session.data.get("workflows", []) if not f.tool.final]
+    def _newest_workflow(self, session: Session) -> ToolCall | None:
+        live = [tool for tool in session.data.get("workflows", []) if not tool.final]
         return live[-1] if live else None
 
     async def pause(self, session: Session, _: str) -> None:
         flow = self._newest_workflow(session)
-        if flow is None or not flow.running.is_set():
+        if flow is None or flow.paused:
             await session.say("No running workflow to pause.")
             return
-        flow.running = anyio.Event()
-        await flow.tool.pause()
+        await flow.pause()
 
     async def resume(self, session: Session, _: str) -> None:
         flow = self._newest_workflow(session)
-        if flow is None or flow.running.is_set():
+        if flow is None or not flow.paused:
             await session.say("No paused workflow to resume.")
             return
-        await flow.tool.resume()
-        flow.running.set()
-
+        await flow.resume()
 
     async def subagent(self, session: Session, arg: str) -> None:
         secs, _, text = arg.partition(" ")

@@ -31,7 +31,7 @@ from typing import Any, Final
 import orjson
 from hypothesis import strategies as st
 
-from acp_agent.connection import MAX_NESTING, Connection
+from acp_agent.connection import MAX_NESTING
 from acp_agent.framing import DEFAULT_MAX_MESSAGE_BYTES
 from acp_agent.runtime import AgentRuntime
 from acp_agent.testing.schema import SchemaValidator, default_schema_path
@@ -80,8 +80,7 @@ def accepted_methods(agent_name: str) -> tuple[set[str], set[str]]:
         agent = ForkingAgent()
     receive_send, receive = byte_pipe()
     send, _ = byte_pipe()
-    connection = Connection(receive, send)
-    AgentRuntime(agent, connection)
+    connection = AgentRuntime(agent, receive, send).connection
     del receive_send
     return set(connection.requests), set(connection.notifications) | {"$/cancel_request"}
 

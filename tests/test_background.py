@@ -33,7 +33,7 @@ from acp_agent.schema import (
     ToolCallPermissionSubject,
     ToolCallUpdate,
 )
-from acp_agent.session import StopReason
+from acp_agent.session import StopReason, core_of
 from acp_agent.testing.checker import WireChecker
 from acp_agent.testing.client import Client, connect_agent
 from acp_agent.testing.schema import SchemaValidator, default_schema_path
@@ -1340,8 +1340,8 @@ async def test_cancel_right_after_follow_up_running_still_ends_with_an_idle() ->
         # A wakeup fires (start_foreground(now=True): 'running' goes out at once, R95) and, in
         # the same event-loop step, a session/cancel is dispatched: AgentRuntime._cancel calls
         # session.cancel(), which drops the queued job before the worker ever ran it.
-        session.start_foreground(follow_up, now=True)
-        session.cancel()
+        session.start_foreground(follow_up)
+        core_of(session).cancel()
         view = client.view(sid)
         await client.wait_for(lambda: any(s["state"] == "running" for s in snapshots(view.updates)))
         await client.wait_for(lambda: snapshots(view.updates)[-1]["state"] == "idle", timeout=2)

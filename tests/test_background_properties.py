@@ -332,7 +332,7 @@ class Driver:
         elif move == "title":
             await tool.update(title="renamed")
         elif move == "follow_up":
-            await tool.complete(follow_up=_follow_up(tool.session))
+            await tool.complete(follow_up=_follow_up(self.session))
         else:
             await getattr(tool, move)()
 
@@ -365,7 +365,7 @@ class Driver:
 
     async def op_term_detach(self, i: int) -> None:
         term = self.term(i)
-        if term is not None and term.exit_status is None and not term.session.closing:
+        if term is not None and term.exit_status is None and not self.session.closing:
             term.detach()
 
     async def op_perm(self, i: int) -> None:

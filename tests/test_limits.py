@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from acp_agent import Agent, LimitExceededError, Limits, RequestError, Session, StopReason, ToolCall
+from acp_agent.errors import ProcessStartError
 from acp_agent.framing import DEFAULT_MAX_MESSAGE_BYTES
 from acp_agent.limits import LIMIT_ERROR_CODE
 from acp_agent.schema import ToolCallUpdate
@@ -339,7 +340,7 @@ async def test_max_processes_edge_across_sessions() -> None:
         agent.h["refused"] = True
 
     async def again(session: Session, arg: str) -> None:
-        with pytest.raises(FileNotFoundError):
+        with pytest.raises(ProcessStartError):
             await session.start_terminal(["/nonexistent/acp-agent-test"])  # a failed start frees its slot
         terminal = await session.start_terminal(["echo", "fits"])
         agent.h["status"] = await terminal.wait()

@@ -211,7 +211,8 @@ async def test_crash_after_insertion_ends_with_error() -> None:  # R54, R58
         view = await client.wait_idle(sid)
         idle = view.updates[-1]
         assert idle["stopReason"] == "error"
-        assert idle["error"]["code"] == -32603 and "HTTP 500" in idle["error"]["message"]
+        # The exception's text (which may hold paths, tokens, user data) stays in the agent's log.
+        assert idle["error"] == {"code": -32603, "message": "Internal error"}
         assert message_id
         # the session keeps working
         view = await client.prompt_and_wait(sid, "echo still here")

@@ -20,7 +20,7 @@ import pytest
 
 from acp_agent import PermissionOption, RequestError, Session, ToolCall
 from acp_agent.schema import SessionConfigOption, SessionConfigSelectOption
-from acp_agent.session import StopReason
+from acp_agent.session import StopReason, core_of
 from acp_agent.subagents import Subagent
 from acp_agent.testing.checker import RuleViolation, WireChecker
 from acp_agent.testing.client import Client
@@ -735,7 +735,7 @@ async def test_fork_copies_no_children() -> None:
         assert all(u["background"] == [] for u in fork_updates if u["sessionUpdate"] == "state_update")
         # the copied conversation is there (the source's messages were replayed into the fork)
         assert "spawned a worker" in client.view(fork).messages().values()
-        assert agent.sessions[fork].children == []
+        assert core_of(agent.sessions[fork]).children == []
         # the child still belongs to the source only
         assert ("subagent", child.id) in now_listed(client, sid)
         agent.event("finish").set()
@@ -879,6 +879,7 @@ async def test_r61_background_request_does_not_change_the_state(where: str) -> N
 
         tool.run(body)
         agent_h["tool"] = tool
+        agent_h["session"] = session
         await agent_h["go on"].wait()  # the foreground keeps running while the request is open
 
     agent_h: dict[str, Any] = {"go on": anyio.Event()}
@@ -891,7 +892,7 @@ async def test_r61_background_request_does_not_change_the_state(where: str) -> N
         tool: ToolCall = agent_h["tool"]
         client.answer_permission(pending_key(client, about(tool.id)), "allow")
         await client.wait_for(lambda: tool.final)
-        await flush(client, tool.session)
+        await flush(client, agent_h["session"])
         for session_id in {sid, target}:
             assert all(u["state"] != "requires_action" for _, u in snapshots(client, session_id))
         assert [u["state"] for _, u in snapshots(client, target)][:2] == ["running", "running"]  # + the listing
@@ -911,7 +912,7 @@ async def test_r107_cancel_keeps_background_requests_and_withdraws_foreground_on
 
         tool.run(body)
         step = await session.start_tool_call("edit conftest.py", kind="edit")
-        h.update(tool=tool, step=step)
+        h.update(tool=tool, step=step, session=session)
         try:
             h["foreground outcome"] = await step.request_permission("Edit conftest.py?", OPTIONS)
             await step.complete()  # the edit: never done, the request was not approved
@@ -928,7 +929,7 @@ async def test_r107_cancel_keeps_background_requests_and_withdraws_foreground_on
         background_id = next(m["id"] for _, m in requests(client) if about(tool.id)(m["params"]))
         client.cancel(target)
         await client.wait_idle(target)
-        await flush(client, tool.session)
+        await flush(client, h["session"])
         # R67: the foreground request is withdrawn, R66: as not approved; R107: the background one stays
         assert [r for _, r in withdrawn(client)] == [foreground_id]
         cancel_at = withdrawn(client)[0][0]

@@ -1,0 +1,390 @@
+"""The runtime side of a session: the small interface handles and the runtime work with.
+
+A :class:`SessionCore` ties together the parts of one session: its :class:`~acp_agent.sink.SessionSink`
+(the one path to the wire), its :class:`~acp_agent.background.BackgroundRegistry`, its
+:class:`~acp_agent.state.StatePublisher` (snapshots) and its :class:`~acp_agent.turns.Turns`
+(foreground work). Entity updates pass :meth:`SessionCore.emit`, which checks them against the
+registry before anything is sent (R97, ``max_listed_items``) and re-sends the state when the
+list changed after they went out. Closing and winding down (the end of the connection) live
+here too, since they end every kind of item. The author-facing :class:`~acp_agent.Session`
+wraps a core and adds nothing to these rules.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from pydantic import BaseModel
+
+from .background import FINAL_STATUSES, BackgroundRegistry, ChildItem, Entity, Kind, TerminalItem, ToolCallItem
+from .connection import Connection
+from .errors import NotInTurnError, SessionClosedError
+from .limits import Limits, ProcessSlots, limit_exceeded
+from .processes import DEFAULT_TERMINATE_GRACE
+from .records import SessionRecord
+from .schema import (
+    ContentBlock,
+    IdleStateUpdate,
+    RequiresActionStateUpdate,
+    RunningStateUpdate,
+    SubagentUpdate,
+    Terminal,
+    TerminalUpdate,
+    ToolCallContentChunk,
+    ToolCallUpdate,
+)
+from .sink import SessionSink
+from .state import BATCHING, StatePublisher
+from .turns import FOREGROUND, StopReason, Turns
+
+__all__ = ["SessionCore"]
+
+logger = logging.getLogger(__name__)
+
+_ENTITY_UPDATES: Final = (ToolCallUpdate, ToolCallContentChunk, TerminalUpdate, SubagentUpdate)
+_STATE_UPDATES: Final = (RunningStateUpdate, RequiresActionStateUpdate, IdleStateUpdate)
+
+
+class SessionCore:
+    """One session's runtime parts, and the operations on them that keep the rules."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        record: SessionRecord,
+        *,
+        limits: Limits,
+        processes: ProcessSlots,
+        parent: SessionCore | None = None,
+        hold: bool = False,
+    ) -> None:
+        self.connection = connection
+        self.record = record
+        self.limits = limits
+        self.processes = processes
+        """Terminal processes running on the connection (``max_processes``)."""
+        self.parent = parent
+        self.children: list[SessionCore] = []
+        self.sink = SessionSink(connection.writer, record.session_id, record.history, hold=hold)
+        self.registry = BackgroundRegistry()
+        self.state = StatePublisher(self.registry, self.sink, self._mirror if parent is not None else None)
+        self.turns = Turns(record.session_id, self.state, self.sink, run_prompt=self._run_prompt,
+                           end_items=self._end_foreground_items, touched=record.touch)
+        self.prompt_handler: Callable[[list[ContentBlock]], Awaitable[StopReason | None]] | None = None
+        """Runs one inserted prompt (set by the author-facing session)."""
+        self.on_closed: list[Callable[[], None]] = []
+        """Called once the session closed."""
+        self._tg: TaskGroup | None = None
+        self._stopped = anyio.Event()
+        self.closing = False
+        """True once ``session/close`` (or the end of the connection) began."""
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self.record.session_id
+
+    @property
+    def closed(self) -> bool:
+        """True once nothing more can be sent for the session."""
+        return self.sink.closed
+
+    # -- tasks -----------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: TaskStatus[None]) -> None:
+        """Run the session's task group and foreground worker until the session closes."""
+        FOREGROUND.set(None)
+        BATCHING.set(())
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._work, tg)
+            task_status.started()
+
+    async def _work(self, tg: TaskGroup) -> None:
+        try:
+            await self.turns.run(tg)
+        finally:
+            self._stopped.set()
+
+    async def _run_prompt(self, prompt: list[ContentBlock]) -> StopReason | None:
+        assert self.prompt_handler is not None
+        return await self.prompt_handler(prompt)
+
+    @property
+    def task_group(self) -> TaskGroup:
+        """The session's task group: work in it outlives turns and ends with the session."""
+        if self._tg is None:
+            raise SessionClosedError(f"session {self.id} is not running")
+        return self._tg
+
+    def spawn(self, func: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run ``func(*args)`` in the session's task group, as background work (not foreground)."""
+
+        async def background() -> None:
+            FOREGROUND.set(None)
+            BATCHING.set(())  # a batch never spans tasks
+            try:
+                await func(*args)
+            except SessionClosedError:
+                pass
+            except Exception:
+                logger.exception("acp: background task of session %s failed", self.id)
+
+        self.task_group.start_soon(background)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def emit(self, update: BaseModel, *, detach: bool | None = None, record: bool = True) -> None:
+        """Queue one update now (no waiting), after the checks it needs.
+
+        Entity updates are checked against the registry first (R97, ``max_listed_items``) and
+        nothing is sent if a check fails. ``detach`` sets whether a tool call / terminal this
+        update creates is background work; ``record=False`` leaves it out of the history.
+        """
+        self.sink.check_open()
+        if isinstance(update, _STATE_UPDATES) or getattr(update, "session_update", None) == "state_update":
+            raise ValueError("the session reports its own state; agent code never sends state_update")
+        entity_update = isinstance(update, _ENTITY_UPDATES)
+        if entity_update:
+            self.registry.check(update)
+            self._check_new_item(update, detach)
+        self.sink.send(update, record=record)
+        if entity_update and self.registry.observe(update, foreground=self.turns.in_foreground(), detach=detach):
+            self.state.list_changed()
+
+    async def send(self, update: BaseModel) -> None:
+        """:meth:`emit`, then wait while the client is behind on reading."""
+        self.emit(update)
+        await self.sink.backpressure()
+
+    def check_may_talk(self) -> None:
+        """Raise :class:`~acp_agent.errors.NotInTurnError` unless foreground work runs (messages need a turn)."""
+        if self.state.state == "idle":
+            raise NotInTurnError(
+                f"session {self.id} is idle: an agent message needs foreground work around it; "
+                "use session.start_foreground(work) to speak after the turn"
+            )
+
+    def _mirror(self, snapshot: BaseModel) -> None:
+        """A child's snapshot, mirrored into the parent's ``subagent_update.state`` (R80)."""
+        parent = self.parent
+        if parent is not None and not parent.closing and not self.closed:
+            parent.emit(SubagentUpdate(session_id=self.id, state=snapshot))
+
+    # -- the list --------------------------------------------------------------------------
+
+    def _check_new_item(self, update: BaseModel, detach: bool | None) -> None:
+        """Refuse a raw update announcing a new tool call / terminal that would overflow the list.
+
+        Only entities the registry has never seen are checked here; the handle APIs check
+        their own changes first.
+        """
+        if isinstance(update, ToolCallUpdate):
+            kind: Kind = "tool_call"
+            item_id = update.tool_call_id
+        elif isinstance(update, TerminalUpdate):
+            kind, item_id = "terminal", update.terminal_id
+        else:
+            return
+        if self.registry.get(kind, item_id) is not None:
+            return
+        detached = detach if detach is not None else not self.turns.in_foreground()
+        if not detached:
+            return
+        shadow = Entity(kind, item_id, announced=True, detached=True)
+        fields = update.model_fields_set
+        if kind == "tool_call":
+            shadow.final = "status" in fields and getattr(update, "status", None) in FINAL_STATUSES
+            content = getattr(update, "content", None) or []
+            shadow.terminals = [c.terminal_id for c in content if isinstance(c, Terminal)]
+        else:
+            shadow.final = "exit_status" in fields and getattr(update, "exit_status", None) is not None
+        self.check_list_room({}, [shadow])
+
+    def check_list_room(self, changes: Mapping[Entity, Mapping[str, Any]], new: Sequence[Entity] = ()) -> None:
+        """Raise :class:`~acp_agent.errors.LimitExceededError` if these entity changes would
+        grow the ``background`` list past ``limits.max_listed_items`` (nothing is changed)."""
+        limit = self.limits.max_listed_items
+        size = self.registry.size_after(changes, new)
+        listed = self.registry.listed_count
+        if size > limit and size > listed:
+            raise limit_exceeded("max_listed_items", limit, f"session {self.id} lists {listed} items")
+        parent = self.parent
+        if parent is not None and listed == 0 and size > 0:
+            # R90: a child with background work of its own is busy, so its parent lists it.
+            entity = parent.registry.get("subagent", self.id)
+            if entity is not None:
+                parent.check_list_room({entity: {"child_state": None}})
+
+    def set_detached(self, entity: Entity, detached: bool, *, also_tool_call: str | None = None) -> None:
+        """Move an item between foreground and background work (and re-send the list).
+
+        Raises :class:`~acp_agent.errors.LimitExceededError` (changing nothing) if that would
+        grow the list past ``limits.max_listed_items``.
+        """
+        tool = self.registry.get("tool_call", also_tool_call) if also_tool_call is not None else None
+        if tool is not None and tool.final:
+            tool = None
+        if detached:
+            changes: dict[Entity, dict[str, Any]] = {entity: {"detached": True}}
+            if tool is not None:
+                changes[tool] = {"detached": True}
+            self.check_list_room(changes)
+        with self.state.batch():
+            self.state.mark_dirty(self.registry.set_detached(entity, detached))
+            if tool is not None:
+                self.state.mark_dirty(self.registry.set_detached(tool, detached))
+
+    # -- ending work -----------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """``session/cancel``: answer held prompts ``-32800`` and cancel the foreground work."""
+        self.turns.cancel()
+
+    async def wait_idle(self) -> None:
+        """Wait until the session has no foreground work, running or queued."""
+        await self.turns.wait_idle()
+
+    async def _end_foreground_items(self, stop: StopReason) -> None:
+        """Finalize what ended foreground work left unfinished (R68, R108).
+
+        Detached (listed) work is untouched. Unfinished foreground tool calls get a final
+        status, foreground processes are stopped and report their exit, all before ``idle``.
+        """
+        status = "failed" if stop == "error" else "cancelled"
+        terminals: list[TerminalItem] = []
+        children: list[ChildItem] = []
+        for entity in list(self.registry.entities.values()):
+            if entity.detached or entity.final or not entity.announced:
+                continue
+            handle = entity.handle
+            if entity.kind == "tool_call" and isinstance(handle, ToolCallItem):
+                handle.abandon(status)  # stops its work too
+            elif entity.kind == "tool_call":
+                self._end_raw_tool_call(entity, status)
+            elif entity.kind == "terminal" and isinstance(handle, TerminalItem):
+                terminals.append(handle)
+            elif entity.kind == "subagent" and isinstance(handle, ChildItem):
+                children.append(handle)  # a child this work waited on is cancelled with it
+        if terminals or children:
+            with anyio.move_on_after(DEFAULT_TERMINATE_GRACE + 2):
+                async with anyio.create_task_group() as tg:
+                    for terminal in terminals:
+                        tg.start_soon(terminal.stop)
+                    for child in children:
+                        child.cancel()
+                        tg.start_soon(child.wait_idle)  # its final updates precede our idle (R68)
+
+    def _end_raw_tool_call(self, entity: Entity, status: str) -> None:
+        fields: dict[str, Any] = {"status": status}
+        if entity.cancel_advertised:
+            fields["capabilities"] = None  # R100
+        self.emit(ToolCallUpdate(tool_call_id=entity.id, **fields))
+
+    def _terminals(self) -> list[tuple[Entity, TerminalItem]]:
+        return [(e, e.handle) for e in list(self.registry.entities.values())
+                if e.kind == "terminal" and isinstance(e.handle, TerminalItem)]
+
+    async def wind_down(self, deadline: float) -> None:
+        """Stop all work and report a final status for every unfinished item, by ``deadline``.
+
+        For the end of the connection: foreground work is cancelled as by ``session/cancel``,
+        unfinished tool calls are reported ``cancelled`` (their work is cancelled with them),
+        every process is stopped (SIGTERM, then SIGKILL after its grace, shortened to fit
+        the deadline) and its terminal reports its ``exitStatus``. Whatever has not ended by
+        ``deadline`` (agent code that ignores cancellation, a process whose output the client
+        is not reading) is reported ended anyway: processes are killed, a terminal whose exit
+        is unknown reports ``{"exitCode": null, "signal": null}``, and foreground work still
+        running gets its ``idle`` / ``cancelled`` snapshot. The session stays open.
+        """
+        self.turns.refusing = self.turns.refusing or "winding_down"
+        for child in list(self.children):
+            await child.wind_down(deadline)
+        grace = max(0.0, min(DEFAULT_TERMINATE_GRACE, (deadline - anyio.current_time()) / 2))
+        running: list[TerminalItem] = []
+        backed: dict[str, list[TerminalItem]] = {}  # tool call id -> the terminals it started
+        for entity, terminal in self._terminals():
+            if terminal.tool_call_id is not None:
+                backed.setdefault(terminal.tool_call_id, []).append(terminal)
+            if not entity.final and entity.announced:
+                terminal.grace = min(terminal.grace, grace)
+                running.append(terminal)
+        with self.state.batch():
+            self.cancel()
+            self._end_tool_calls(backed, waiting=True)
+        with anyio.move_on_after(max(0.0, deadline - anyio.current_time()), shield=True):
+            async with anyio.create_task_group() as tg:
+                for terminal in running:
+                    tg.start_soon(terminal.stop)
+                tg.start_soon(self.turns.wait_drained)
+        with self.state.batch():
+            for entity, terminal in self._terminals():  # started meanwhile too
+                if entity.announced:
+                    terminal.give_up()
+            self._end_tool_calls(backed, waiting=False)
+            self.turns.finish_now()
+
+    def _end_tool_calls(self, backed: dict[str, list[TerminalItem]], *, waiting: bool) -> None:
+        """Report unfinished tool calls ended: ``cancelled``, or by their process's exit when a
+        terminal stands for them (as any other exit would end them). With ``waiting``, those
+        whose process still runs are left for after it stopped."""
+        for entity in list(self.registry.entities.values()):
+            if entity.final or not entity.announced or entity.kind != "tool_call":
+                continue
+            ends = [t.exit_status for t in backed.get(entity.id, ())]
+            if any(status is None for status in ends) and waiting:
+                continue
+            exits = [status for status in ends if status is not None]
+            handle = entity.handle
+            if exits and isinstance(handle, ToolCallItem):
+                status = exits[-1]
+                handle.end_now("completed" if status.exit_code == 0 else "failed",
+                               raw_output={"exitCode": status.exit_code, "signal": status.signal})
+            elif isinstance(handle, ToolCallItem):
+                handle.abandon("cancelled")
+            else:
+                self._end_raw_tool_call(entity, "cancelled")
+
+    async def close(self, timeout: float = 5.0, *, finalize: bool = False) -> None:
+        """Stop everything the session runs; afterwards nothing more is sent for it (R41-R45).
+
+        Held prompts are answered ``-32800``; foreground work is cancelled and its
+        ``idle`` / ``cancelled`` snapshot goes out; pending requests of the session are
+        withdrawn with ``$/cancel_request`` as their tasks are cancelled. With ``finalize``
+        (the end of the connection) every unfinished item is first stopped and reported
+        ended (see :meth:`wind_down`), all within ``timeout`` seconds.
+        """
+        if self.closing:
+            await self._stopped.wait()
+            return
+        if finalize:
+            deadline = anyio.current_time() + timeout
+            await self.wind_down(deadline)
+            timeout = max(0.0, deadline - anyio.current_time())
+        self.closing = True
+        self.turns.refusing = "closing"
+        for child in list(self.children):
+            # Closing a parent ends its children without further notifications (§11.15).
+            child.sink.closed = True
+            await child.close(timeout)
+        self.cancel()
+        with anyio.move_on_after(timeout, shield=True):
+            await self.turns.wait_done()
+            await self.wait_idle()  # inserted prompts still get their echo and end cancelled
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+            with anyio.move_on_after(timeout, shield=True):
+                await self._stopped.wait()
+        self.sink.closed = True
+        for entity in self.registry.entities.values():
+            if entity.kind == "terminal":
+                self.processes.release(entity.id)  # its process group was stopped with the task group
+        self.registry.clear()
+        if self.parent is not None and self in self.parent.children:
+            self.parent.children.remove(self)
+        for callback in self.on_closed:
+            callback()

@@ -1,0 +1,37 @@
+"""What the agent process keeps about a session, active or not: the base of list and resume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .history import History
+from .schema import AvailableCommand, SessionConfigOption
+
+__all__ = ["SessionRecord", "now_text"]
+
+
+def now_text() -> str:
+    """The current UTC time as ACP writes it (``2026-12-01T17:14:16Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """A session's metadata and replayable history (what ``session/list`` and ``session/resume`` read)."""
+
+    session_id: str
+    cwd: str
+    additional_directories: list[str] = field(default_factory=list)
+    title: str | None = None
+    updated_at: str = field(default_factory=now_text)
+    history: History = field(default_factory=History)
+    config_options: list[SessionConfigOption] = field(default_factory=list)
+    available_commands: list[AvailableCommand] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    """The author's ``Session.data``."""
+
+    def touch(self) -> None:
+        """Note activity now (``updatedAt``)."""
+        self.updated_at = now_text()

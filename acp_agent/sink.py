@@ -1,0 +1,132 @@
+"""The one path from a session to the wire.
+
+Every ``session/update`` a session sends goes through its :class:`SessionSink`: complete
+updates (:meth:`SessionSink.send`), already-recorded ones (:meth:`SessionSink.resend`) and the
+two hot paths, streamed message text (:meth:`SessionSink.text`) and terminal output
+(:meth:`SessionSink.output`). The sink owns the framing (the session's prefix bytes), the
+replayable history and back-pressure, and it gates the wire:
+
+- after the session closed nothing goes out (``send`` raises, ``resend`` drops);
+- until the client knows the session (the ``session/new`` or ``session/fork`` answer is
+  queued) output is held, in order, and released right after that answer.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Final
+
+import orjson
+from pydantic import BaseModel
+
+from .errors import SessionClosedError
+from .framing import Writer
+from .history import History
+
+__all__ = ["SessionSink"]
+
+_TEXT_TAIL: Final = b"}}}}\n"
+_OUTPUT_TAIL: Final = b'"}}}\n'
+
+
+class SessionSink:
+    """Frames, records and writes one session's updates (see the module docstring)."""
+
+    __slots__ = ("_held", "_writer", "closed", "history", "prefix", "session_id")
+
+    def __init__(self, writer: Writer, session_id: str, history: History, *, hold: bool = False) -> None:
+        self._writer = writer
+        self.session_id = session_id
+        self.history = history
+        """The session's replayable history; everything sent through :meth:`send` is folded in."""
+        self.prefix = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+            + orjson.dumps(session_id)
+            + b',"update":'
+        )
+        """The bytes every ``session/update`` of this session starts with."""
+        self.closed = False
+        """Set when the session closed: nothing more goes out."""
+        self._held: list[bytes] | None = [] if hold else None
+
+    # -- gate ------------------------------------------------------------------------------
+
+    @property
+    def holding(self) -> bool:
+        """True until the client was told the session id (output is held until then)."""
+        return self._held is not None
+
+    def release(self) -> None:
+        """The answer naming the session is queued: send what was held, in order, and stop holding."""
+        held, self._held = self._held, None
+        if held and not self.closed:
+            for data in held:
+                self._writer.send_nowait(data)
+
+    def check_open(self) -> None:
+        """Raise :class:`SessionClosedError` if nothing may be sent any more."""
+        if self.closed:
+            raise SessionClosedError(f"session {self.session_id} is closed")
+
+    def _write(self, data: bytes) -> None:
+        if self._held is not None:
+            self._held.append(data)
+        else:
+            self._writer.send_nowait(data)
+
+    # -- complete updates ------------------------------------------------------------------
+
+    def frame(self, update: BaseModel) -> bytes:
+        """The ``session/update`` line carrying ``update`` (unset fields omitted)."""
+        return (
+            self.prefix
+            + update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
+            + b"}}\n"
+        )
+
+    def send(self, update: BaseModel, *, record: bool = True) -> None:
+        """Queue ``update`` (folded into the history unless ``record`` is false); raises once closed."""
+        self.check_open()
+        if record:
+            self.history.record(update)
+        self._write(self.frame(update))
+
+    def resend(self, update: BaseModel) -> None:
+        """Queue an update that is not new history (a snapshot, a replay); dropped once closed."""
+        if not self.closed:
+            self._write(self.frame(update))
+
+    # -- hot paths -------------------------------------------------------------------------
+
+    def text(self, head: bytes, thought: bool, message_id: str, text: str) -> None:
+        """One text chunk of a streamed message; ``head`` is the chunk's framing up to the text value."""
+        self.check_open()
+        self.history.append_text(thought, message_id, text)
+        self._write(head + orjson.dumps(text) + _TEXT_TAIL)
+
+    def output_head(self, terminal_id: str) -> bytes:
+        """The framing of a ``terminal_output_chunk`` of ``terminal_id`` up to its base64 data."""
+        return (
+            self.prefix
+            + b'{"sessionUpdate":"terminal_output_chunk","terminalId":'
+            + orjson.dumps(terminal_id)
+            + b',"data":"'
+        )
+
+    def output(self, head: bytes, terminal_id: str, data: bytes, limit: int) -> None:
+        """Raw terminal output: kept in the terminal's retained tail (``limit`` bytes) and sent."""
+        if self.closed:
+            return
+        self.history.append_output(terminal_id, data, limit=limit)
+        # base64 needs no JSON escaping: this is exactly what TerminalOutputChunk serializes to.
+        self._write(head + base64.b64encode(data) + _OUTPUT_TAIL)
+
+    # -- back-pressure ---------------------------------------------------------------------
+
+    def full(self) -> bool:
+        """Whether the client is behind on reading (a producer should await :meth:`backpressure`)."""
+        return self._writer.full()
+
+    async def backpressure(self) -> None:
+        """Wait while the client is behind on reading (bounded output queue)."""
+        await self._writer.backpressure()

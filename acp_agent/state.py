@@ -1,0 +1,116 @@
+"""A session's ``state_update`` snapshots: built in one place, sent in one place.
+
+:meth:`StatePublisher.snapshot` is the only builder of a session's snapshots, and every
+snapshot carries the complete ``background`` list computed by the registry from what was
+already sent (R91), so it can only name announced, live items (R93, R94). A changed list is
+re-sent as a repeated snapshot without a stop reason (R62, R92); :meth:`StatePublisher.batch`
+coalesces the list changes one task makes into at most one such snapshot, sent after the
+entity updates it depends on. A child session's snapshots are mirrored into its parent's
+``subagent_update`` (R80) by the ``mirror`` callback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel
+
+from .background import BackgroundRegistry
+from .schema import Error, IdleStateUpdate, RequiresActionStateUpdate, RunningStateUpdate
+from .sink import SessionSink
+
+__all__ = ["BATCHING", "ForegroundState", "StatePublisher"]
+
+ForegroundState = Literal["idle", "running", "requires_action"]
+"""The foreground state a session reports."""
+
+BATCHING: Final[contextvars.ContextVar[tuple[StatePublisher, ...]]] = contextvars.ContextVar(
+    "acp_batching", default=()
+)
+"""The publishers whose list changes the current task is batching (a batch never spans tasks)."""
+
+
+class StatePublisher:
+    """Owns one session's reported foreground state and sends its snapshots."""
+
+    __slots__ = ("_dirty", "_last_version", "_mirror", "_registry", "_sink", "state")
+
+    def __init__(
+        self,
+        registry: BackgroundRegistry,
+        sink: SessionSink,
+        mirror: Callable[[BaseModel], None] | None = None,
+    ) -> None:
+        self._registry = registry
+        self._sink = sink
+        self._mirror = mirror
+        self.state: ForegroundState = "idle"
+        """The foreground state last reported."""
+        self._last_version = -1  # registry version of the last snapshot sent
+        self._dirty = False
+
+    def snapshot(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None
+                 ) -> BaseModel:
+        """Build a snapshot of ``state`` with the current list (and note the list as sent)."""
+        listing = self._registry.listing()
+        self._last_version = self._registry.version
+        self._dirty = False
+        if state == "running":
+            return RunningStateUpdate(background=listing)
+        if state == "requires_action":
+            return RequiresActionStateUpdate(background=listing)
+        fields: dict[str, Any] = {"background": listing}
+        if stop_reason is not None:
+            fields["stop_reason"] = stop_reason
+        if error is not None:
+            fields["error"] = error
+        return IdleStateUpdate(**fields)
+
+    def set(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None) -> None:
+        """Record and report a foreground transition."""
+        self.state = state
+        self._publish(self.snapshot(state, stop_reason, error))
+
+    def repeat(self) -> None:
+        """Re-send the current state without a stop reason (R62: not a new completion)."""
+        self._publish(self.snapshot(self.state))
+
+    @property
+    def list_unsent(self) -> bool:
+        """True if the list changed since the last snapshot was sent."""
+        return self._registry.version != self._last_version
+
+    def _publish(self, snapshot: BaseModel) -> None:
+        self._sink.resend(snapshot)
+        if self._mirror is not None:
+            self._mirror(snapshot)
+
+    def list_changed(self) -> None:
+        """Entity state changed: re-send the state if the list differs from the last one sent (R92)."""
+        if self in BATCHING.get():
+            self._dirty = True
+        elif self.list_unsent:
+            self.repeat()
+
+    def mark_dirty(self, changed: bool) -> None:
+        """Note a list change made inside :meth:`batch` (sent when the batch ends)."""
+        self._dirty |= changed
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Coalesce list changes this task makes inside the block into at most one snapshot."""
+        outer = BATCHING.get()
+        if self in outer:
+            yield
+            return
+        token = BATCHING.set((*outer, self))
+        try:
+            yield
+        finally:
+            BATCHING.reset(token)
+            if self._dirty:
+                self._dirty = False
+                self.list_changed()

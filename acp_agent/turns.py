@@ -1,0 +1,314 @@
+"""Foreground work of one session: the job queue and the turn lifecycle.
+
+Foreground work (an inserted prompt, or work the agent starts itself) runs one job at a
+time in the session's worker task, so the ``running`` … ``idle`` bracket, ``requires_action``
+while the work waits on the user, and the ``cancelled`` / ``error`` endings are decided here
+and nowhere else. Prompts are inserted in arrival order (R56): answered with their
+``messageId``, then echoed as ``user_message``, then reported ``running`` (R52, R53).
+When a job ends, whatever it left unfinished is finalized before its ``idle`` (R68).
+
+What the client sees when a hook raises: a :class:`~acp_agent.errors.RequestError` keeps its
+code, message and data; any other exception becomes ``-32603`` "Internal error" (its text
+may hold paths, tokens or user data), and its traceback is logged on stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .errors import RequestError, SessionClosedError
+from .ids import new_id
+from .schema import ContentBlock, Error, UserMessage
+from .sink import SessionSink
+from .state import StatePublisher
+
+__all__ = ["FOREGROUND", "STOP_REASONS", "ForegroundJob", "StopReason", "Turns"]
+
+logger = logging.getLogger(__name__)
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"] | str
+"""Why foreground work ended (``_``-prefixed custom reasons are allowed)."""
+
+STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"})
+"""The stop reasons ACP v2 defines."""
+
+FOREGROUND: Final[contextvars.ContextVar[Turns | None]] = contextvars.ContextVar("acp_foreground", default=None)
+"""The :class:`Turns` whose foreground work the current task is running, if any."""
+
+Work = Callable[[], Awaitable["StopReason | None"]]
+
+
+@dataclass(slots=True, eq=False)
+class ForegroundJob:
+    """One unit of foreground work (a held prompt or agent-initiated work) waiting for the worker."""
+
+    run: Work | None = None
+    prompt: list[ContentBlock] | None = None
+    inserted: anyio.Event = field(default_factory=anyio.Event)
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    rejected: RequestError | None = None
+    cancelled: bool = False  # session/cancel arrived after insertion, before the worker started it
+    echo: UserMessage | None = None  # set at insertion: the user_message, sent after the answer
+
+    @property
+    def message_id(self) -> str | None:
+        """The prompt's ``messageId`` once inserted, else ``None``."""
+        return self.echo.message_id if self.echo is not None else None
+
+
+class Turns:
+    """The foreground job queue and worker of one session."""
+
+    def __init__(
+        self,
+        session_id: str,
+        state: StatePublisher,
+        sink: SessionSink,
+        *,
+        run_prompt: Callable[[list[ContentBlock]], Awaitable[StopReason | None]],
+        end_items: Callable[[StopReason], Awaitable[None]],
+        touched: Callable[[], None],
+    ) -> None:
+        self._session_id = session_id
+        self._state = state
+        self._sink = sink
+        self._run_prompt = run_prompt
+        self._end_items = end_items
+        self._touched = touched
+        self._jobs: deque[ForegroundJob] = deque()
+        self._job_ready = anyio.Event()
+        self.scope: anyio.CancelScope | None = None
+        """The cancel scope of the foreground work running now."""
+        self._done = anyio.Event()
+        self._done.set()
+        self.active = False
+        """True while a job is between its start and its ``idle``."""
+        self._cancelled_late = False  # session/cancel arrived while that job was finishing up
+        self._idle = anyio.Event()
+        self._idle.set()
+        self.blocked = 0
+        """Foreground requests to the user in flight (``requires_action`` while > 0)."""
+        self.refusing: str | None = None
+        """Why new work is refused (``"closing"`` or ``"winding_down"``), or ``None``."""
+        self.tg: TaskGroup | None = None
+        self.last_stop: StopReason | None = None
+        """How the last finished job ended."""
+        self.last_start = 0
+        """History length when the last job started (what it said comes after)."""
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def in_foreground(self) -> bool:
+        """Whether the calling task runs this session's foreground work."""
+        return FOREGROUND.get() is self
+
+    @property
+    def quiet(self) -> bool:
+        """No foreground work runs or waits."""
+        return self._state.state == "idle" and not self._jobs
+
+    async def wait_idle(self) -> None:
+        """Wait until no foreground work runs or waits."""
+        while not self.quiet:
+            await self._idle.wait()
+
+    async def wait_done(self) -> None:
+        """Wait until the running job (if any) has reported its ``idle``."""
+        await self._done.wait()
+
+    async def wait_drained(self) -> None:
+        """Wait until no job is active or queued."""
+        while self.active or self._jobs:
+            await self._done.wait()
+            await anyio.sleep(0)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def set_state(self, state: Literal["idle", "running"], stop: StopReason | None = None,
+                  error: Error | None = None) -> None:
+        """Report a transition that may change whether the session is quiet."""
+        self._state.set(state, stop, error)
+        self._update_idle()
+
+    def _update_idle(self) -> None:
+        quiet = self.quiet
+        if quiet and not self._idle.is_set():
+            self._idle.set()
+        elif not quiet and self._idle.is_set():
+            self._idle = anyio.Event()
+
+    # -- queueing --------------------------------------------------------------------------
+
+    def start(self, work: Work) -> None:
+        """Queue agent-initiated foreground work; ``running`` is reported now if the session was idle.
+
+        Reporting at once keeps the wire right wherever this is called from: in the step that
+        ends background work (an exit callback, ``tool.complete(follow_up=...)``) the snapshot
+        that drops the item already says ``running`` (R95).
+        """
+        if self.refusing is not None:
+            raise SessionClosedError(f"session {self._session_id} is closed")
+        self._enqueue(ForegroundJob(run=work))
+        if self._state.state == "idle":
+            self.set_state("running")
+
+    def enqueue_prompt(self, prompt: list[ContentBlock]) -> ForegroundJob:
+        """Hold a prompt until the worker inserts it (arrival order, R56)."""
+        if self.refusing == "closing":
+            raise RequestError.session_not_found(self._session_id)
+        if self.refusing is not None:
+            raise RequestError.request_cancelled("the connection is shutting down")
+        job = ForegroundJob(prompt=prompt)
+        if self._state.state == "idle" and not self._jobs and not self.active and self.tg is not None:
+            self._assign(job)  # nothing runs before it: inserted now, so it can be answered at once
+        self._enqueue(job)
+        return job
+
+    def _enqueue(self, job: ForegroundJob) -> None:
+        self._jobs.append(job)
+        self._job_ready.set()
+        self._update_idle()
+
+    def withdraw(self, job: ForegroundJob, error: RequestError | None = None) -> bool:
+        """Take a held prompt back before insertion; returns False if it was already inserted."""
+        if job.message_id is not None:
+            return False
+        with contextlib.suppress(ValueError):
+            self._jobs.remove(job)
+        self._update_idle()
+        job.rejected = error or RequestError.request_cancelled()
+        job.inserted.set()
+        return True
+
+    def cancel(self) -> None:
+        """``session/cancel``: answer held prompts ``-32800`` and cancel the foreground work."""
+        for job in list(self._jobs):
+            if job.prompt is not None:
+                self.withdraw(job)
+        # Inserted prompts (already answered with their id) still get their echo and end
+        # cancelled; queued agent-initiated work has not started and is dropped.
+        inserted = [job for job in self._jobs if job.message_id is not None]
+        dropped = len(inserted) != len(self._jobs)
+        for job in inserted:
+            job.cancelled = True
+        self._jobs = deque(inserted)
+        self._update_idle()
+        if self.scope is not None:
+            self.scope.cancel()
+        elif self.active:
+            self._cancelled_late = True  # the job is finishing up: it ends as cancelled (R68)
+        elif dropped and self._state.state != "idle":
+            # Follow-up work already reported `running` but never started: it ends here.
+            self.set_state("idle", "cancelled")
+
+    # -- the worker ------------------------------------------------------------------------
+
+    async def run(self, task_group: TaskGroup) -> None:
+        """The session's worker: runs queued foreground jobs one at a time until cancelled."""
+        self.tg = task_group
+        while True:
+            while not self._jobs:
+                await self._job_ready.wait()
+                self._job_ready = anyio.Event()
+            await self._run_job(self._jobs.popleft())
+
+    async def _run_job(self, job: ForegroundJob) -> None:
+        self.active = True
+        self._cancelled_late = False
+        self._done = anyio.Event()
+        self.last_start = len(self._sink.history)
+        scope = self.scope = anyio.CancelScope()
+        token = FOREGROUND.set(self)
+        stop: StopReason | None = None
+        error: Error | None = None
+        try:
+            if job.prompt is not None:
+                await self._insert(job)
+            if self._state.state != "running":
+                self.set_state("running")
+            with scope:
+                try:
+                    if job.cancelled:
+                        stop = "cancelled"
+                    elif job.prompt is not None:
+                        stop = await self._run_prompt(job.prompt)
+                    elif job.run is not None:
+                        stop = await job.run()
+                except Exception as exc:
+                    if scope.cancel_called:
+                        stop = "cancelled"  # R69: aborting is a cancellation, never an error
+                    else:
+                        stop, error = "error", _turn_error(exc, self._session_id)
+            if scope.cancel_called:
+                stop = "cancelled"
+            stop = _checked_stop_reason(stop)
+        except BaseException:
+            stop = "cancelled"  # the session itself is being torn down
+            raise
+        finally:
+            FOREGROUND.reset(token)
+            self.scope = None
+            self.blocked = 0
+            with anyio.CancelScope(shield=True):
+                await self._end_items(stop or "cancelled")
+            if self._cancelled_late:
+                stop, error = "cancelled", None
+            self.last_stop = stop or "end_turn"
+            self.set_state("idle", self.last_stop, error)
+            self.active = False
+            self._done.set()
+
+    def _assign(self, job: ForegroundJob) -> None:
+        """Insert a prompt: give it its id and record it (the echo goes out after the answer)."""
+        assert job.prompt is not None
+        self._touched()
+        job.echo = UserMessage(message_id=new_id("msg_user"), content=job.prompt)
+        self._sink.history.record(job.echo)
+        job.inserted.set()
+
+    async def _insert(self, job: ForegroundJob) -> None:
+        """Insert a held prompt if not yet done, let its request answer, then echo it (R52, R53)."""
+        if job.echo is None:
+            self._assign(job)
+        assert job.echo is not None
+        # The request answers the moment its handler returns; waiting for that keeps the
+        # wire order fixed: answer, user_message, running.
+        if not job.answered.is_set():
+            with anyio.CancelScope(shield=True):
+                await job.answered.wait()
+        self._sink.resend(job.echo)
+
+    def finish_now(self) -> None:
+        """The shutdown deadline passed: report ``idle`` / ``cancelled`` for work that ignored its cancel."""
+        if self.active and self._state.state != "idle":
+            logger.warning("acp: foreground work of session %s ignored its cancellation", self._session_id)
+            self.set_state("idle", "cancelled")
+
+
+def _checked_stop_reason(stop: Any) -> StopReason | None:
+    """A hook's return value as a stop reason: known values and ``_custom`` ones (R84) only."""
+    if stop is None or (isinstance(stop, str) and (stop in STOP_REASONS or stop.startswith("_"))):
+        return stop
+    logger.warning("acp: %r is not a stop reason (known values or _custom); reporting end_turn", stop)
+    return "end_turn"
+
+
+def _turn_error(exc: Exception, session_id: str) -> Error:
+    """What the client sees of an exception that ended a turn (see the module docstring)."""
+    if isinstance(exc, RequestError):
+        logger.info("acp: foreground work of session %s ended with %r", session_id, exc)
+        fields: dict[str, Any] = {"code": exc.code, "message": exc.message}
+        if exc.data is not None:
+            fields["data"] = exc.data
+        return Error(**fields)
+    logger.exception("acp: foreground work of session %s failed", session_id)
+    return Error(code=RequestError.internal_error().code, message=RequestError.internal_error().message)
