@@ -18,7 +18,7 @@ import orjson
 from anyio.abc import TaskGroup
 from pydantic import BaseModel
 
-from .background import BackgroundRegistry
+from .background import BackgroundRegistry, Entity
 from .core import SessionCore
 from .history import HistoryItem
 from .ids import new_id
@@ -472,7 +472,7 @@ class Session:
         core.children.append(child_core)
         self._index[child.id] = child
         await core.sink.backpressure()
-        return Subagent(self, child)
+        return Subagent(self, child, entity)
 
     # -- foreground and background work ---------------------------------------------------
 
@@ -540,15 +540,12 @@ class Subagent:
     background work flow under the child's id, and its state is mirrored into the parent (R80).
     """
 
-    def __init__(self, parent: Session, child: Session) -> None:
+    def __init__(self, parent: Session, child: Session, entity: Entity) -> None:
         self.parent = parent
         """The session that spawned the child."""
         self.session = child
         """The child session."""
-
-    @property
-    def _entity(self) -> Any:
-        return self.parent._core.registry.entity("subagent", self.id)
+        self._entity = entity
 
     @property
     def id(self) -> str:
@@ -558,12 +555,12 @@ class Subagent:
     @property
     def cancellable(self) -> bool:
         """Whether the client may send ``session/cancel`` for the child."""
-        return bool(self._entity.cancel_advertised)
+        return self._entity.cancel_advertised
 
     @property
     def detached(self) -> bool:
         """True while the child is background work of the parent (listed while busy)."""
-        return bool(self._entity.detached)
+        return self._entity.detached
 
     def __repr__(self) -> str:
         return f"Subagent({self.id!r}, state={self.session.state!r})"

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from .errors import RequestError, SessionClosedError
+from .errors import ErrorCode, RequestError, SessionClosedError
 from .ids import new_id
 from .schema import ContentBlock, Error, UserMessage
 from .sink import SessionSink
@@ -311,4 +311,4 @@ def _turn_error(exc: Exception, session_id: str) -> Error:
             fields["data"] = exc.data
         return Error(**fields)
     logger.exception("acp: foreground work of session %s failed", session_id)
-    return Error(code=RequestError.internal_error().code, message=RequestError.internal_error().message)
+    return Error(code=ErrorCode.INTERNAL_ERROR, message="Internal error")
