@@ -649,6 +649,9 @@ def main() -> int:
     parser.add_argument("--skip-scripts", action="store_true",
                         help="do not run dispatch_overhead.py and background_bench.py")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2 rounds, small workloads, no scripts")
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="also run acp-agent from another checkout (e.g. `git worktree add /tmp/base main`) in "
+                             "the same rounds, as `acp-agent-baseline`: a before/after comparison under equal noise")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.stream, args.echo, args.startups, args.skip_scripts, args.mb = 2, 2000, 30, 0, True, 10
@@ -664,6 +667,10 @@ def main() -> int:
         print("missing: " + "; ".join(missing), file=sys.stderr)
         return 2
     specs = agent_specs(python, str(ANCHORS_PYTHON), node)
+    if args.baseline:
+        base = Path(args.baseline).resolve()
+        specs.insert(1, AgentSpec("acp-agent-baseline", f"acp-agent (v2) at {base.name}",
+                                  ["env", f"PYTHONPATH={base}", python, str(base / "bench/agents/sdk_agent.py")], 2))
     if args.only:
         wanted = set(args.only.split(",")) | {ANCHOR}
         specs = [spec for spec in specs if spec.key in wanted]
