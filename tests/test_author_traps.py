@@ -1,4 +1,9 @@
-"""Traps agent authors fell into (issue 11): each test failed before its fix."""
+"""Traps agent authors fell into (issue 11): each test failed before its fix.
+
+The one exception is ``test_start_foreground_is_how_to_talk_after_the_turn``, the positive
+control beside the refusal test: it pins the way to speak after a turn that the refusal's
+error message teaches.
+"""
 
 from __future__ import annotations
 
