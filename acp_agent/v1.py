@@ -366,20 +366,16 @@ class V1Translator:
         handler = _INCOMING.get(method)
         if handler is None:
             return [message], []
-        try:
-            result = handler(self, params, request_id, is_request)
-        except _Answered as answered:
-            return [], [answered.answer] if is_request else []
-        except _Refusal as refusal:
-            if not is_request:
-                return [], []
-            return [], [_error(request_id, refusal.code, refusal.text, refusal.data)]
-        if result is None:
+        handled: _Handled = handler(self, params)
+        if isinstance(handled, _Unchanged):
             return [message], []
-        new_params, method_out, context = result
+        if isinstance(handled, _Answer):
+            return [], [_result(request_id, handled.result)] if is_request else []
+        if isinstance(handled, _Refuse):
+            return [], [_error(request_id, handled.code, handled.message, handled.data)] if is_request else []
         if is_request:
-            self._requests[_key(request_id)] = (method, context)
-        out = {"jsonrpc": "2.0", "method": method_out, "params": new_params}
+            self._requests[_key(request_id)] = (method, handled.context)
+        out: Message = {"jsonrpc": "2.0", "method": handled.method, "params": handled.params}
         if is_request:
             out["id"] = request_id
         return [out], []
@@ -391,7 +387,7 @@ class V1Translator:
             client = self._after_permission(entry[1], message)
         return [message], client
 
-    def _initialize(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+    def _initialize(self, params: dict[str, Any]) -> _Handled:
         capabilities = params.get("clientCapabilities")
         self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
         self.air = _air_declares(self.client_capabilities, AIR_CAPABILITY)
@@ -403,12 +399,12 @@ class V1Translator:
         elicitation = self.client_capabilities.get("elicitation")
         if isinstance(elicitation, dict):
             v2["capabilities"] = {"elicitation": elicitation}
-        return v2, "initialize", None
+        return _Forward("initialize", v2)
 
-    def _new_session(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
-        return _session_params(params, ("cwd", "additionalDirectories")), "session/new", None
+    def _new_session(self, params: dict[str, Any]) -> _Handled:
+        return _Forward("session/new", _session_params(params, ("cwd", "additionalDirectories")))
 
-    def _load_session(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+    def _load_session(self, params: dict[str, Any]) -> _Handled:
         v2 = _session_params(params, ("sessionId", "cwd", "additionalDirectories"))
         v2["replayFrom"] = {"type": "start"}
         session_id = str(params.get("sessionId"))
@@ -419,47 +415,48 @@ class V1Translator:
             session.plans.clear()
         session = self._session(session_id)
         session.loading = True
-        return v2, "session/resume", session_id
+        return _Forward("session/resume", v2, session_id)
 
-    def _resume_session(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+    def _resume_session(self, params: dict[str, Any]) -> _Handled:
         v2 = _session_params(params, ("sessionId", "cwd", "additionalDirectories"))
         self._session(str(params.get("sessionId")))
-        return v2, "session/resume", str(params.get("sessionId"))
+        return _Forward("session/resume", v2, str(params.get("sessionId")))
 
-    def _prompt(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
-        return {k: v for k, v in params.items() if k in ("sessionId", "prompt", "_meta")}, "session/prompt", str(
-            params.get("sessionId"))
+    def _prompt(self, params: dict[str, Any]) -> _Handled:
+        v2 = {k: v for k, v in params.items() if k in ("sessionId", "prompt", "_meta")}
+        return _Forward("session/prompt", v2, str(params.get("sessionId")))
 
-    def _set_config_option(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+    def _set_config_option(self, params: dict[str, Any]) -> _Handled:
         v2 = {k: v for k, v in params.items() if k in ("sessionId", "configId", "value", "type", "_meta")}
         if "type" not in v2:
             v2["type"] = "boolean" if isinstance(v2.get("value"), bool) else "id"
-        return v2, "session/set_config_option", str(params.get("sessionId"))
+        return _Forward("session/set_config_option", v2, str(params.get("sessionId")))
 
-    def _set_mode(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
+    def _set_mode(self, params: dict[str, Any]) -> _Handled:
         session_id = str(params.get("sessionId"))
         session = self.sessions.get(session_id)
         option = _mode_option(session.config_options) if session is not None else None
         if option is None:
-            raise _Refusal(-32602, "Invalid params: this session offers no modes", {"sessionId": session_id})
+            return _Refuse(-32602, "Invalid params: this session offers no modes", {"sessionId": session_id})
         v2 = {"sessionId": session_id, "configId": option.get("configId"), "type": "id", "value": params.get("modeId")}
-        return v2, "session/set_config_option", ("set_mode", session_id)
+        return _Forward("session/set_config_option", v2, ("set_mode", session_id))
 
-    def _authenticate(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated:
-        raise _Refusal(-32602, "Invalid params: the agent offers no authentication methods",
+    def _authenticate(self, params: dict[str, Any]) -> _Handled:
+        return _Refuse(-32602, "Invalid params: the agent offers no authentication methods",
                        {"methodId": params.get("methodId")})
 
-    def _async_task_stop(self, params: dict[str, Any], request_id: Any, is_request: bool) -> _Translated | None:
+    def _async_task_stop(self, params: dict[str, Any]) -> _Handled:
         if not self.air:
-            return None  # not negotiated: the runtime answers -32601
+            return _UNCHANGED  # not negotiated: the runtime answers -32601
         session_id = str(params.get("sessionId"))
         task_id = params.get("asyncTaskId")
         session = self.sessions.get(session_id)
         for (kind, item_id), state in (session.tasks.items() if session is not None else ()):
             if item_id == task_id and state in ("running", "paused"):
                 key = "toolCallId" if kind == "tool_call" else "terminalId"
-                return ({"sessionId": session_id, key: item_id}, f"{kind}/cancel", ("async_task_stop", session_id))
-        raise _Stopped(False)
+                return _Forward(f"{kind}/cancel", {"sessionId": session_id, key: item_id},
+                                ("async_task_stop", session_id))
+        return _Answer({"stopped": False})  # unknown or finished task: the bridge answers
 
     # -- runtime -> client ------------------------------------------------------------------
 
@@ -991,21 +988,39 @@ class V1Translator:
 
 # -- helpers -------------------------------------------------------------------------------
 
-_Translated = tuple[dict[str, Any], str, Any]
+@dataclass(frozen=True, slots=True)
+class _Forward:
+    """Send the runtime this v2 call; ``context`` comes back with its answer."""
+
+    method: str
+    params: dict[str, Any]
+    context: Any = None
 
 
-class _Refusal(Exception):
-    def __init__(self, code: int, text: str, data: Any = None) -> None:
-        super().__init__(text)
-        self.code, self.text, self.data = code, text, data
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """The bridge answers the client itself with this result (a notification gets nothing)."""
+
+    result: Any
 
 
-class _Stopped(_Refusal):
-    """``_session/async_task/stop`` answered by the bridge (unknown or finished task)."""
+@dataclass(frozen=True, slots=True)
+class _Refuse:
+    """The bridge answers the client itself with this error (a notification gets nothing)."""
 
-    def __init__(self, stopped: bool) -> None:
-        super().__init__(0, "")
-        self.stopped = stopped
+    code: int
+    message: str
+    data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Unchanged:
+    """The message goes to the runtime as the client sent it."""
+
+
+_UNCHANGED: Final = _Unchanged()
+_Handled = _Forward | _Answer | _Refuse | _Unchanged
+"""What a handler of a client message decided."""
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -1162,25 +1177,6 @@ def _modes(session: _Session) -> dict[str, Any] | None:
     return {"currentModeId": session.mode, "availableModes": available}
 
 
-def _async_stop_handler(self: V1Translator, params: dict[str, Any], request_id: Any,
-                        is_request: bool) -> _Translated | None:
-    try:
-        translated = self._async_task_stop(params, request_id, is_request)
-    except _Stopped as stopped:
-        raise _Answered(_result(request_id, {"stopped": stopped.stopped})) from None
-    if translated is None:
-        return None
-    return translated
-
-
-class _Answered(_Refusal):
-    """A request the bridge answers itself with a result."""
-
-    def __init__(self, answer: Message) -> None:
-        super().__init__(0, "")
-        self.answer = answer
-
-
 def _gated(capability: str) -> Any:
     """An update forwarded unchanged only to a client that advertised ``session.<capability>``."""
 
@@ -1202,10 +1198,10 @@ _INCOMING: dict[str, Any] = {
     "session/set_config_option": V1Translator._set_config_option,
     "session/set_mode": V1Translator._set_mode,
     "authenticate": V1Translator._authenticate,
-    "session/close": lambda self, p, i, r: (p, "session/close", str(p.get("sessionId"))),
-    "session/fork": lambda self, p, i, r: (
-        _session_params(p, ("sessionId", "cwd", "additionalDirectories")), "session/fork", None),
-    "_session/async_task/stop": _async_stop_handler,
+    "session/close": lambda self, p: _Forward("session/close", p, str(p.get("sessionId"))),
+    "session/fork": lambda self, p: _Forward(
+        "session/fork", _session_params(p, ("sessionId", "cwd", "additionalDirectories"))),
+    "_session/async_task/stop": V1Translator._async_task_stop,
 }
 
 _OUTGOING_RESULTS: dict[str, Any] = {
