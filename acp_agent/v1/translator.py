@@ -1,37 +1,29 @@
-"""Serve ACP v1 clients (today's editors) from the same v2 agent code.
+"""The translator of one v1 connection: client messages to v2 calls, runtime messages to v1 shapes.
 
-The bridge sits between the wire and the connection: :func:`negotiating_streams` wraps the
-byte streams a :class:`~acp_agent.connection.Connection` reads and writes. Until the client's
-``initialize`` it only watches; ``initialize`` with ``protocolVersion: 1`` switches the whole
-connection to v1, any other version leaves it a plain pass-through (v2, unchanged bytes).
-
-In v1 mode every line is translated by :class:`V1Translator`: v1 requests become v2 calls of
-the unchanged runtime, and what the runtime sends becomes v1 shapes (or is dropped). Every
-ordering rule stays enforced by the v2 runtime; the bridge only re-encodes. What maps to what
-is listed in ``docs/v1-bridge.md``.
+Pure bookkeeping, no I/O, one instance per connection: :meth:`V1Translator.incoming` takes a
+client message and returns what goes to the runtime and what the bridge answers the client
+itself; :meth:`V1Translator.outgoing` takes a runtime message and returns what the client gets.
 """
 
 from __future__ import annotations
 
 import base64
 import codecs
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import anyio
-import orjson
-from anyio.abc import ByteReceiveStream, ByteSendStream
+from .messages import Message
+from .messages import answer as _answer
+from .messages import error as _error
+from .messages import key as _key
+from .messages import notify as _notify
+from .messages import obj as _obj
+from .messages import result as _result
+from .negotiation import V1_PROTOCOL_VERSION
 
-__all__ = ["V1_PROTOCOL_VERSION", "V1Translator", "negotiating_streams"]
+__all__ = ["V1Translator"]
 
-logger = logging.getLogger(__name__)
-
-V1_PROTOCOL_VERSION: Final = 1
-"""The protocol version a client asks for to be served in v1 shapes."""
-PROBE_LIMIT: Final = 1 << 20
-"""Bytes of a first line the bridge looks into before it gives up watching (pass-through)."""
 TERMINAL_TAIL: Final = 64 * 1024
 """Characters of a terminal's output kept for the tool call content shown to a v1 client."""
 AIR_CAPABILITY: Final = "asyncTasks"
@@ -40,206 +32,6 @@ STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", 
 """The stop reasons v1 knows."""
 V1_STATUSES: Final = frozenset({"pending", "in_progress", "completed", "failed"})
 """The tool call statuses v1 knows."""
-
-Message = dict[str, Any]
-
-
-# -- the streams ---------------------------------------------------------------------------
-
-
-class _Bridge:
-    """The shared state of one connection's two wrapped streams."""
-
-    def __init__(self, receive: ByteReceiveStream, send: ByteSendStream) -> None:
-        self.outer_receive = receive
-        self.outer_send = send
-        self.mode = "probe"
-        self.translator: V1Translator | None = None
-        self.in_buffer = bytearray()
-        self.out_buffer = bytearray()
-        self.eof = False
-        self.lock = anyio.Lock()
-        self.refused: set[str] = set()
-        """Ids of ``initialize`` requests below version 1 seen while watching (their -32022 lists 1 as well)."""
-
-    async def to_client(self, messages: list[Message]) -> None:
-        if messages:
-            data = b"".join(orjson.dumps(m) + b"\n" for m in messages)
-            async with self.lock:
-                await self.outer_send.send(data)
-
-
-class _BridgeReceive(ByteReceiveStream):
-    """What the connection reads: the client's bytes, translated once the client chose v1."""
-
-    def __init__(self, bridge: _Bridge) -> None:
-        self._b = bridge
-
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        """Next bytes for the runtime (raw in v2 mode, translated lines in v1 mode)."""
-        b = self._b
-        while True:
-            if b.mode == "v2" and not b.in_buffer:
-                return await b.outer_receive.receive(max_bytes)
-            if b.eof:
-                if b.in_buffer:
-                    rest = bytes(b.in_buffer) + b"\n"
-                    b.in_buffer.clear()
-                    out = await self._lines(rest)
-                    if out:
-                        return out
-                    continue
-                raise anyio.EndOfStream
-            if b.mode == "v2":
-                rest = bytes(b.in_buffer)
-                b.in_buffer.clear()
-                return rest
-            try:
-                data = await b.outer_receive.receive(max_bytes)
-            except anyio.EndOfStream:
-                b.eof = True
-                continue
-            b.in_buffer += data
-            end = b.in_buffer.rfind(b"\n")
-            if end < 0:
-                if b.mode == "probe" and len(b.in_buffer) > PROBE_LIMIT:
-                    b.mode = "v2"  # too long for an initialize worth watching: the runtime judges it
-                continue
-            chunk = bytes(b.in_buffer[: end + 1])
-            del b.in_buffer[: end + 1]
-            out = await self._lines(chunk)
-            if out:
-                return out
-
-    async def _lines(self, chunk: bytes) -> bytes:
-        b = self._b
-        out: list[bytes] = []
-        for line in chunk.splitlines(keepends=True):
-            if b.mode == "probe":
-                b.mode = _probe(line)
-                if b.mode == "probe" and (old := _old_initialize(line)) is not None:
-                    b.refused.add(old)
-                if b.mode == "v1":
-                    b.translator = V1Translator()
-            if b.mode != "v1" or b.translator is None:
-                out.append(line)
-                continue
-            try:
-                message = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                out.append(line)  # the runtime answers -32700
-                continue
-            to_runtime, to_client = b.translator.incoming(message)
-            out.extend(orjson.dumps(m) + b"\n" for m in to_runtime)
-            await b.to_client(to_client)
-        return b"".join(out)
-
-    async def aclose(self) -> None:
-        """Close the client's stream."""
-        await self._b.outer_receive.aclose()
-
-
-class _BridgeSend(ByteSendStream):
-    """What the connection writes: passed through in v2 mode, translated to v1 in v1 mode."""
-
-    def __init__(self, bridge: _Bridge) -> None:
-        self._b = bridge
-
-    async def send(self, item: bytes) -> None:
-        """Write the runtime's bytes, translated when the connection speaks v1."""
-        b = self._b
-        if b.mode == "v2":
-            await b.outer_send.send(item)
-            return
-        if b.mode == "probe" or b.translator is None:
-            if b.refused:
-                item = _list_version_1(item, b.refused)
-            async with b.lock:
-                await b.outer_send.send(item)
-            return
-        b.out_buffer += item
-        end = b.out_buffer.rfind(b"\n")
-        if end < 0:
-            return
-        chunk = bytes(b.out_buffer[: end + 1])
-        del b.out_buffer[: end + 1]
-        messages: list[Message] = []
-        for line in chunk.splitlines():
-            if not line.strip():
-                continue
-            parsed = orjson.loads(line)
-            if isinstance(parsed, list):
-                translated = [m for entry in parsed for m in b.translator.outgoing(entry)]
-                responses = [m for m in translated if "method" not in m]
-                messages.extend(m for m in translated if "method" in m)
-                if responses:
-                    messages.append(responses)  # type: ignore[arg-type]  # a batch answer stays one array
-            else:
-                messages.extend(b.translator.outgoing(parsed))
-        await b.to_client(messages)
-
-    async def aclose(self) -> None:
-        """Close the client's stream."""
-        await self._b.outer_send.aclose()
-
-
-def _probe(line: bytes) -> str:
-    """The mode a line decides: ``v1``, ``v2`` (an initialize of 2 or more), or still ``probe``."""
-    if b'"initialize"' not in line:
-        return "probe"
-    try:
-        message = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return "probe"
-    if not isinstance(message, dict) or message.get("method") != "initialize" or "id" not in message:
-        return "probe"
-    params = message.get("params")
-    version = params.get("protocolVersion") if isinstance(params, dict) else None
-    if isinstance(version, bool) or not isinstance(version, int):
-        return "probe"
-    if version == V1_PROTOCOL_VERSION:
-        return "v1"
-    return "v2" if version >= 2 else "probe"
-
-
-def _old_initialize(line: bytes) -> str | None:
-    """The id (as JSON) of an ``initialize`` request for a version below 1, else ``None``."""
-    try:
-        message = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(message, dict) or message.get("method") != "initialize" or "id" not in message:
-        return None
-    version = _obj(message.get("params")).get("protocolVersion")
-    if isinstance(version, int) and not isinstance(version, bool) and version < V1_PROTOCOL_VERSION:
-        return _key(message["id"])
-    return None
-
-
-def _list_version_1(item: bytes, refused: set[str]) -> bytes:
-    """Add 1 to ``supported`` in the runtime's -32022 answers to those requests: the bridge serves it."""
-    lines = item.splitlines(keepends=True)
-    for index, line in enumerate(lines):
-        if b"-32022" not in line:
-            continue
-        message = orjson.loads(line)
-        key = _key(message.get("id")) if isinstance(message, dict) else None
-        data = _obj(_obj(message.get("error")).get("data")) if key in refused else {}
-        supported = data.get("supported")
-        if isinstance(supported, list) and V1_PROTOCOL_VERSION not in supported:
-            refused.discard(str(key))
-            data["supported"] = [V1_PROTOCOL_VERSION, *supported]
-            lines[index] = orjson.dumps(message) + b"\n"
-    return b"".join(lines)
-
-
-def negotiating_streams(
-    receive: ByteReceiveStream, send: ByteSendStream
-) -> tuple[ByteReceiveStream, ByteSendStream]:
-    """Wrap a connection's streams so a client that initializes with version 1 is served in v1 shapes."""
-    bridge = _Bridge(receive, send)
-    return _BridgeReceive(bridge), _BridgeSend(bridge)
-
 
 # -- per-session state ---------------------------------------------------------------------
 
@@ -1022,39 +814,8 @@ _UNCHANGED: Final = _Unchanged()
 _Handled = _Forward | _Answer | _Refuse | _Unchanged
 """What a handler of a client message decided."""
 
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _text_content(text: str) -> dict[str, Any]:
     return {"type": "content", "content": {"type": "text", "text": text}}
-
-
-def _key(request_id: Any) -> str:
-    return orjson.dumps(request_id).decode()
-
-
-def _result(request_id: Any, result: Any) -> Message:
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-
-def _error(request_id: Any, code: int, message: str, data: Any = None) -> Message:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def _answer(request_id: Any, answer: Message) -> Message:
-    if "error" in answer:
-        return {"jsonrpc": "2.0", "id": request_id, "error": answer["error"]}
-    return _result(request_id, answer)
-
-
-def _notify(session_id: str, update: Message) -> Message:
-    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": update}}
-
 
 def _stop_answer(update: Message) -> Message:
     reason = update.get("stopReason")
@@ -1240,3 +1001,4 @@ _UPDATES: dict[str, Any] = {
     "compaction_update": _gated("compaction"),
     "compaction_summary_chunk": _gated("compaction"),
 }
+
