@@ -7,12 +7,22 @@ itself; :meth:`V1Translator.outgoing` takes a runtime message and returns what t
 
 from __future__ import annotations
 
-import base64
-import codecs
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
+from .convert import (
+    STOP_REASONS,
+    b64,
+    mode_option,
+    session_params,
+    stop_answer,
+    text_content,
+    v1_commands,
+    v1_config_options,
+    v1_modes,
+    v1_tool_content,
+)
+from .handshake import AIR_CAPABILITY, air_declares, v1_initialize_result, v2_initialize_params
 from .messages import Message
 from .messages import answer as _answer
 from .messages import error as _error
@@ -20,95 +30,12 @@ from .messages import key as _key
 from .messages import notify as _notify
 from .messages import obj as _obj
 from .messages import result as _result
-from .negotiation import V1_PROTOCOL_VERSION
+from .state import Session, Terminal, Tool
 
 __all__ = ["V1Translator"]
 
-TERMINAL_TAIL: Final = 64 * 1024
-"""Characters of a terminal's output kept for the tool call content shown to a v1 client."""
-AIR_CAPABILITY: Final = "asyncTasks"
-"""The JetBrains AIR capability under which background work is published as async tasks."""
-STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
-"""The stop reasons v1 knows."""
 V1_STATUSES: Final = frozenset({"pending", "in_progress", "completed", "failed"})
 """The tool call statuses v1 knows."""
-
-# -- per-session state ---------------------------------------------------------------------
-
-
-@dataclass
-class _Terminal:
-    terminal_id: str
-    command: str | None = None
-    text: str = ""
-    truncated: bool = False
-    exit: dict[str, Any] | None = None
-    tools: list[str] = field(default_factory=list)
-    decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
-
-    def append(self, data: bytes) -> None:
-        self.text += self.decoder.decode(data)
-        if len(self.text) > TERMINAL_TAIL:
-            self.text = self.text[-TERMINAL_TAIL:]
-            self.truncated = True
-
-    def render(self) -> str:
-        text = ("…\n" if self.truncated else "") + self.text
-        if self.exit is not None:
-            if text and not text.endswith("\n"):
-                text += "\n"
-            text += _exit_line(self.exit)
-        if text and not text.endswith("\n"):
-            text += "\n"
-        return f"```\n{text}```"
-
-    @property
-    def failed(self) -> bool:
-        return self.exit is not None and (self.exit.get("exitCode") not in (0, None) or bool(self.exit.get("signal")))
-
-
-def _exit_line(exit_status: dict[str, Any]) -> str:
-    signal = exit_status.get("signal")
-    if signal:
-        return f"[terminated by {signal}]"
-    code = exit_status.get("exitCode")
-    return f"[exit code {code}]" if code is not None else "[exited]"
-
-
-@dataclass
-class _Tool:
-    tool_call_id: str
-    title: str | None = None
-    kind: str | None = None
-    status: str = "pending"
-    fields: dict[str, Any] = field(default_factory=dict)
-    """Pass-through v1 fields (locations, rawInput, rawOutput)."""
-    content: list[tuple[str, Any]] = field(default_factory=list)
-    """("v1", v1 content item) or ("terminal", terminal id)."""
-    handed_off: set[str] = field(default_factory=set)
-    """Terminals still running when the tool call reached a final status: their exit decides the v1 status."""
-    sent: dict[str, Any] | None = None
-    """The v1 fields last sent (None: the client has not seen the tool call)."""
-    synthetic: bool = False
-    last_message: str | None = None
-    """For a subagent's tool call: the child message its last text item shows."""
-
-
-@dataclass
-class _Session:
-    session_id: str
-    turn: str | None = None
-    waiting: dict[str, Any] = field(default_factory=dict)
-    ended: dict[str, Message] = field(default_factory=dict)
-    tools: dict[str, _Tool] = field(default_factory=dict)
-    terminals: dict[str, _Terminal] = field(default_factory=dict)
-    plans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    config_options: list[dict[str, Any]] = field(default_factory=list)
-    mode: str | None = None
-    loading: bool = False
-    tasks: dict[tuple[str, str], str] = field(default_factory=dict)
-    """AIR async tasks announced: (kind, id) -> last state sent."""
-
 
 # -- the translator ------------------------------------------------------------------------
 
@@ -121,7 +48,7 @@ class V1Translator:
     """
 
     def __init__(self) -> None:
-        self.sessions: dict[str, _Session] = {}
+        self.sessions: dict[str, Session] = {}
         self.client_capabilities: dict[str, Any] = {}
         self.air = False
         """The client declared the JetBrains AIR ``asyncTasks`` extension."""
@@ -182,22 +109,14 @@ class V1Translator:
     def _initialize(self, params: dict[str, Any]) -> _Handled:
         capabilities = params.get("clientCapabilities")
         self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
-        self.air = _air_declares(self.client_capabilities, AIR_CAPABILITY)
-        info = params.get("clientInfo")
-        if not (isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)):
-            info = {"name": "unknown", "version": "unknown"}
-        v2: dict[str, Any] = {"protocolVersion": 2, "info": {k: info[k] for k in ("name", "title", "version") if
-                                                             isinstance(info.get(k), str)}}
-        elicitation = self.client_capabilities.get("elicitation")
-        if isinstance(elicitation, dict):
-            v2["capabilities"] = {"elicitation": elicitation}
-        return _Forward("initialize", v2)
+        self.air = air_declares(self.client_capabilities, AIR_CAPABILITY)
+        return _Forward("initialize", v2_initialize_params(params, self.client_capabilities))
 
     def _new_session(self, params: dict[str, Any]) -> _Handled:
-        return _Forward("session/new", _session_params(params, ("cwd", "additionalDirectories")))
+        return _Forward("session/new", session_params(params, ("cwd", "additionalDirectories")))
 
     def _load_session(self, params: dict[str, Any]) -> _Handled:
-        v2 = _session_params(params, ("sessionId", "cwd", "additionalDirectories"))
+        v2 = session_params(params, ("sessionId", "cwd", "additionalDirectories"))
         v2["replayFrom"] = {"type": "start"}
         session_id = str(params.get("sessionId"))
         session = self.sessions.get(session_id)
@@ -210,7 +129,7 @@ class V1Translator:
         return _Forward("session/resume", v2, session_id)
 
     def _resume_session(self, params: dict[str, Any]) -> _Handled:
-        v2 = _session_params(params, ("sessionId", "cwd", "additionalDirectories"))
+        v2 = session_params(params, ("sessionId", "cwd", "additionalDirectories"))
         self._session(str(params.get("sessionId")))
         return _Forward("session/resume", v2, str(params.get("sessionId")))
 
@@ -227,7 +146,7 @@ class V1Translator:
     def _set_mode(self, params: dict[str, Any]) -> _Handled:
         session_id = str(params.get("sessionId"))
         session = self.sessions.get(session_id)
-        option = _mode_option(session.config_options) if session is not None else None
+        option = mode_option(session.config_options) if session is not None else None
         if option is None:
             return _Refuse(-32602, "Invalid params: this session offers no modes", {"sessionId": session_id})
         v2 = {"sessionId": session_id, "configId": option.get("configId"), "type": "id", "value": params.get("modeId")}
@@ -290,33 +209,7 @@ class V1Translator:
         return translated
 
     def _initialized(self, request_id: Any, result: dict[str, Any], context: Any) -> list[Message]:
-        session_caps = _obj(_obj(result.get("capabilities")).get("session"))
-        prompt = _obj(session_caps.get("prompt"))
-        mcp = _obj(session_caps.get("mcp"))
-        v1_session: dict[str, Any] = {"list": {}, "resume": {}, "close": {}}
-        for name in ("delete", "additionalDirectories", "fork"):
-            if isinstance(session_caps.get(name), dict):
-                v1_session[name] = {}
-        agent_caps = {
-            "loadSession": True,
-            "promptCapabilities": {
-                "image": prompt.get("image") is not None,
-                "audio": prompt.get("audio") is not None,
-                "embeddedContext": prompt.get("embeddedContext") is not None,
-            },
-            "mcpCapabilities": {"http": mcp.get("http") is not None, "sse": False},
-            "sessionCapabilities": v1_session,
-        }
-        v1: dict[str, Any] = {
-            "protocolVersion": V1_PROTOCOL_VERSION,
-            "agentCapabilities": agent_caps,
-            "authMethods": [],
-        }
-        if isinstance(result.get("info"), dict):
-            v1["agentInfo"] = result["info"]
-        if _air_declared(self.client_capabilities):
-            v1["_meta"] = {"jetbrains": {"air": {"version": 1, "capabilities": [AIR_CAPABILITY]}}}
-        return [_result(request_id, v1)]
+        return [_result(request_id, v1_initialize_result(result, self.client_capabilities))]
 
     def _session_opened(self, request_id: Any, result: dict[str, Any], context: Any) -> list[Message]:
         session_id = str(result.get("sessionId", context))
@@ -325,23 +218,24 @@ class V1Translator:
         return [_result(request_id, self._session_result(session, result, with_id=context is None)),
                 *self._commands(session, result)]
 
-    def _session_result(self, session: _Session, result: dict[str, Any], *, with_id: bool) -> dict[str, Any]:
+    def _session_result(self, session: Session, result: dict[str, Any], *, with_id: bool) -> dict[str, Any]:
         v1: dict[str, Any] = {"sessionId": session.session_id} if with_id else {}
         options = result.get("configOptions")
         if isinstance(options, list):
             session.config_options = options
-            v1["configOptions"] = _v1_config_options(options)
-        modes = _modes(session)
-        if modes is not None:
-            v1["modes"] = modes
+            v1["configOptions"] = v1_config_options(options)
+        option = mode_option(session.config_options)
+        if option is not None:
+            v1["modes"] = v1_modes(option)
+            session.mode = option.get("currentValue")
         return v1
 
-    def _commands(self, session: _Session, result: dict[str, Any]) -> list[Message]:
+    def _commands(self, session: Session, result: dict[str, Any]) -> list[Message]:
         commands = result.get("availableCommands")
         if not isinstance(commands, list):
             return []
         return [_notify(session.session_id, {"sessionUpdate": "available_commands_update",
-                                             "availableCommands": _v1_commands(commands)})]
+                                             "availableCommands": v1_commands(commands)})]
 
     def _prompt_answered(self, request_id: Any, result: dict[str, Any], context: Any) -> list[Message]:
         session = self._session(str(context))
@@ -360,7 +254,7 @@ class V1Translator:
                 out.extend(self._options_changed(session, result["configOptions"], always_mode=False))
             return out
         session = self._session(str(context))
-        v1 = {**result, "configOptions": _v1_config_options(result["configOptions"])} if isinstance(
+        v1 = {**result, "configOptions": v1_config_options(result["configOptions"])} if isinstance(
             result.get("configOptions"), list) else result
         out = [_result(request_id, v1)]
         if isinstance(result.get("configOptions"), list):
@@ -380,10 +274,10 @@ class V1Translator:
 
     # -- session updates ---------------------------------------------------------------------
 
-    def _session(self, session_id: str) -> _Session:
+    def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
         if session is None:
-            session = self.sessions[session_id] = _Session(session_id)
+            session = self.sessions[session_id] = Session(session_id)
         return session
 
     def _update(self, params: dict[str, Any]) -> list[Message]:
@@ -401,34 +295,34 @@ class V1Translator:
         translated: list[Message] = handler(self, session, update)
         return translated
 
-    def _user_message(self, session: _Session, update: Message) -> list[Message]:
+    def _user_message(self, session: Session, update: Message) -> list[Message]:
         if not session.loading:
             session.turn = str(update.get("messageId"))
             return []  # v1 clients show the prompt they sent; the echo has no v1 form
         return self._chunks(session, "user_message_chunk", update.get("content"))
 
-    def _user_chunk(self, session: _Session, update: Message) -> list[Message]:
+    def _user_chunk(self, session: Session, update: Message) -> list[Message]:
         if not session.loading:
             return []
         return self._chunks(session, "user_message_chunk", [update.get("content")])
 
-    def _agent_message(self, session: _Session, update: Message) -> list[Message]:
+    def _agent_message(self, session: Session, update: Message) -> list[Message]:
         return self._chunks(session, "agent_message_chunk", update.get("content"))
 
-    def _agent_chunk(self, session: _Session, update: Message) -> list[Message]:
+    def _agent_chunk(self, session: Session, update: Message) -> list[Message]:
         return self._chunks(session, "agent_message_chunk", [update.get("content")])
 
-    def _thought(self, session: _Session, update: Message) -> list[Message]:
+    def _thought(self, session: Session, update: Message) -> list[Message]:
         return self._chunks(session, "agent_thought_chunk", update.get("content"))
 
-    def _thought_chunk(self, session: _Session, update: Message) -> list[Message]:
+    def _thought_chunk(self, session: Session, update: Message) -> list[Message]:
         return self._chunks(session, "agent_thought_chunk", [update.get("content")])
 
-    def _chunks(self, session: _Session, kind: str, blocks: Any) -> list[Message]:
+    def _chunks(self, session: Session, kind: str, blocks: Any) -> list[Message]:
         return [_notify(session.session_id, {"sessionUpdate": kind, "content": block})
                 for block in (blocks or []) if isinstance(block, dict)]
 
-    def _state(self, session: _Session, update: Message) -> list[Message]:
+    def _state(self, session: Session, update: Message) -> list[Message]:
         out: list[Message] = []
         background = update.get("background")
         if self.air and isinstance(background, list):
@@ -436,7 +330,7 @@ class V1Translator:
         if update.get("state") == "idle" and update.get("stopReason") is not None:
             message_id, session.turn = session.turn, None
             if message_id is not None:
-                answer = _stop_answer(update)
+                answer = stop_answer(update)
                 request_id = session.waiting.pop(message_id, None)
                 if request_id is None:
                     session.ended[message_id] = answer
@@ -446,11 +340,11 @@ class V1Translator:
 
     # tool calls and terminals
 
-    def _tool_update(self, session: _Session, update: Message) -> list[Message]:
+    def _tool_update(self, session: Session, update: Message) -> list[Message]:
         tool_id = str(update.get("toolCallId"))
         tool = session.tools.get(tool_id)
         if tool is None:
-            tool = session.tools[tool_id] = _Tool(tool_id)
+            tool = session.tools[tool_id] = Tool(tool_id)
         was_final = tool.status in ("completed", "failed", "cancelled")
         for key in ("title", "kind"):
             if isinstance(update.get(key), str):
@@ -469,55 +363,55 @@ class V1Translator:
                 self._add_content(session, tool, item)
         if not was_final and tool.status in ("completed", "failed", "cancelled"):
             tool.handed_off = {t for k, t in tool.content if k == "terminal"
-                               and session.terminals.get(t, _Terminal(t)).exit is None}
+                               and session.terminals.get(t, Terminal(t)).exit is None}
         out = self._emit(session, tool)
         if self.air:
             out.extend(self._task_pause(session, tool))
         return out
 
-    def _tool_chunk(self, session: _Session, update: Message) -> list[Message]:
+    def _tool_chunk(self, session: Session, update: Message) -> list[Message]:
         tool = session.tools.get(str(update.get("toolCallId")))
         if tool is None or not isinstance(update.get("content"), dict):
             return []
         self._add_content(session, tool, update["content"])
         return self._emit(session, tool)
 
-    def _add_content(self, session: _Session, tool: _Tool, item: Any) -> None:
+    def _add_content(self, session: Session, tool: Tool, item: Any) -> None:
         if not isinstance(item, dict):
             return
         if item.get("type") == "terminal":
             terminal_id = str(item.get("terminalId"))
-            terminal = session.terminals.setdefault(terminal_id, _Terminal(terminal_id))
+            terminal = session.terminals.setdefault(terminal_id, Terminal(terminal_id))
             if tool.tool_call_id not in terminal.tools:
                 terminal.tools.append(tool.tool_call_id)
             tool.content.append(("terminal", terminal_id))
             return
-        tool.content.extend(("v1", c) for c in _v1_tool_content(item))
+        tool.content.extend(("v1", c) for c in v1_tool_content(item))
 
-    def _terminal_update(self, session: _Session, update: Message) -> list[Message]:
+    def _terminal_update(self, session: Session, update: Message) -> list[Message]:
         terminal_id = str(update.get("terminalId"))
-        terminal = session.terminals.setdefault(terminal_id, _Terminal(terminal_id))
+        terminal = session.terminals.setdefault(terminal_id, Terminal(terminal_id))
         if isinstance(update.get("command"), str):
             terminal.command = update["command"]
         output = update.get("output")
         if isinstance(output, dict) and isinstance(output.get("data"), str):
             terminal.text, terminal.truncated = "", bool(output.get("truncated"))
-            terminal.append(_b64(output["data"]))
+            terminal.append(b64(output["data"]))
         if isinstance(update.get("exitStatus"), dict):
             terminal.exit = update["exitStatus"]
             terminal.append(b"")
             return self._terminal_changed(session, terminal)
         return self._terminal_changed(session, terminal) if output is not None else []
 
-    def _terminal_output(self, session: _Session, update: Message) -> list[Message]:
-        terminal = session.terminals.setdefault(str(update.get("terminalId")), _Terminal(str(update.get("terminalId"))))
+    def _terminal_output(self, session: Session, update: Message) -> list[Message]:
+        terminal = session.terminals.setdefault(str(update.get("terminalId")), Terminal(str(update.get("terminalId"))))
         if isinstance(update.get("data"), str):
-            terminal.append(_b64(update["data"]))
+            terminal.append(b64(update["data"]))
         return self._terminal_changed(session, terminal)
 
-    def _terminal_changed(self, session: _Session, terminal: _Terminal) -> list[Message]:
+    def _terminal_changed(self, session: Session, terminal: Terminal) -> list[Message]:
         if not terminal.tools:  # a terminal of its own: shown as a tool call named after its command
-            tool = _Tool(terminal.terminal_id, title=terminal.command or "Terminal", kind="execute",
+            tool = Tool(terminal.terminal_id, title=terminal.command or "Terminal", kind="execute",
                          status="in_progress", synthetic=True)
             tool.content.append(("terminal", terminal.terminal_id))
             session.tools.setdefault(tool.tool_call_id, tool)
@@ -531,7 +425,7 @@ class V1Translator:
                 out.extend(self._emit(session, linked))
         return out
 
-    def _v1_status(self, session: _Session, tool: _Tool) -> str:
+    def _v1_status(self, session: Session, tool: Tool) -> str:
         status = tool.status
         if status in ("completed", "failed", "cancelled") and tool.handed_off:
             terminals = [session.terminals.get(t) for t in tool.handed_off]
@@ -543,7 +437,7 @@ class V1Translator:
             return "failed"
         return status if status in V1_STATUSES else "in_progress"
 
-    def _emit(self, session: _Session, tool: _Tool) -> list[Message]:
+    def _emit(self, session: Session, tool: Tool) -> list[Message]:
         fields: dict[str, Any] = {
             "title": tool.title or tool.tool_call_id,
             "status": self._v1_status(session, tool),
@@ -565,20 +459,20 @@ class V1Translator:
         return [_notify(session.session_id, {"sessionUpdate": "tool_call_update", "toolCallId": tool.tool_call_id,
                                              **changed})]
 
-    def _render(self, session: _Session, kind: str, value: Any) -> dict[str, Any]:
+    def _render(self, session: Session, kind: str, value: Any) -> dict[str, Any]:
         if kind == "terminal":
-            terminal = session.terminals.get(value) or _Terminal(value)
+            terminal = session.terminals.get(value) or Terminal(value)
             return {"type": "content", "content": {"type": "text", "text": terminal.render()}}
         return dict(value)
 
     # subagents: a child session is a tool call of its parent; its messages are that tool call's content
 
-    def _subagent(self, session: _Session, update: Message) -> list[Message]:
+    def _subagent(self, session: Session, update: Message) -> list[Message]:
         child_id = str(update.get("sessionId"))
         self.children[child_id] = session.session_id
         tool = session.tools.get(child_id)
         if tool is None:
-            tool = session.tools[child_id] = _Tool(child_id, kind="other", synthetic=True)
+            tool = session.tools[child_id] = Tool(child_id, kind="other", synthetic=True)
         if isinstance(update.get("title"), str):
             tool.title = update["title"]
         state = _obj(update.get("state"))
@@ -605,15 +499,15 @@ class V1Translator:
         if tool.last_message == message_id and tool.content and tool.content[-1][0] == "v1":
             previous = tool.content[-1][1]["content"]["text"]
             text = (previous + text) if kind == "agent_message_chunk" else text
-            tool.content[-1] = ("v1", _text_content(text))
+            tool.content[-1] = ("v1", text_content(text))
         else:
-            tool.content.append(("v1", _text_content(text)))
+            tool.content.append(("v1", text_content(text)))
         tool.last_message = message_id
         return self._emit(parent, tool)
 
     # plans and session-level updates
 
-    def _plan(self, session: _Session, update: Message) -> list[Message]:
+    def _plan(self, session: Session, update: Message) -> list[Message]:
         plan = update.get("plan")
         if not isinstance(plan, dict):
             return []
@@ -630,44 +524,44 @@ class V1Translator:
         session.plans[plan_id] = [{k: e[k] for k in ("content", "priority", "status") if k in e} for e in entries]
         return [self._plan_message(session)]
 
-    def _plan_removed(self, session: _Session, update: Message) -> list[Message]:
+    def _plan_removed(self, session: Session, update: Message) -> list[Message]:
         if session.plans.pop(str(update.get("planId")), None) is None:
             return []
         return [self._plan_message(session)]
 
-    def _plan_message(self, session: _Session) -> Message:
+    def _plan_message(self, session: Session) -> Message:
         entries = [e for entries in session.plans.values() for e in entries]
         return _notify(session.session_id, {"sessionUpdate": "plan", "entries": entries})
 
-    def _available_commands(self, session: _Session, update: Message) -> list[Message]:
+    def _available_commands(self, session: Session, update: Message) -> list[Message]:
         return [_notify(session.session_id, {"sessionUpdate": "available_commands_update",
-                                             "availableCommands": _v1_commands(update.get("availableCommands"))})]
+                                             "availableCommands": v1_commands(update.get("availableCommands"))})]
 
-    def _config_options(self, session: _Session, update: Message) -> list[Message]:
+    def _config_options(self, session: Session, update: Message) -> list[Message]:
         options = update.get("configOptions")
         if not isinstance(options, list):
             return []
         return self._options_changed(session, options, always_mode=False)
 
-    def _options_changed(self, session: _Session, options: list[dict[str, Any]], *, always_mode: bool,
+    def _options_changed(self, session: Session, options: list[dict[str, Any]], *, always_mode: bool,
                          with_options: bool = True) -> list[Message]:
         session.config_options = options
         out: list[Message] = []
         if with_options:
             out.append(_notify(session.session_id, {"sessionUpdate": "config_option_update",
-                                                    "configOptions": _v1_config_options(options)}))
-        option = _mode_option(options)
+                                                    "configOptions": v1_config_options(options)}))
+        option = mode_option(options)
         if option is not None and (always_mode or option.get("currentValue") != session.mode):
             session.mode = option.get("currentValue")
             out.append(_notify(session.session_id, {"sessionUpdate": "current_mode_update",
                                                     "currentModeId": session.mode}))
         return out
 
-    def _session_info(self, session: _Session, update: Message) -> list[Message]:
+    def _session_info(self, session: Session, update: Message) -> list[Message]:
         fields: dict[str, Any] = {k: update[k] for k in ("title", "updatedAt") if k in update}
         return [_notify(session.session_id, {"sessionUpdate": "session_info_update", **fields})]
 
-    def _usage(self, session: _Session, update: Message) -> list[Message]:
+    def _usage(self, session: Session, update: Message) -> list[Message]:
         fields: dict[str, Any] = {k: update[k] for k in ("used", "size", "cost") if k in update}
         return [_notify(session.session_id, {"sessionUpdate": "usage_update", **fields})]
 
@@ -689,7 +583,7 @@ class V1Translator:
         synthetic = tool is None
         if tool is None:
             self._synthetic += 1
-            tool = _Tool(f"permission_{self._synthetic}", title=title, status="pending", synthetic=True,
+            tool = Tool(f"permission_{self._synthetic}", title=title, status="pending", synthetic=True,
                          kind="execute" if subject.get("type") == "command" else "other")
             if isinstance(subject.get("command"), str):
                 tool.content.append(("v1", {"type": "content", "content": {"type": "text",
@@ -719,7 +613,7 @@ class V1Translator:
 
     # JetBrains AIR async tasks
 
-    def _project_tasks(self, session: _Session, background: list[Any]) -> list[Message]:
+    def _project_tasks(self, session: Session, background: list[Any]) -> list[Message]:
         listed: list[tuple[str, str]] = []
         for item in background:
             if not isinstance(item, dict) or item.get("type") not in ("tool_call", "terminal"):
@@ -739,7 +633,7 @@ class V1Translator:
                                                         "asyncTaskId": key[1], "state": final}))
         return out
 
-    def _spawned(self, session: _Session, key: tuple[str, str]) -> Message:
+    def _spawned(self, session: Session, key: tuple[str, str]) -> Message:
         kind, item_id = key
         update: Message = {"sessionUpdate": "async_task_spawned", "asyncTaskId": item_id, "showInTranscript": False,
                            "canStop": True}
@@ -757,7 +651,7 @@ class V1Translator:
         update["description"] = update["name"]
         return update
 
-    def _final_task_state(self, session: _Session, key: tuple[str, str]) -> str:
+    def _final_task_state(self, session: Session, key: tuple[str, str]) -> str:
         kind, item_id = key
         if kind == "tool_call":
             status = session.tools[item_id].status if item_id in session.tools else "completed"
@@ -767,7 +661,7 @@ class V1Translator:
             return "stopped"
         return "completed" if terminal.exit.get("exitCode") == 0 else "failed"
 
-    def _task_pause(self, session: _Session, tool: _Tool) -> list[Message]:
+    def _task_pause(self, session: Session, tool: Tool) -> list[Message]:
         key = ("tool_call", tool.tool_call_id)
         state = session.tasks.get(key)
         wanted = "paused" if tool.status == "paused" else "running" if tool.status == "in_progress" else None
@@ -814,134 +708,10 @@ _UNCHANGED: Final = _Unchanged()
 _Handled = _Forward | _Answer | _Refuse | _Unchanged
 """What a handler of a client message decided."""
 
-def _text_content(text: str) -> dict[str, Any]:
-    return {"type": "content", "content": {"type": "text", "text": text}}
-
-def _stop_answer(update: Message) -> Message:
-    reason = update.get("stopReason")
-    if reason == "error":
-        error = _obj(update.get("error"))
-        code = error.get("code") if isinstance(error.get("code"), int) else -32603
-        body: dict[str, Any] = {"code": code, "message": str(error.get("message") or "Internal error: the turn failed")}
-        if error.get("data") is not None:
-            body["data"] = error["data"]
-        return {"error": body}
-    return {"stopReason": reason if reason in STOP_REASONS else "end_turn"}
-
-
-def _b64(data: str) -> bytes:
-    try:
-        return base64.b64decode(data)
-    except ValueError:
-        return b""
-
-
-def _air_declared(capabilities: dict[str, Any]) -> bool:
-    meta = capabilities.get("_meta")
-    jetbrains = meta.get("jetbrains") if isinstance(meta, dict) else None
-    air = jetbrains.get("air") if isinstance(jetbrains, dict) else None
-    if not isinstance(air, dict):
-        return False
-    version = air.get("version")
-    return isinstance(version, int) and not isinstance(version, bool) and version >= 1 and isinstance(
-        air.get("capabilities"), list)
-
-
-def _air_declares(capabilities: dict[str, Any], name: str) -> bool:
-    if not _air_declared(capabilities):
-        return False
-    return name in capabilities["_meta"]["jetbrains"]["air"]["capabilities"]
-
-
-def _session_params(params: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
-    v2 = {k: params[k] for k in (*keys, "_meta") if params.get(k) is not None}
-    servers = params.get("mcpServers")
-    if isinstance(servers, list) and servers:
-        v2["mcpServers"] = [
-            {"type": "stdio", **s} if isinstance(s, dict) and "type" not in s else s for s in servers
-        ]
-    return v2
-
-
-def _v1_commands(commands: Any) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for command in commands if isinstance(commands, list) else []:
-        if not isinstance(command, dict) or not isinstance(command.get("name"), str):
-            continue
-        v1: dict[str, Any] = {"name": command["name"], "description": str(command.get("description", ""))}
-        given = command.get("input")
-        if isinstance(given, dict) and isinstance(given.get("hint"), str):
-            v1["input"] = {"hint": given["hint"]}
-        out.append(v1)
-    return out
-
-
-def _v1_tool_content(item: dict[str, Any]) -> list[dict[str, Any]]:
-    kind = item.get("type")
-    if kind == "content" and isinstance(item.get("content"), dict):
-        return [{"type": "content", "content": item["content"]}]
-    if kind == "diff":
-        out: list[dict[str, Any]] = []
-        for change in item.get("changes") or []:
-            if not isinstance(change, dict):
-                continue
-            path = change.get("path") or change.get("newPath") or change.get("oldPath")
-            if isinstance(change.get("newText"), str) and isinstance(path, str):
-                diff: dict[str, Any] = {"type": "diff", "path": path, "newText": change["newText"]}
-                if isinstance(change.get("oldText"), str):
-                    diff["oldText"] = change["oldText"]
-                out.append(diff)
-            else:
-                text = f"{change.get('operation', 'change')} {path or ''}".strip()
-                out.append({"type": "content", "content": {"type": "text", "text": text}})
-        return out
-    return []
-
-
-def _v1_config_options(options: list[Any]) -> list[dict[str, Any]]:
-    """v2 config options in v1 form (``configId`` is ``id``, ``groupId`` is ``group``); other types are left out."""
-    out: list[dict[str, Any]] = []
-    for option in options:
-        if not isinstance(option, dict) or option.get("type") not in ("select", "boolean"):
-            continue
-        v1 = {("id" if k == "configId" else k): v for k, v in option.items()}
-        if option.get("type") == "select":
-            v1["options"] = [
-                {("group" if k == "groupId" else k): v for k, v in entry.items()} if isinstance(entry, dict) else entry
-                for entry in option.get("options") or []
-            ]
-        out.append(v1)
-    return out
-
-
-def _mode_option(options: list[dict[str, Any]]) -> dict[str, Any] | None:
-    for option in options:
-        if isinstance(option, dict) and option.get("category") == "mode" and option.get("type") == "select":
-            return option
-    return None
-
-
-def _modes(session: _Session) -> dict[str, Any] | None:
-    option = _mode_option(session.config_options)
-    if option is None:
-        return None
-    available: list[dict[str, Any]] = []
-    for entry in option.get("options") or []:
-        nested = entry.get("options") if isinstance(entry, dict) and "value" not in entry else None
-        for value in nested if isinstance(nested, list) else [entry]:
-            if isinstance(value, dict) and isinstance(value.get("value"), str):
-                mode = {"id": value["value"], "name": str(value.get("name", value["value"]))}
-                if isinstance(value.get("description"), str):
-                    mode["description"] = value["description"]
-                available.append(mode)
-    session.mode = option.get("currentValue")
-    return {"currentModeId": session.mode, "availableModes": available}
-
-
 def _gated(capability: str) -> Any:
     """An update forwarded unchanged only to a client that advertised ``session.<capability>``."""
 
-    def forward(self: V1Translator, session: _Session, update: Message) -> list[Message]:
+    def forward(self: V1Translator, session: Session, update: Message) -> list[Message]:
         session_caps = self.client_capabilities.get("session")
         if isinstance(session_caps, dict) and session_caps.get(capability) is not None:
             return [_notify(session.session_id, dict(update))]
@@ -961,7 +731,7 @@ _INCOMING: dict[str, Any] = {
     "authenticate": V1Translator._authenticate,
     "session/close": lambda self, p: _Forward("session/close", p, str(p.get("sessionId"))),
     "session/fork": lambda self, p: _Forward(
-        "session/fork", _session_params(p, ("sessionId", "cwd", "additionalDirectories"))),
+        "session/fork", session_params(p, ("sessionId", "cwd", "additionalDirectories"))),
     "_session/async_task/stop": V1Translator._async_task_stop,
 }
 
