@@ -10,9 +10,19 @@ the unchanged runtime, and what the runtime sends becomes v1 shapes (or is dropp
 ordering rule stays enforced by the v2 runtime; the bridge only re-encodes. What maps to what
 is listed in ``docs/v1-bridge.md``.
 
-The modules: ``streams`` (the wrapped byte streams), ``negotiation`` (what a client's line says
-about the version it wants), ``translator`` (:class:`V1Translator`), ``messages`` (the JSON-RPC
-envelopes).
+The modules, from the wire inwards:
+
+- ``streams``: the wrapped byte streams (watch, pass through, or translate line by line);
+- ``negotiation``: what a client's line says about the version it wants;
+- ``translator``: :class:`V1Translator`, routing each message to the module below that owns it;
+- ``requests``: v1 client requests as v2 calls (handlers return forward / answer / refuse);
+- ``answers``: the runtime's answers to those requests in v1 shape (held prompt answers);
+- ``updates``: v2 session updates as v1 ones (messages, turn end, plans, config and modes);
+- ``tools``, ``subagents``, ``permissions``, ``async_tasks``: tool calls and terminals, child
+  sessions, permission requests, JetBrains AIR async tasks;
+- ``handshake``, ``convert``, ``messages``: pure shape conversions (``initialize``, content,
+  commands, config options) and the JSON-RPC envelopes;
+- ``state``: what the translator remembers per connection and per session.
 """
 
 from __future__ import annotations
