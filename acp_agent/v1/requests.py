@@ -1,0 +1,160 @@
+"""v1 client requests as v2 calls: one handler per v1 method, each returning what happened.
+
+A handler never raises to report an outcome. It returns one of:
+
+- :class:`Forward`: send the runtime this v2 call (its answer is translated back with ``context``);
+- :class:`Answer` / :class:`Refuse`: the bridge answers the client itself, with a result or an
+  error (a notification gets nothing);
+- :data:`UNCHANGED`: the message goes to the runtime as the client sent it.
+
+Handlers may note what they learn in the translator's state (client capabilities, a session
+being loaded); they send nothing themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .async_tasks import running_task
+from .convert import mode_option, session_params
+from .handshake import AIR_CAPABILITY, air_declares, v2_initialize_params
+from .state import TranslatorState
+
+__all__ = ["HANDLERS", "UNCHANGED", "Answer", "Forward", "Handled", "Handler", "Refuse", "Unchanged"]
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Send the runtime this v2 call; ``context`` comes back with its answer."""
+
+    method: str
+    params: dict[str, Any]
+    context: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The bridge answers the client itself with this result (a notification gets nothing)."""
+
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """The bridge answers the client itself with this error (a notification gets nothing)."""
+
+    code: int
+    message: str
+    data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """The message goes to the runtime as the client sent it."""
+
+
+UNCHANGED: Final = Unchanged()
+"""The one :class:`Unchanged` outcome."""
+
+Handled = Forward | Answer | Refuse | Unchanged
+"""What a handler decided about a client message."""
+
+Handler = Callable[[TranslatorState, dict[str, Any]], Handled]
+"""A handler of one v1 method: the translator's state and the message's params in, the outcome out."""
+
+
+def _initialize(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    capabilities = params.get("clientCapabilities")
+    state.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
+    state.air = air_declares(state.client_capabilities, AIR_CAPABILITY)
+    return Forward("initialize", v2_initialize_params(params, state.client_capabilities))
+
+
+def _new_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    return Forward("session/new", session_params(params, ("cwd", "additionalDirectories")))
+
+
+def _load_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    v2 = session_params(params, ("sessionId", "cwd", "additionalDirectories"))
+    v2["replayFrom"] = {"type": "start"}
+    session_id = str(params.get("sessionId"))
+    session = state.sessions.get(session_id)
+    if session is not None:  # loading an open session: the replay restates everything
+        session.tools.clear()
+        session.terminals.clear()
+        session.plans.clear()
+    session = state.session(session_id)
+    session.loading = True
+    return Forward("session/resume", v2, session_id)
+
+
+def _resume_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    v2 = session_params(params, ("sessionId", "cwd", "additionalDirectories"))
+    state.session(str(params.get("sessionId")))
+    return Forward("session/resume", v2, str(params.get("sessionId")))
+
+
+def _prompt(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    v2 = {k: v for k, v in params.items() if k in ("sessionId", "prompt", "_meta")}
+    return Forward("session/prompt", v2, str(params.get("sessionId")))
+
+
+def _set_config_option(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    v2 = {k: v for k, v in params.items() if k in ("sessionId", "configId", "value", "type", "_meta")}
+    if "type" not in v2:
+        v2["type"] = "boolean" if isinstance(v2.get("value"), bool) else "id"
+    return Forward("session/set_config_option", v2, str(params.get("sessionId")))
+
+
+def _set_mode(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    session_id = str(params.get("sessionId"))
+    session = state.sessions.get(session_id)
+    option = mode_option(session.config_options) if session is not None else None
+    if option is None:
+        return Refuse(-32602, "Invalid params: this session offers no modes", {"sessionId": session_id})
+    v2 = {"sessionId": session_id, "configId": option.get("configId"), "type": "id", "value": params.get("modeId")}
+    return Forward("session/set_config_option", v2, ("set_mode", session_id))
+
+
+def _authenticate(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    return Refuse(-32602, "Invalid params: the agent offers no authentication methods",
+                  {"methodId": params.get("methodId")})
+
+
+def _close_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    return Forward("session/close", params, str(params.get("sessionId")))
+
+
+def _fork_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    return Forward("session/fork", session_params(params, ("sessionId", "cwd", "additionalDirectories")))
+
+
+def _stop_async_task(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    if not state.air:
+        return UNCHANGED  # not negotiated: the runtime answers -32601
+    session_id = str(params.get("sessionId"))
+    session = state.sessions.get(session_id)
+    task = running_task(session, params.get("asyncTaskId")) if session is not None else None
+    if task is None:
+        return Answer({"stopped": False})  # unknown or finished: nothing to cancel
+    kind, item_id = task
+    target = "toolCallId" if kind == "tool_call" else "terminalId"
+    return Forward(f"{kind}/cancel", {"sessionId": session_id, target: item_id}, ("async_task_stop", session_id))
+
+
+HANDLERS: Final[dict[str, Handler]] = {
+    "initialize": _initialize,
+    "session/new": _new_session,
+    "session/load": _load_session,
+    "session/resume": _resume_session,
+    "session/prompt": _prompt,
+    "session/set_config_option": _set_config_option,
+    "session/set_mode": _set_mode,
+    "authenticate": _authenticate,
+    "session/close": _close_session,
+    "session/fork": _fork_session,
+    "_session/async_task/stop": _stop_async_task,
+}
+"""The v1 methods the bridge translates; any other message goes to the runtime unchanged."""
