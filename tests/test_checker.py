@@ -6,11 +6,15 @@ transcripts (the reference's worked examples and near misses) that pass."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pytest
 
+from acp_agent.testing import checker as checker_module
 from acp_agent.testing.checker import RULES, SHOULD_RULES, RuleViolation, WireChecker, check_transcript
 
 Direction = Literal["client->agent", "agent->client"]
@@ -666,14 +670,48 @@ BAD: list[Any] = [
 def test_each_rule_is_caught(rule: str, steps: list[Step]) -> None:
     checker = run(steps)
     assert checker.rules == {rule}, [str(v) for v in checker.violations]
-    violation = checker.violations[0]
-    assert str(violation).startswith(f"{rule} [{violation.level}]")
-    assert violation.level == ("SHOULD" if rule in SHOULD_RULES else "MUST")
+    for violation in checker.violations:
+        assert violation.level == ("SHOULD" if rule in SHOULD_RULES else "MUST")
+        assert violation.statement == RULES[rule]
+        # "R94 [MUST] <the rule in words>: <what happened>"
+        assert str(violation).startswith(f"{rule} [{violation.level}] {RULES[rule]}: {violation.text}")
 
 
 def test_every_judged_rule_has_a_breaking_transcript() -> None:
     assert {rule for rule, _, _ in BAD} == set(RULES)
     assert set(RULES) >= SHOULD_RULES
+
+
+def _rule_ids_in_checker_code() -> set[str]:
+    """Every rule id literal in checker.py outside the RULES / SHOULD_RULES tables.
+
+    This catches ``_flag("R94", ...)`` as well as ids chosen indirectly (``rule = "R89" if ...``,
+    ``req.expect = ("R26", -32600)``, ``self._expect_null("R10", ...)``).
+    """
+    tree = ast.parse(inspect.getsource(checker_module))
+    ids: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id in ("RULES", "SHOULD_RULES") for t in targets):
+            continue
+        ids |= {n.value for n in ast.walk(node)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"[RS]\d+", n.value)}
+    return ids
+
+
+def test_every_rule_the_checker_can_flag_is_stated_in_rules() -> None:
+    flagged = _rule_ids_in_checker_code()
+    assert {"R1", "R26", "R89", "R94"} <= flagged  # the scan sees direct and indirect ids
+    assert flagged - set(RULES) == set(), "rule ids flagged without a RULES entry"
+    assert set(RULES) - flagged == set(), "RULES entries the checker never flags"
+    assert all(RULES.values())
+
+
+def test_a_rule_without_an_entry_still_reports_readably() -> None:
+    violation = RuleViolation("R999", "something happened")
+    assert str(violation) == "R999 [MUST] something happened" and violation.statement == ""
+    assert RuleViolation("R58", "no stopReason").level == "SHOULD"
 
 
 # -- API behaviour ------------------------------------------------------------------------------

@@ -245,15 +245,21 @@ ItemKey = tuple[str, str]
 
 
 class RuleViolation(AssertionError):
-    """One broken rule: ``rule`` (e.g. ``"R94"``), ``level`` (MUST/SHOULD), the offending ``messages``."""
+    """One broken rule: ``rule`` (e.g. ``"R94"``), its ``level`` (MUST/SHOULD), ``statement``
+    (the rule in words, from :data:`RULES`), ``text`` (what happened) and the offending ``messages``.
 
-    def __init__(self, rule: str, text: str, messages: Sequence[Any] = (), level: str = "MUST") -> None:
+    ``level`` defaults to the rule's own level (SHOULD for :data:`SHOULD_RULES`, else MUST).
+    """
+
+    def __init__(self, rule: str, text: str, messages: Sequence[Any] = (), level: str | None = None) -> None:
         self.rule = rule
         self.text = text
-        self.level = level
+        self.level = level if level is not None else ("SHOULD" if rule in SHOULD_RULES else "MUST")
+        self.statement = RULES.get(rule, "")
         self.messages: list[Any] = list(messages)
         quoted = "".join(f"\n  > {_quote(m)}" for m in self.messages)
-        super().__init__(f"{rule} [{level}] {text}{quoted}")
+        head = f"{rule} [{self.level}] {self.statement}: {text}" if self.statement else f"{rule} [{self.level}] {text}"
+        super().__init__(head + quoted)
 
 
 def _quote(message: Any) -> str:
@@ -563,8 +569,7 @@ class WireChecker:
     def _flag(self, rule: str, text: str, *messages: Any) -> None:
         if rule in self.ignore:
             return
-        level = "SHOULD" if rule in SHOULD_RULES else "MUST"
-        violation = RuleViolation(rule, text, messages, level)
+        violation = RuleViolation(rule, text, messages)
         self.violations.append(violation)
         if self.raise_on_violation:
             raise violation
