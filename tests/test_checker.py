@@ -405,8 +405,32 @@ CANCEL_REACHES_NEXT_PROMPT: list[Step] = OPEN + [
     st("idle", stopReason="cancelled"),
 ]
 
+# S1 near misses: what may follow a terminal's exit. The exit may come with the last output snapshot and
+# the cleared cancel; capabilities / _meta may change later; another terminal exits on its own; a resume
+# re-sends the terminal's history (replay) and current state (re-announcement), exit included.
+EXIT_ONCE: list[Step] = OPEN + [
+    st("running", background=[]),
+    term("x1", command="make", cwd="/p", capabilities=CANCEL),
+    up("terminal_output_chunk", terminalId="x1", data="b2sK"),
+    term("x1", exitStatus={"exitCode": 0}, output={"data": "b2sK"}),
+    term("x1", capabilities=None, _meta={"note": "done"}),
+    term("x2", command="make test", cwd="/p"),
+    term("x2", exitStatus={"exitCode": 1}, size={"cols": 80, "rows": 24}),
+    st("idle", stopReason="end_turn", background=[]),
+    rq(5, "session/resume", sessionId=SID, cwd="/p", replayFrom={"type": "start"}),
+    term("x1", command="make", cwd="/p", output={"data": "b2sK"}, exitStatus={"exitCode": 0}),
+    term("x2", command="make test", cwd="/p", exitStatus={"exitCode": 1}),
+    st("idle", stopReason="end_turn", background=[]),
+    ok(5),
+    rq(6, "session/resume", sessionId=SID, cwd="/p"),
+    term("x1", exitStatus={"exitCode": 0}),  # current state again, without replay
+    st("idle", background=[]),
+    ok(6),
+]
+
 GOOD = {
     "worked-example-11.16": WORKED_EXAMPLE,
+    "terminal-exit-once": EXIT_ONCE,
     "cancel-reaches-next-prompt": CANCEL_REACHES_NEXT_PROMPT,
     "cancel-before-running": CANCEL_BEFORE_RUNNING,
     "item-cancel-then-close": ITEM_CANCEL_THEN_CLOSE,
@@ -663,6 +687,17 @@ BAD: list[Any] = [
     ("R113", OPEN + [tool("t1", title="wake", status="pending"), st("idle", background=[T("t1")]),
                      rq(5, "session/resume", sessionId=SID, cwd="/p"), st("idle", background=[T("t1")]), ok(5)],
      "not-reannounced"),
+    # SDK-level rules
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   term("x1", exitStatus={"exitCode": 0})], "exit-reported-twice"),
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   term("x1", exitStatus={"signal": "SIGTERM"})], "exit-changed"),
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   term("x1", exitStatus=None)], "un-exited"),
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   up("terminal_output_chunk", terminalId="x1", data="b2sK")], "chunk-after-exit"),
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   term("x1", output={"data": "b2sK"})], "output-after-exit"),
 ]
 
 
@@ -702,7 +737,7 @@ def _rule_ids_in_checker_code() -> set[str]:
 
 def test_every_rule_the_checker_can_flag_is_stated_in_rules() -> None:
     flagged = _rule_ids_in_checker_code()
-    assert {"R1", "R26", "R89", "R94"} <= flagged  # the scan sees direct and indirect ids
+    assert {"R1", "R26", "R89", "R94", "S1"} <= flagged  # the scan sees direct and indirect ids
     assert flagged - set(RULES) == set(), "rule ids flagged without a RULES entry"
     assert set(RULES) - flagged == set(), "RULES entries the checker never flags"
     assert all(RULES.values())

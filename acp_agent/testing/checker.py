@@ -70,6 +70,9 @@ Judged with approximations (details in :data:`RULES`):
 - While a replay (``replayFrom``) is in progress, history is re-sent: tool call transitions
   (R20, R71, R74, R97) are not judged and the last write wins; so are live patches that race
   the replay (an agent update sent before it saw the resume request).
+- S1: after a terminal's ``exitStatus``, a second ``exitStatus`` (or ``null``), a new ``output``,
+  ``command``, ``cwd`` or ``size``, or an output chunk; ``capabilities`` and ``_meta`` may still
+  change. Resume windows re-send history and current state, so they are not judged.
 
 Not judged (not visible on the wire): R4 (byte interleaving shows up as R1/R2), R5, R14,
 R18, R19 (R44/R67 judge the visible part), R24, R36, R37, R38, R41 (see R42/R44/R45), R43
@@ -186,6 +189,8 @@ RULES: dict[str, str] = {
     "R111": "after a parent's close answer nothing is sent for its child sessions",
     "R112": "a fork never lists entities it copied from its source",
     "R113": "every item of the resume snapshot had an entity update between the resume request and the snapshot",
+    # SDK-level rules: gaps in the reference that this SDK closes (docs/rules.md, "SDK-level rules").
+    "S1": "a terminal reports its exit once: afterwards only capabilities / _meta change and no output follows",
 }
 
 SHOULD_RULES: frozenset[str] = frozenset({"R44", "R46", "R58", "R67", "R70", "R74", "R80", "R92", "R95", "R100"})
@@ -1999,14 +2004,17 @@ class WireChecker:
         tid = update.get("terminalId")
         if not isinstance(tid, str):
             return
+        term = s.terminals.get(tid)
         if kind == "terminal_output_chunk":
             self._r75_base64(update.get("data"), message)
+            if term is not None:
+                self._s1_after_exit(s, tid, term, update, message)
             return
-        term = s.terminals.get(tid)
         if term is None:
             term = s.terminals[tid] = _Terminal(self._n)
         if s.resume is not None:
             s.resume.entity_at.setdefault(("terminal", tid), self._n)
+        self._s1_after_exit(s, tid, term, update, message)
         if "exitStatus" in update:
             if isinstance(update["exitStatus"], dict):
                 if not term.exited:
@@ -2023,6 +2031,26 @@ class WireChecker:
             self._r105_output_kept(term, output, message)
             if isinstance(output, dict):
                 self._r75_base64(output.get("data"), message)
+
+    def _s1_after_exit(self, s: _Session, tid: str, term: _Terminal, update: dict[str, Any], message: Any) -> None:
+        """S1: once exited, a terminal reports no second exit, no output and no other change.
+
+        ``capabilities`` (clearing ``cancel``, R100) and ``_meta`` may follow. A resume window
+        re-sends history (replay) and current state (re-announcement), so it is not judged.
+        """
+        if not term.exited or s.resume is not None:
+            return
+        if update.get("sessionUpdate") == "terminal_output_chunk":
+            what = "got an output chunk after its exit"
+        elif "exitStatus" in update:
+            what = ("reported exitStatus a second time" if update["exitStatus"] is not None
+                    else "was un-exited (exitStatus: null) after its exit")
+        else:
+            changed = sorted(set(update) - {"sessionUpdate", "terminalId", "capabilities", "_meta"})
+            if not changed:
+                return
+            what = f"changed {', '.join(changed)} after its exit"
+        self._flag("S1", f"terminal {tid!r} {what}", message)
 
     def _r75_base64(self, data: Any, message: Any) -> None:
         """R75: terminal bytes are base64-encoded (each chunk on its own)."""
