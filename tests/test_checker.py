@@ -428,9 +428,34 @@ EXIT_ONCE: list[Step] = OPEN + [
     ok(6),
 ]
 
+# S2 near misses: updates (and agent requests) for a new or forked session may precede its answer once
+# the creating request was sent (§5.1, NewSessionResponse: "updates may arrive before or after"); after
+# the answer they are ordinary. A resume replays before its answer.
+CREATED_FIRST: list[Step] = init(caps={"session": {"fork": {}}}) + [
+    rq(1, "session/new", cwd="/home/user/project"),
+    up("available_commands_update", "s1", availableCommands=[{"type": "command", "name": "test", "description": "t"}]),
+    up("config_option_update", "s1", configOptions=[]),
+    st("running", "s1"),  # agent-initiated work may start before the answer
+    ok(1, {"sessionId": "s1"}),
+    st("idle", "s1", stopReason="end_turn"),
+    up("config_option_update", "s1", configOptions=[]),
+    rq(2, "session/fork", sessionId="s1", cwd="/p"),
+    up("config_option_update", "f1", configOptions=[]),
+    ok(2, {"sessionId": "f1"}),
+    up("available_commands_update", "f1", availableCommands=[]),
+    rq(3, "session/new", cwd="/p"),
+    ok(3, {"sessionId": "s3"}),
+    up("session_info_update", "s3", title="after the answer"),
+    rq(4, "session/resume", sessionId="old", cwd="/p", replayFrom={"type": "start"}),
+    up("user_message", "old", messageId="u0", content=TEXT),
+    st("idle", "old", background=[]),
+    ok(4),
+]
+
 GOOD = {
     "worked-example-11.16": WORKED_EXAMPLE,
     "terminal-exit-once": EXIT_ONCE,
+    "created-before-named": CREATED_FIRST,
     "cancel-reaches-next-prompt": CANCEL_REACHES_NEXT_PROMPT,
     "cancel-before-running": CANCEL_BEFORE_RUNNING,
     "item-cancel-then-close": ITEM_CANCEL_THEN_CLOSE,
@@ -698,6 +723,16 @@ BAD: list[Any] = [
                    up("terminal_output_chunk", terminalId="x1", data="b2sK")], "chunk-after-exit"),
     ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
                    term("x1", output={"data": "b2sK"})], "output-after-exit"),
+    ("S2", init() + [up("config_option_update", "s1", configOptions=[]),
+                     rq(1, "session/new", cwd="/p"), ok(1, {"sessionId": "s1"})], "update-before-new"),
+    ("S2", init(caps={"session": {"fork": {}}}) + new() + [
+        up("config_option_update", "f1", configOptions=[]),
+        rq(5, "session/fork", sessionId=SID, cwd="/p"), ok(5, {"sessionId": "f1"})], "update-before-fork"),
+    ("S2", init() + [perm("p1", "s1"), rq(1, "session/new", cwd="/p"), ok(1, {"sessionId": "s1"}),
+                     cans("p1", CANCELLED)], "request-before-new"),
+    ("S2", OPEN + [rq(5, "session/new", cwd="/p"), up("config_option_update", "s2", configOptions=[]),
+                   err(5, -32000)], "new-failed"),
+    ("S2", OPEN + [up("agent_message", "ghost", **MSG)], "never-created"),
 ]
 
 
@@ -737,7 +772,7 @@ def _rule_ids_in_checker_code() -> set[str]:
 
 def test_every_rule_the_checker_can_flag_is_stated_in_rules() -> None:
     flagged = _rule_ids_in_checker_code()
-    assert {"R1", "R26", "R89", "R94", "S1"} <= flagged  # the scan sees direct and indirect ids
+    assert {"R1", "R26", "R89", "R94", "S1", "S2"} <= flagged  # the scan sees direct and indirect ids
     assert flagged - set(RULES) == set(), "rule ids flagged without a RULES entry"
     assert set(RULES) - flagged == set(), "RULES entries the checker never flags"
     assert all(RULES.values())

@@ -73,6 +73,10 @@ Judged with approximations (details in :data:`RULES`):
 - S1: after a terminal's ``exitStatus``, a second ``exitStatus`` (or ``null``), a new ``output``,
   ``command``, ``cwd`` or ``size``, or an output chunk; ``capabilities`` and ``_meta`` may still
   change. Resume windows re-send history and current state, so they are not judged.
+- S2: a message naming a session id sent before the ``session/new`` / ``session/fork`` request
+  whose answer returns that id (updates while that request is in flight are legal, §5.1), or
+  naming an id that never becomes a session on the connection (judged at finish). Messages
+  before ``initialize`` are R22's; children named before their announcement are R79's.
 
 Not judged (not visible on the wire): R4 (byte interleaving shows up as R1/R2), R5, R14,
 R18, R19 (R44/R67 judge the visible part), R24, R36, R37, R38, R41 (see R42/R44/R45), R43
@@ -191,6 +195,8 @@ RULES: dict[str, str] = {
     "R113": "every item of the resume snapshot had an entity update between the resume request and the snapshot",
     # SDK-level rules: gaps in the reference that this SDK closes (docs/rules.md, "SDK-level rules").
     "S1": "a terminal reports its exit once: afterwards only capabilities / _meta change and no output follows",
+    "S2": "a session id is named only after the request that creates it arrived, and only for a session "
+          "that comes to exist on the connection",
 }
 
 SHOULD_RULES: frozenset[str] = frozenset({"R44", "R46", "R58", "R67", "R70", "R74", "R80", "R92", "R95", "R100"})
@@ -444,6 +450,15 @@ class _Session:
 
 
 @dataclass(frozen=True)
+class _Early:
+    """The first agent message naming a session id the client had not learned yet (R79, S2)."""
+
+    index: int
+    message: Any
+    own: bool  # the message is *for* that session (outer ``sessionId``), not just naming it
+
+
+@dataclass(frozen=True)
 class _Answer:
     message: dict[str, Any]
     ok: bool
@@ -485,7 +500,7 @@ class WireChecker:
         self._sessions: dict[str, _Session] = {}
         self._issued: set[str] = set()
         self._known: set[str] = set()
-        self._early: dict[str, Any] = {}
+        self._early: dict[str, _Early] = {}
         self._deleted: set[str] = set()
         self._prompts: list[tuple[_Req, str]] = []
         self._failed_prompts: list[_Req] = []
@@ -568,6 +583,7 @@ class WireChecker:
             self._r100_cancel_after_end(s)
             self._r80_mirror(s)
         self._r101_r103_confirmations()
+        self._s2_never_created()
 
     # -- reporting -----------------------------------------------------------------------
 
@@ -860,13 +876,22 @@ class WireChecker:
         if s.closed and s.resume is None:
             self._flag("R45", f"message for session {sid!r} after its close answer", message)
             return None
-        self._note_early(sid, message)
+        self._note_early(sid, message, own=True)
         s.r95 = None
         return s
 
-    def _note_early(self, sid: Any, message: Any) -> None:
-        if isinstance(sid, str) and sid not in self._known:
-            self._early.setdefault(sid, message)
+    def _note_early(self, sid: Any, message: Any, own: bool = False) -> None:
+        """Remember the first message naming a session id the client has not learned yet.
+
+        The client learns an id from its own request naming it (resume, prompt, ...), from the
+        answer that creates it (new, fork: S2) or from a child's announcing ``subagent_update``
+        (R79); each of those settles the entry. Before ``initialize`` everything is R22's.
+        """
+        if not isinstance(sid, str) or sid in self._known or not self._initialized:
+            return
+        early = self._early.get(sid)
+        if early is None or (own and not early.own):
+            self._early[sid] = _Early(self._n, message, own or (early is not None and early.own))
 
     def _session(self, sid: str) -> _Session:
         s = self._sessions.get(sid)
@@ -1185,12 +1210,19 @@ class WireChecker:
             return None
         self._issued.add(sid)
         self._known.add(sid)
-        self._early.pop(sid, None)
+        self._s2_named_before_request(req, answer, sid)
         s = self._session(sid)
         s.active = True
         if s.state is None:
             s.state = "idle"
         return s
+
+    def _s2_named_before_request(self, req: _Req, answer: _Answer, sid: str) -> None:
+        """S2: the new id was not named before the request that creates it (while it is in flight is fine)."""
+        early = self._early.pop(sid, None)
+        if early is not None and early.own and early.index < req.index:
+            self._flag("S2", f"session {sid!r} was named before the {req.method} request that created it",
+                       early.message, req.message, answer.message)
 
     def _r31_fresh_id(self, req: _Req, answer: _Answer, sid: Any) -> None:
         """R31: a fresh, unique ``sessionId``."""
@@ -2093,7 +2125,8 @@ class WireChecker:
         """R79: the announcing ``subagent_update`` precedes every message naming the child."""
         early = self._early.pop(cid, None)
         if early is not None:
-            self._flag("R79", f"child {cid!r} was named before its announcing subagent_update", early, message)
+            self._flag("R79", f"child {cid!r} was named before its announcing subagent_update", early.message,
+                       message)
 
     # -- end-of-connection checks -------------------------------------------------------
 
@@ -2138,6 +2171,13 @@ class WireChecker:
         for tid, term in s.terminals.items():
             if term.cancel and term.exited:
                 self._flag("R100", f"{s.id!r}: exited terminal {tid!r} still advertises cancel")
+
+    def _s2_never_created(self) -> None:
+        """S2: every session the agent sent something for came to exist on the connection."""
+        for sid, early in self._early.items():
+            if early.own:
+                self._flag("S2", f"session {sid!r} was named before any session/new, fork, resume or "
+                                 "subagent_update made it known (if any ever did)", early.message)
 
     def _r80_mirror(self, s: _Session) -> None:
         """R80: the parent's ``subagent_update.state`` mirrors the child's own snapshot."""
