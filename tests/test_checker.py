@@ -733,6 +733,8 @@ BAD: list[Any] = [
     ("S2", OPEN + [rq(5, "session/new", cwd="/p"), up("config_option_update", "s2", configOptions=[]),
                    err(5, -32000)], "new-failed"),
     ("S2", OPEN + [up("agent_message", "ghost", **MSG)], "never-created"),
+    ("S2", OPEN + [up("agent_message", "s9", **MSG), rq(5, "session/resume", sessionId="s9", cwd="/p"),
+                   st("idle", "s9"), ok(5)], "update-before-resume"),
 ]
 
 

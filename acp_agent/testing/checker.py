@@ -2175,9 +2175,13 @@ class WireChecker:
     def _s2_never_created(self) -> None:
         """S2: every session the agent sent something for came to exist on the connection."""
         for sid, early in self._early.items():
-            if early.own:
-                self._flag("S2", f"session {sid!r} was named before any session/new, fork, resume or "
-                                 "subagent_update made it known (if any ever did)", early.message)
+            if not early.own:
+                continue
+            if sid in self._known:  # the client referred to it later (a resume, a prompt, ...)
+                self._flag("S2", f"session {sid!r} was named before the client referred to it", early.message)
+            else:
+                self._flag("S2", f"session {sid!r} was named but never became a session on this connection "
+                                 "(a failed session/new or fork?)", early.message)
 
     def _r80_mirror(self, s: _Session) -> None:
         """R80: the parent's ``subagent_update.state`` mirrors the child's own snapshot."""
