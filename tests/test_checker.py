@@ -10,6 +10,7 @@ import ast
 import inspect
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -784,6 +785,38 @@ def test_a_rule_without_an_entry_still_reports_readably() -> None:
     violation = RuleViolation("R999", "something happened")
     assert str(violation) == "R999 [MUST] something happened" and violation.statement == ""
     assert RuleViolation("R58", "no stopReason").level == "SHOULD"
+
+
+# -- docs/rules.md --------------------------------------------------------------------------------
+
+RULES_DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
+_ENTRY = re.compile(r"^- \*\*([RS]\d+)\*\* · (MUST|SHOULD|MAY) · ", re.MULTILINE)
+
+
+def _doc_entries() -> list[tuple[str, str, str]]:
+    """(rule id, level, entry text) for each entry of docs/rules.md."""
+    text = RULES_DOC.read_text(encoding="utf-8")
+    starts = list(_ENTRY.finditer(text))
+    return [(m.group(1), m.group(2), text[m.start():starts[i + 1].start() if i + 1 < len(starts) else len(text)])
+            for i, m in enumerate(starts)]
+
+
+def test_rules_doc_states_every_rule_once_with_the_checkers_level() -> None:
+    entries = _doc_entries()
+    ids = [rule for rule, _, _ in entries]
+    assert len(ids) == len(set(ids)), "a rule is stated twice"
+    assert set(RULES) - set(ids) == set(), "docs/rules.md misses rules the checker judges"
+    assert {f"R{n}" for n in range(1, 114)} - set(ids) == set(), "docs/rules.md misses reference rules"
+    levels = {rule: level for rule, level, _ in entries}
+    for rule in RULES:
+        assert levels[rule] == ("SHOULD" if rule in SHOULD_RULES else "MUST"), rule
+
+
+def test_rules_doc_names_modules_that_exist() -> None:
+    package = Path(checker_module.__file__).resolve().parent.parent
+    for rule, _, entry in _doc_entries():
+        for name in re.findall(r"`([a-z_]+\.py)`", entry):
+            assert (package / name).is_file(), f"docs/rules.md, {rule}: no module acp_agent/{name}"
 
 
 # -- API behaviour ------------------------------------------------------------------------------

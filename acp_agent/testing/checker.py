@@ -3,8 +3,11 @@
 Feed it every message of one connection, in both directions and in wire order
 (:meth:`WireChecker.feed`, or :meth:`WireChecker.feed_transcript` with the entries that
 :class:`~acp_agent.testing.client.Client` records), then call :meth:`WireChecker.finish`.
-Each broken rule of ``ACP-V2-AGENT-REFERENCE.md`` §15 is reported as a
-:class:`RuleViolation` naming the rule (``"R94"``) and quoting the offending messages.
+Each broken rule is reported as a :class:`RuleViolation` whose text reads
+``R94 [MUST] <the rule in words>: <what happened>``, followed by the offending messages.
+Rule ids ``R1``..``R113`` are the reference's (``ACP-V2-AGENT-REFERENCE.md`` §15); ``S1``,
+``S2``, ... are rules this SDK adds where the reference leaves a gap. ``docs/rules.md``
+states every one of them in words.
 By default the first violation is raised; ``WireChecker(raise_on_violation=False)``
 collects them all in :attr:`WireChecker.violations`.
 
