@@ -6,11 +6,16 @@ transcripts (the reference's worked examples and near misses) that pass."""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 
+from acp_agent.testing import checker as checker_module
 from acp_agent.testing.checker import RULES, SHOULD_RULES, RuleViolation, WireChecker, check_transcript
 
 Direction = Literal["client->agent", "agent->client"]
@@ -401,8 +406,57 @@ CANCEL_REACHES_NEXT_PROMPT: list[Step] = OPEN + [
     st("idle", stopReason="cancelled"),
 ]
 
+# S1 near misses: what may follow a terminal's exit. The exit may come with the last output snapshot and
+# the cleared cancel; capabilities / _meta may change later; another terminal exits on its own; a resume
+# re-sends the terminal's history (replay) and current state (re-announcement), exit included.
+EXIT_ONCE: list[Step] = OPEN + [
+    st("running", background=[]),
+    term("x1", command="make", cwd="/p", capabilities=CANCEL),
+    up("terminal_output_chunk", terminalId="x1", data="b2sK"),
+    term("x1", exitStatus={"exitCode": 0}, output={"data": "b2sK"}),
+    term("x1", capabilities=None, _meta={"note": "done"}),
+    term("x2", command="make test", cwd="/p"),
+    term("x2", exitStatus={"exitCode": 1}, size={"cols": 80, "rows": 24}),
+    st("idle", stopReason="end_turn", background=[]),
+    rq(5, "session/resume", sessionId=SID, cwd="/p", replayFrom={"type": "start"}),
+    term("x1", command="make", cwd="/p", output={"data": "b2sK"}, exitStatus={"exitCode": 0}),
+    term("x2", command="make test", cwd="/p", exitStatus={"exitCode": 1}),
+    st("idle", stopReason="end_turn", background=[]),
+    ok(5),
+    rq(6, "session/resume", sessionId=SID, cwd="/p"),
+    term("x1", exitStatus={"exitCode": 0}),  # current state again, without replay
+    st("idle", background=[]),
+    ok(6),
+]
+
+# S2 near misses: updates (and agent requests) for a new or forked session may precede its answer once
+# the creating request was sent (§5.1, NewSessionResponse: "updates may arrive before or after"); after
+# the answer they are ordinary. A resume replays before its answer.
+CREATED_FIRST: list[Step] = init(caps={"session": {"fork": {}}}) + [
+    rq(1, "session/new", cwd="/home/user/project"),
+    up("available_commands_update", "s1", availableCommands=[{"type": "command", "name": "test", "description": "t"}]),
+    up("config_option_update", "s1", configOptions=[]),
+    st("running", "s1"),  # agent-initiated work may start before the answer
+    ok(1, {"sessionId": "s1"}),
+    st("idle", "s1", stopReason="end_turn"),
+    up("config_option_update", "s1", configOptions=[]),
+    rq(2, "session/fork", sessionId="s1", cwd="/p"),
+    up("config_option_update", "f1", configOptions=[]),
+    ok(2, {"sessionId": "f1"}),
+    up("available_commands_update", "f1", availableCommands=[]),
+    rq(3, "session/new", cwd="/p"),
+    ok(3, {"sessionId": "s3"}),
+    up("session_info_update", "s3", title="after the answer"),
+    rq(4, "session/resume", sessionId="old", cwd="/p", replayFrom={"type": "start"}),
+    up("user_message", "old", messageId="u0", content=TEXT),
+    st("idle", "old", background=[]),
+    ok(4),
+]
+
 GOOD = {
     "worked-example-11.16": WORKED_EXAMPLE,
+    "terminal-exit-once": EXIT_ONCE,
+    "created-before-named": CREATED_FIRST,
     "cancel-reaches-next-prompt": CANCEL_REACHES_NEXT_PROMPT,
     "cancel-before-running": CANCEL_BEFORE_RUNNING,
     "item-cancel-then-close": ITEM_CANCEL_THEN_CLOSE,
@@ -659,6 +713,29 @@ BAD: list[Any] = [
     ("R113", OPEN + [tool("t1", title="wake", status="pending"), st("idle", background=[T("t1")]),
                      rq(5, "session/resume", sessionId=SID, cwd="/p"), st("idle", background=[T("t1")]), ok(5)],
      "not-reannounced"),
+    # SDK-level rules
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   term("x1", exitStatus={"exitCode": 0})], "exit-reported-twice"),
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   term("x1", exitStatus={"signal": "SIGTERM"})], "exit-changed"),
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   term("x1", exitStatus=None)], "un-exited"),
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   up("terminal_output_chunk", terminalId="x1", data="b2sK")], "chunk-after-exit"),
+    ("S1", OPEN + [term("x1", command="make", cwd="/p"), term("x1", exitStatus={"exitCode": 0}),
+                   term("x1", output={"data": "b2sK"})], "output-after-exit"),
+    ("S2", init() + [up("config_option_update", "s1", configOptions=[]),
+                     rq(1, "session/new", cwd="/p"), ok(1, {"sessionId": "s1"})], "update-before-new"),
+    ("S2", init(caps={"session": {"fork": {}}}) + new() + [
+        up("config_option_update", "f1", configOptions=[]),
+        rq(5, "session/fork", sessionId=SID, cwd="/p"), ok(5, {"sessionId": "f1"})], "update-before-fork"),
+    ("S2", init() + [perm("p1", "s1"), rq(1, "session/new", cwd="/p"), ok(1, {"sessionId": "s1"}),
+                     cans("p1", CANCELLED)], "request-before-new"),
+    ("S2", OPEN + [rq(5, "session/new", cwd="/p"), up("config_option_update", "s2", configOptions=[]),
+                   err(5, -32000)], "new-failed"),
+    ("S2", OPEN + [up("agent_message", "ghost", **MSG)], "never-created"),
+    ("S2", OPEN + [up("agent_message", "s9", **MSG), rq(5, "session/resume", sessionId="s9", cwd="/p"),
+                   st("idle", "s9"), ok(5)], "update-before-resume"),
 ]
 
 
@@ -666,14 +743,80 @@ BAD: list[Any] = [
 def test_each_rule_is_caught(rule: str, steps: list[Step]) -> None:
     checker = run(steps)
     assert checker.rules == {rule}, [str(v) for v in checker.violations]
-    violation = checker.violations[0]
-    assert str(violation).startswith(f"{rule} [{violation.level}]")
-    assert violation.level == ("SHOULD" if rule in SHOULD_RULES else "MUST")
+    for violation in checker.violations:
+        assert violation.level == ("SHOULD" if rule in SHOULD_RULES else "MUST")
+        assert violation.statement == RULES[rule]
+        # "R94 [MUST] <the rule in words>: <what happened>"
+        assert str(violation).startswith(f"{rule} [{violation.level}] {RULES[rule]}: {violation.text}")
 
 
 def test_every_judged_rule_has_a_breaking_transcript() -> None:
     assert {rule for rule, _, _ in BAD} == set(RULES)
     assert set(RULES) >= SHOULD_RULES
+
+
+def _rule_ids_in_checker_code() -> set[str]:
+    """Every rule id literal in checker.py outside the RULES / SHOULD_RULES tables.
+
+    This catches ``_flag("R94", ...)`` as well as ids chosen indirectly (``rule = "R89" if ...``,
+    ``req.expect = ("R26", -32600)``, ``self._expect_null("R10", ...)``).
+    """
+    tree = ast.parse(inspect.getsource(checker_module))
+    ids: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id in ("RULES", "SHOULD_RULES") for t in targets):
+            continue
+        ids |= {n.value for n in ast.walk(node)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and re.fullmatch(r"[RS]\d+", n.value)}
+    return ids
+
+
+def test_every_rule_the_checker_can_flag_is_stated_in_rules() -> None:
+    flagged = _rule_ids_in_checker_code()
+    assert {"R1", "R26", "R89", "R94", "S1", "S2"} <= flagged  # the scan sees direct and indirect ids
+    assert flagged - set(RULES) == set(), "rule ids flagged without a RULES entry"
+    assert set(RULES) - flagged == set(), "RULES entries the checker never flags"
+    assert all(RULES.values())
+
+
+def test_a_rule_without_an_entry_still_reports_readably() -> None:
+    violation = RuleViolation("R999", "something happened")
+    assert str(violation) == "R999 [MUST] something happened" and violation.statement == ""
+    assert RuleViolation("R58", "no stopReason").level == "SHOULD"
+
+
+# -- docs/rules.md --------------------------------------------------------------------------------
+
+RULES_DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
+_ENTRY = re.compile(r"^- \*\*([RS]\d+)\*\* · (MUST|SHOULD|MAY) · ", re.MULTILINE)
+
+
+def _doc_entries() -> list[tuple[str, str, str]]:
+    """(rule id, level, entry text) for each entry of docs/rules.md."""
+    text = RULES_DOC.read_text(encoding="utf-8")
+    starts = list(_ENTRY.finditer(text))
+    return [(m.group(1), m.group(2), text[m.start():starts[i + 1].start() if i + 1 < len(starts) else len(text)])
+            for i, m in enumerate(starts)]
+
+
+def test_rules_doc_states_every_rule_once_with_the_checkers_level() -> None:
+    entries = _doc_entries()
+    ids = [rule for rule, _, _ in entries]
+    assert len(ids) == len(set(ids)), "a rule is stated twice"
+    assert set(RULES) - set(ids) == set(), "docs/rules.md misses rules the checker judges"
+    assert {f"R{n}" for n in range(1, 114)} - set(ids) == set(), "docs/rules.md misses reference rules"
+    levels = {rule: level for rule, level, _ in entries}
+    for rule in RULES:
+        assert levels[rule] == ("SHOULD" if rule in SHOULD_RULES else "MUST"), rule
+
+
+def test_rules_doc_names_modules_that_exist() -> None:
+    package = Path(checker_module.__file__).resolve().parent.parent
+    for rule, _, entry in _doc_entries():
+        for name in re.findall(r"`([a-z_]+\.py)`", entry):
+            assert (package / name).is_file(), f"docs/rules.md, {rule}: no module acp_agent/{name}"
 
 
 # -- API behaviour ------------------------------------------------------------------------------

@@ -3,8 +3,11 @@
 Feed it every message of one connection, in both directions and in wire order
 (:meth:`WireChecker.feed`, or :meth:`WireChecker.feed_transcript` with the entries that
 :class:`~acp_agent.testing.client.Client` records), then call :meth:`WireChecker.finish`.
-Each broken rule of ``ACP-V2-AGENT-REFERENCE.md`` §15 is reported as a
-:class:`RuleViolation` naming the rule (``"R94"``) and quoting the offending messages.
+Each broken rule is reported as a :class:`RuleViolation` whose text reads
+``R94 [MUST] <the rule in words>: <what happened>``, followed by the offending messages.
+Rule ids ``R1``..``R113`` are the reference's (``ACP-V2-AGENT-REFERENCE.md`` §15); ``S1``,
+``S2``, ... are rules this SDK adds where the reference leaves a gap. ``docs/rules.md``
+states every one of them in words.
 By default the first violation is raised; ``WireChecker(raise_on_violation=False)``
 collects them all in :attr:`WireChecker.violations`.
 
@@ -70,6 +73,13 @@ Judged with approximations (details in :data:`RULES`):
 - While a replay (``replayFrom``) is in progress, history is re-sent: tool call transitions
   (R20, R71, R74, R97) are not judged and the last write wins; so are live patches that race
   the replay (an agent update sent before it saw the resume request).
+- S1: after a terminal's ``exitStatus``, a second ``exitStatus`` (or ``null``), a new ``output``,
+  ``command``, ``cwd`` or ``size``, or an output chunk; ``capabilities`` and ``_meta`` may still
+  change. Resume windows re-send history and current state, so they are not judged.
+- S2: a message naming a session id sent before the ``session/new`` / ``session/fork`` request
+  whose answer returns that id (updates while that request is in flight are legal, §5.1), or
+  naming an id that never becomes a session on the connection (judged at finish). Messages
+  before ``initialize`` are R22's; children named before their announcement are R79's.
 
 Not judged (not visible on the wire): R4 (byte interleaving shows up as R1/R2), R5, R14,
 R18, R19 (R44/R67 judge the visible part), R24, R36, R37, R38, R41 (see R42/R44/R45), R43
@@ -186,6 +196,10 @@ RULES: dict[str, str] = {
     "R111": "after a parent's close answer nothing is sent for its child sessions",
     "R112": "a fork never lists entities it copied from its source",
     "R113": "every item of the resume snapshot had an entity update between the resume request and the snapshot",
+    # SDK-level rules: gaps in the reference that this SDK closes (docs/rules.md, "SDK-level rules").
+    "S1": "a terminal reports its exit once: afterwards only capabilities / _meta change and no output follows",
+    "S2": "a session id is named only after the request that creates it arrived, and only for a session "
+          "that comes to exist on the connection",
 }
 
 SHOULD_RULES: frozenset[str] = frozenset({"R44", "R46", "R58", "R67", "R70", "R74", "R80", "R92", "R95", "R100"})
@@ -245,15 +259,21 @@ ItemKey = tuple[str, str]
 
 
 class RuleViolation(AssertionError):
-    """One broken rule: ``rule`` (e.g. ``"R94"``), ``level`` (MUST/SHOULD), the offending ``messages``."""
+    """One broken rule: ``rule`` (e.g. ``"R94"``), its ``level`` (MUST/SHOULD), ``statement``
+    (the rule in words, from :data:`RULES`), ``text`` (what happened) and the offending ``messages``.
 
-    def __init__(self, rule: str, text: str, messages: Sequence[Any] = (), level: str = "MUST") -> None:
+    ``level`` defaults to the rule's own level (SHOULD for :data:`SHOULD_RULES`, else MUST).
+    """
+
+    def __init__(self, rule: str, text: str, messages: Sequence[Any] = (), level: str | None = None) -> None:
         self.rule = rule
         self.text = text
-        self.level = level
+        self.level = level if level is not None else ("SHOULD" if rule in SHOULD_RULES else "MUST")
+        self.statement = RULES.get(rule, "")
         self.messages: list[Any] = list(messages)
         quoted = "".join(f"\n  > {_quote(m)}" for m in self.messages)
-        super().__init__(f"{rule} [{level}] {text}{quoted}")
+        head = f"{rule} [{self.level}] {self.statement}: {text}" if self.statement else f"{rule} [{self.level}] {text}"
+        super().__init__(head + quoted)
 
 
 def _quote(message: Any) -> str:
@@ -433,6 +453,15 @@ class _Session:
 
 
 @dataclass(frozen=True)
+class _Early:
+    """The first agent message naming a session id the client had not learned yet (R79, S2)."""
+
+    index: int
+    message: Any
+    own: bool  # the message is *for* that session (outer ``sessionId``), not just naming it
+
+
+@dataclass(frozen=True)
 class _Answer:
     message: dict[str, Any]
     ok: bool
@@ -474,7 +503,7 @@ class WireChecker:
         self._sessions: dict[str, _Session] = {}
         self._issued: set[str] = set()
         self._known: set[str] = set()
-        self._early: dict[str, Any] = {}
+        self._early: dict[str, _Early] = {}
         self._deleted: set[str] = set()
         self._prompts: list[tuple[_Req, str]] = []
         self._failed_prompts: list[_Req] = []
@@ -557,14 +586,14 @@ class WireChecker:
             self._r100_cancel_after_end(s)
             self._r80_mirror(s)
         self._r101_r103_confirmations()
+        self._s2_never_created()
 
     # -- reporting -----------------------------------------------------------------------
 
     def _flag(self, rule: str, text: str, *messages: Any) -> None:
         if rule in self.ignore:
             return
-        level = "SHOULD" if rule in SHOULD_RULES else "MUST"
-        violation = RuleViolation(rule, text, messages, level)
+        violation = RuleViolation(rule, text, messages)
         self.violations.append(violation)
         if self.raise_on_violation:
             raise violation
@@ -850,13 +879,22 @@ class WireChecker:
         if s.closed and s.resume is None:
             self._flag("R45", f"message for session {sid!r} after its close answer", message)
             return None
-        self._note_early(sid, message)
+        self._note_early(sid, message, own=True)
         s.r95 = None
         return s
 
-    def _note_early(self, sid: Any, message: Any) -> None:
-        if isinstance(sid, str) and sid not in self._known:
-            self._early.setdefault(sid, message)
+    def _note_early(self, sid: Any, message: Any, own: bool = False) -> None:
+        """Remember the first message naming a session id the client has not learned yet.
+
+        The client learns an id from its own request naming it (resume, prompt, ...), from the
+        answer that creates it (new, fork: S2) or from a child's announcing ``subagent_update``
+        (R79); each of those settles the entry. Before ``initialize`` everything is R22's.
+        """
+        if not isinstance(sid, str) or sid in self._known or not self._initialized:
+            return
+        early = self._early.get(sid)
+        if early is None or (own and not early.own):
+            self._early[sid] = _Early(self._n, message, own or (early is not None and early.own))
 
     def _session(self, sid: str) -> _Session:
         s = self._sessions.get(sid)
@@ -1175,12 +1213,19 @@ class WireChecker:
             return None
         self._issued.add(sid)
         self._known.add(sid)
-        self._early.pop(sid, None)
+        self._s2_named_before_request(req, answer, sid)
         s = self._session(sid)
         s.active = True
         if s.state is None:
             s.state = "idle"
         return s
+
+    def _s2_named_before_request(self, req: _Req, answer: _Answer, sid: str) -> None:
+        """S2: the new id was not named before the request that creates it (while it is in flight is fine)."""
+        early = self._early.pop(sid, None)
+        if early is not None and early.own and early.index < req.index:
+            self._flag("S2", f"session {sid!r} was named before the {req.method} request that created it",
+                       early.message, req.message, answer.message)
 
     def _r31_fresh_id(self, req: _Req, answer: _Answer, sid: Any) -> None:
         """R31: a fresh, unique ``sessionId``."""
@@ -1994,14 +2039,17 @@ class WireChecker:
         tid = update.get("terminalId")
         if not isinstance(tid, str):
             return
+        term = s.terminals.get(tid)
         if kind == "terminal_output_chunk":
             self._r75_base64(update.get("data"), message)
+            if term is not None:
+                self._s1_after_exit(s, tid, term, update, message)
             return
-        term = s.terminals.get(tid)
         if term is None:
             term = s.terminals[tid] = _Terminal(self._n)
         if s.resume is not None:
             s.resume.entity_at.setdefault(("terminal", tid), self._n)
+        self._s1_after_exit(s, tid, term, update, message)
         if "exitStatus" in update:
             if isinstance(update["exitStatus"], dict):
                 if not term.exited:
@@ -2018,6 +2066,26 @@ class WireChecker:
             self._r105_output_kept(term, output, message)
             if isinstance(output, dict):
                 self._r75_base64(output.get("data"), message)
+
+    def _s1_after_exit(self, s: _Session, tid: str, term: _Terminal, update: dict[str, Any], message: Any) -> None:
+        """S1: once exited, a terminal reports no second exit, no output and no other change.
+
+        ``capabilities`` (clearing ``cancel``, R100) and ``_meta`` may follow. A resume window
+        re-sends history (replay) and current state (re-announcement), so it is not judged.
+        """
+        if not term.exited or s.resume is not None:
+            return
+        if update.get("sessionUpdate") == "terminal_output_chunk":
+            what = "got an output chunk after its exit"
+        elif "exitStatus" in update:
+            what = ("reported exitStatus a second time" if update["exitStatus"] is not None
+                    else "was un-exited (exitStatus: null) after its exit")
+        else:
+            changed = sorted(set(update) - {"sessionUpdate", "terminalId", "capabilities", "_meta"})
+            if not changed:
+                return
+            what = f"changed {', '.join(changed)} after its exit"
+        self._flag("S1", f"terminal {tid!r} {what}", message)
 
     def _r75_base64(self, data: Any, message: Any) -> None:
         """R75: terminal bytes are base64-encoded (each chunk on its own)."""
@@ -2060,7 +2128,8 @@ class WireChecker:
         """R79: the announcing ``subagent_update`` precedes every message naming the child."""
         early = self._early.pop(cid, None)
         if early is not None:
-            self._flag("R79", f"child {cid!r} was named before its announcing subagent_update", early, message)
+            self._flag("R79", f"child {cid!r} was named before its announcing subagent_update", early.message,
+                       message)
 
     # -- end-of-connection checks -------------------------------------------------------
 
@@ -2105,6 +2174,17 @@ class WireChecker:
         for tid, term in s.terminals.items():
             if term.cancel and term.exited:
                 self._flag("R100", f"{s.id!r}: exited terminal {tid!r} still advertises cancel")
+
+    def _s2_never_created(self) -> None:
+        """S2: every session the agent sent something for came to exist on the connection."""
+        for sid, early in self._early.items():
+            if not early.own:
+                continue
+            if sid in self._known:  # the client referred to it later (a resume, a prompt, ...)
+                self._flag("S2", f"session {sid!r} was named before the client referred to it", early.message)
+            else:
+                self._flag("S2", f"session {sid!r} was named but never became a session on this connection "
+                                 "(a failed session/new or fork?)", early.message)
 
     def _r80_mirror(self, s: _Session) -> None:
         """R80: the parent's ``subagent_update.state`` mirrors the child's own snapshot."""
