@@ -25,7 +25,15 @@ from ..limits import Limits
 from .checker import WireChecker
 from .streams import byte_pipe
 
-__all__ = ["Client", "SessionView", "TranscriptEntry", "connect_agent", "spawn_agent"]
+__all__ = [
+    "Client",
+    "PermissionPolicy",
+    "SessionView",
+    "TranscriptEntry",
+    "allow_first",
+    "connect_agent",
+    "spawn_agent",
+]
 
 Direction = Literal["client->agent", "agent->client"]
 
