@@ -5,8 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import pytest
 
 import acp_agent.testing
+from acp_agent.testing import SchemaValidator, default_schema_path
 
 PUBLIC_NAMES = [
     "RULES",
@@ -25,6 +29,21 @@ PUBLIC_NAMES = [
     "default_schema_path",
     "spawn_agent",
 ]
+
+PACKAGE_DIR = Path(acp_agent.testing.__file__).resolve().parent
+NPM_SCHEMAS = Path(__file__).resolve().parent / "interop/node_modules/@agentclientprotocol/sdk/schema/v2"
+GOOD_CHUNK = {
+    "jsonrpc": "2.0",
+    "method": "session/update",
+    "params": {
+        "sessionId": "sess_1",
+        "update": {
+            "sessionUpdate": "agent_message_chunk",
+            "messageId": "msg_1",
+            "content": {"type": "text", "text": "hello"},
+        },
+    },
+}
 
 
 def run_python(code: str) -> str:
@@ -101,3 +120,33 @@ def test_importing_the_testing_package_is_cheap() -> None:
         """
     )
     assert out.strip() == "True"
+
+
+@pytest.mark.parametrize("unstable", [True, False], ids=["unstable", "stable"])
+def test_schemas_ship_inside_the_package_and_validate(unstable: bool) -> None:
+    path = default_schema_path(unstable=unstable)
+    assert path.is_file()
+    assert path.parent == PACKAGE_DIR / "schemas"  # found next to the code, never in a checkout
+    validator = SchemaValidator(path)
+    assert validator.check(GOOD_CHUNK) == []
+    broken = {**GOOD_CHUNK, "params": {"sessionId": "sess_1", "update": {"sessionUpdate": "agent_message_chunk"}}}
+    assert validator.check(broken) != []
+
+
+def test_default_validator_uses_the_packaged_unstable_schema() -> None:
+    validator = SchemaValidator()
+    assert validator.schema == SchemaValidator(default_schema_path()).schema
+    assert validator.check(GOOD_CHUNK) == []
+    answer = {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 2, "agentCapabilities": {}}}
+    assert any("'info' is a required property" in p for p in validator.check(answer, "initialize"))
+
+
+@pytest.mark.parametrize(("packaged", "npm"), [
+    ("acp-v2-schema.unstable.json", "schema.unstable.json"),
+    ("acp-v2-schema.json", "schema.json"),
+])
+def test_packaged_schemas_equal_the_pinned_npm_package(packaged: str, npm: str) -> None:
+    official = NPM_SCHEMAS / npm
+    if not official.is_file():
+        pytest.skip(f"{official} is missing (run `make test`, which runs `npm ci`)")
+    assert (PACKAGE_DIR / "schemas" / packaged).read_bytes() == official.read_bytes()
