@@ -15,6 +15,7 @@ from acp_agent.testing import SchemaValidator, default_schema_path
 PUBLIC_NAMES = [
     "RULES",
     "SHOULD_RULES",
+    "AgentExitedError",
     "Client",
     "PermissionPolicy",
     "RuleViolation",

@@ -18,13 +18,23 @@ The runtime never imports this package: ``import acp_agent`` leaves it unloaded.
 from __future__ import annotations
 
 from .checker import RULES, SHOULD_RULES, RuleViolation, WireChecker, check_transcript
-from .client import Client, PermissionPolicy, SessionView, TranscriptEntry, allow_first, connect_agent, spawn_agent
+from .client import (
+    AgentExitedError,
+    Client,
+    PermissionPolicy,
+    SessionView,
+    TranscriptEntry,
+    allow_first,
+    connect_agent,
+    spawn_agent,
+)
 from .schema import SchemaValidator, default_schema_path
 from .streams import byte_pipe
 
 __all__ = [
     "RULES",
     "SHOULD_RULES",
+    "AgentExitedError",
     "Client",
     "PermissionPolicy",
     "RuleViolation",
