@@ -10,7 +10,7 @@ import pytest
 
 from acp_agent import Agent, ContentBlock, Session, StopReason
 from acp_agent.session import core_of
-from acp_agent.testing.client import Client
+from acp_agent.testing import Client
 
 from .agents import ScriptedAgent
 
@@ -30,6 +30,19 @@ async def test_acp_client_subprocess(acp_client: Client) -> None:
     sid = await acp_client.new_session("/tmp")
     view = await acp_client.prompt_and_wait(sid, "over pipes")
     assert view.stop_reason == "end_turn"
+
+
+async def test_acp_connect_yields_an_uninitialized_client(acp_connect: Any) -> None:
+    async with acp_connect(ScriptedAgent()) as client:
+        assert client.transcript == []  # nothing sent yet: initialize is the test's to send
+        assert (await client.initialize())["protocolVersion"] == 2
+
+
+@pytest.mark.acp_agent(agent=ScriptedAgent)
+async def test_acp_client_is_already_initialized(acp_client: Client) -> None:
+    request, answer = (entry.message for entry in acp_client.transcript[:2])
+    assert request["method"] == "initialize" and request["params"]["protocolVersion"] == 2
+    assert answer["id"] == request["id"] and answer["result"]["protocolVersion"] == 2
 
 
 async def test_acp_connect_reports_protocol_breakage(acp_connect: Any) -> None:

@@ -3,13 +3,17 @@
 It speaks to an :class:`~acp_agent.Agent` in the same process over in-memory pipes
 (:func:`connect_agent`) or to an agent subprocess over real pipes (:func:`spawn_agent`),
 records every message in both directions in :attr:`Client.transcript`, and keeps the
-client's view of each session (its updates and its latest state).
+client's view of each session (its updates and its latest state). An agent subprocess
+that dies is reported as :class:`AgentExitedError`, with its exit status and stderr tail.
 """
 
 from __future__ import annotations
 
 import base64
+import codecs
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -18,16 +22,29 @@ from typing import Any, Literal
 
 import anyio
 import orjson
-from anyio.abc import ByteReceiveStream, ByteSendStream
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from ..connection import Connection, Method
+from ..errors import ErrorCode, RequestError
 from ..limits import Limits
 from .checker import WireChecker
 from .streams import byte_pipe
 
-__all__ = ["Client", "SessionView", "TranscriptEntry", "connect_agent", "spawn_agent"]
+__all__ = [
+    "AgentExitedError",
+    "Client",
+    "PermissionPolicy",
+    "SessionView",
+    "TranscriptEntry",
+    "allow_first",
+    "connect_agent",
+    "spawn_agent",
+]
 
 Direction = Literal["client->agent", "agent->client"]
+
+STDERR_TAIL_BYTES = 4096
+"""How many trailing bytes of an agent subprocess's stderr :class:`AgentExitedError` quotes (at most)."""
 
 PermissionPolicy = Callable[[dict[str, Any]], dict[str, Any] | None]
 """Given ``session/request_permission`` params, return the result to send (``None``: wait for a hand answer)."""
@@ -136,6 +153,107 @@ def allow_first(params: dict[str, Any]) -> dict[str, Any]:
     return {"outcome": {"outcome": "cancelled"}}
 
 
+class AgentExitedError(RequestError):
+    """The agent subprocess of :func:`spawn_agent` exited while the client still needed it.
+
+    Raised instead of a bare "connection closed" by a client request whose answer never came
+    (``method`` names it) and by :meth:`Client.wait_for` when no more messages can arrive
+    (``method`` is ``None``). It carries the exit status (``returncode``, negative for a signal)
+    and the last :data:`STDERR_TAIL_BYTES` bytes of the agent's stderr (``stderr_tail``). It is a
+    :class:`~acp_agent.errors.RequestError` with code ``-32800``, like the cancellation it replaces.
+    """
+
+    def __init__(self, returncode: int, stderr_tail: str, method: str | None = None) -> None:
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        self.method = method
+        if returncode < 0:
+            try:
+                status = f"was killed by {signal.Signals(-returncode).name}"
+            except ValueError:
+                status = f"was killed by signal {-returncode}"
+        else:
+            status = f"exited with status {returncode}"
+        when = f"before answering {method}" if method is not None else "while the client waited for more messages"
+        tail = f"stderr tail:\n{stderr_tail}" if stderr_tail else "its stderr was empty"
+        super().__init__(ErrorCode.REQUEST_CANCELLED, f"agent process {status} {when}; {tail}")
+
+
+class _AgentProcess:
+    """Watches an agent subprocess: copies its stderr to ours, keeps the tail, notes its exit."""
+
+    def __init__(self, process: Process, client: Client) -> None:
+        self.process = process
+        self.client = client
+        self.exited = anyio.Event()
+        self.stderr_done = anyio.Event()
+        self._tail = bytearray()
+        self._cut = False
+
+    async def pump_stderr(self) -> None:
+        """Forward the agent's stderr to ``sys.stderr`` (where tests capture it), keeping a bounded tail."""
+        stream = self.process.stderr
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        try:
+            if stream is not None:
+                async for chunk in stream:
+                    self._tail += chunk
+                    if len(self._tail) > STDERR_TAIL_BYTES:
+                        del self._tail[:-STDERR_TAIL_BYTES]
+                        self._cut = True
+                    _forward(decoder.decode(chunk))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            _forward(decoder.decode(b"", final=True))
+            self.stderr_done.set()
+            self.client._notify_change()
+
+    async def watch_exit(self) -> None:
+        """Record the exit status as soon as the process ends."""
+        await self.process.wait()
+        self.client.returncode = self.process.returncode
+        self.exited.set()
+        self.client._notify_change()
+
+    def stderr_tail(self) -> str:
+        """The kept end of the agent's stderr, decoded; ``...`` marks where earlier output was dropped."""
+        data = bytes(self._tail)
+        if not self._cut:
+            return data.decode("utf-8", "replace")
+        # Start at a line boundary when there is one, and never inside a UTF-8 character.
+        newline = data.find(b"\n", 0, len(data) - 1)
+        if newline >= 0:
+            return "...\n" + data[newline + 1:].decode("utf-8", "replace")
+        return "..." + data.lstrip(bytes(range(0x80, 0xC0))).decode("utf-8", "replace")
+
+    def gone(self) -> bool:
+        """True when the process exited and every message it wrote has been read."""
+        return self.exited.is_set() and self.client._input_ended
+
+    async def explain(self, method: str | None, timeout: float = 5.0) -> AgentExitedError | None:
+        """The error for a connection that closed under the client, or ``None`` if the agent is still running."""
+        with anyio.move_on_after(timeout):
+            await self.exited.wait()
+        returncode = self.process.returncode
+        if returncode is None:
+            return None
+        with anyio.move_on_after(1.0):  # a grandchild may hold stderr open: quote what arrived
+            await self.stderr_done.wait()
+        return AgentExitedError(returncode, self.stderr_tail(), method)
+
+
+def _forward(text: str) -> None:
+    stream = sys.stderr
+    if not text or stream is None:
+        return
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):  # closed or unusable stderr: the tail is still kept
+        pass
+
+
 class _Tap:
     """Splits a byte stream into JSON lines and records them in the transcript."""
 
@@ -155,6 +273,11 @@ class _Tap:
                     message = {"<unparsed>": line.decode("utf-8", "replace")}
                 self._client._record(self._direction, message)
 
+    def end(self) -> None:
+        """The stream ended: everything it carried has been recorded."""
+        self._client._input_ended = True
+        self._client._notify_change()
+
 
 class _TappedReceive(ByteReceiveStream):
     def __init__(self, inner: ByteReceiveStream, tap: _Tap) -> None:
@@ -162,7 +285,11 @@ class _TappedReceive(ByteReceiveStream):
         self._tap = tap
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        data = await self._inner.receive(max_bytes)
+        try:
+            data = await self._inner.receive(max_bytes)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._tap.end()
+            raise
         self._tap.feed(data)
         return data
 
@@ -222,6 +349,8 @@ class Client:
         self._permission_count = 0
         self.returncode: int | None = None
         """Exit code of an agent subprocess, once it ended (see :func:`spawn_agent`)."""
+        self._agent_process: _AgentProcess | None = None
+        self._input_ended = False
         self._changed = anyio.Event()
         self._clock = anyio.current_time
 
@@ -306,16 +435,36 @@ class Client:
         return view
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-        """Wait until ``predicate()`` holds (checked after every message), or time out."""
+        """Wait until ``predicate()`` holds (checked after every message), or time out.
+
+        Raises :class:`AgentExitedError` when an agent subprocess exited with it still false.
+        """
         with anyio.fail_after(timeout):
             while not predicate():
+                agent = self._agent_process
+                if agent is not None and agent.gone():
+                    exited = await agent.explain(None)
+                    if exited is not None:
+                        raise exited
                 await self._changed.wait()
 
     # -- requests ---------------------------------------------------------------------------
 
     async def request(self, method: str, params: Mapping[str, Any]) -> Any:
-        """Send any request and return its result."""
-        return await self.connection.request(method, params)
+        """Send any request and return its result.
+
+        Raises :class:`AgentExitedError` when an agent subprocess exited before answering.
+        """
+        try:
+            return await self.connection.request(method, params)
+        except RequestError as error:
+            agent = self._agent_process
+            if agent is None or error.code != ErrorCode.REQUEST_CANCELLED or not self.connection.closed:
+                raise
+            exited = await agent.explain(method)
+            if exited is None:
+                raise
+            raise exited from None  # the bare "connection closed" it replaces adds nothing
 
     def notify(self, method: str, params: Mapping[str, Any]) -> None:
         """Send any notification."""
@@ -470,6 +619,12 @@ async def spawn_agent(
 ) -> AsyncIterator[Client]:
     """Launch an agent subprocess and yield a :class:`Client` talking to it over its pipes.
 
+    The agent's stderr is copied to this process's ``sys.stderr`` (so pytest shows it with the
+    test). If the agent exits while a request waits for its answer, that request raises
+    :class:`AgentExitedError` (exit status and stderr tail) rather than a bare cancellation;
+    so does :meth:`Client.wait_for`, and the error leaves this block as itself, not wrapped in
+    an exception group.
+
     On exit the client closes the agent's stdin and waits for the process to end
     (killing it after 10 seconds); its exit code is then in ``client.returncode``.
     ``limits`` cannot reach another process: the agent's own ``run_stdio(agent, limits=...)``
@@ -479,12 +634,15 @@ async def spawn_agent(
         raise TypeError("an agent subprocess sets its own limits (run_stdio(agent, limits=...)); "
                         "limits= applies to connect_agent")
     process = await anyio.open_process(
-        list(command), env={**os.environ, **(env or {})}, stderr=sys.stderr
+        list(command), env={**os.environ, **(env or {})}, stderr=subprocess.PIPE
     )
-    assert process.stdin is not None and process.stdout is not None
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     client = Client(process.stdout, process.stdin, **client_options)
+    watch = client._agent_process = _AgentProcess(process, client)
     try:
         async with anyio.create_task_group() as tg:
+            tg.start_soon(watch.pump_stderr)
+            tg.start_soon(watch.watch_exit)
             tg.start_soon(client.connection.run)
             try:
                 yield client
@@ -497,10 +655,19 @@ async def spawn_agent(
                         process.kill()
                         await process.wait()
                     client.returncode = process.returncode
+                    with anyio.move_on_after(1):  # let its last stderr lines through
+                        await watch.stderr_done.wait()
                     client.connection.close()
                 tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The body's own AgentExitedError (the watcher tasks never fail) reads best unwrapped.
+        if len(group.exceptions) == 1 and isinstance(group.exceptions[0], AgentExitedError):
+            raise group.exceptions[0] from group.exceptions[0].__cause__
+        raise
     finally:
         if process.returncode is None:
             process.kill()
+        with anyio.CancelScope(shield=True):
+            await process.stderr.aclose()
     client.check()
 

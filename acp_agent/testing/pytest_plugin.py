@@ -7,14 +7,21 @@ backend in use):
     A function ``acp_connect(target, **client_options)`` returning an async context
     manager that yields a :class:`~acp_agent.testing.client.Client`: ``target`` is an
     :class:`~acp_agent.Agent` instance (served in-process) or a command line (a list of
-    strings, launched as a subprocess). On exit the transcript is checked by the
-    :class:`~acp_agent.testing.checker.WireChecker` and, when available, against the
-    official schema; any problem fails the test.
+    strings, launched as a subprocess). The client is **not initialized**: the test sends
+    ``await client.initialize(...)`` itself (so it can choose the version and capabilities,
+    or test what happens before or without it). On exit the transcript is checked by the
+    :class:`~acp_agent.testing.checker.WireChecker` and against the official schema that
+    ships with the package; any problem fails the test.
 
 ``acp_client``
-    An initialized client for the target named by ``@pytest.mark.acp_agent(agent=target)``
-    (an agent class or instance, or a command line as a list), checked the same way. (Pass
-    a class as ``agent=``: pytest treats a lone callable argument as the decorated object.)
+    An **initialized** client for the target named by ``@pytest.mark.acp_agent(agent=target)``
+    (an agent class or instance, or a command line as a list): ``initialize`` (protocol
+    version 2, default client info) has already been answered, so the test starts with
+    ``new_session``. Checked the same way. (Pass a class as ``agent=``: pytest treats a lone
+    callable argument as the decorated object.)
+
+A command-line agent that dies makes the waiting request fail with
+:class:`~acp_agent.testing.client.AgentExitedError` (exit status and stderr tail).
 """
 
 from __future__ import annotations
@@ -69,7 +76,11 @@ def _connect(target: Any, **options: Any) -> AbstractAsyncContextManager[Client]
 
 @pytest.fixture
 def acp_connect() -> Callable[..., AbstractAsyncContextManager[Client]]:
-    """Connect a checked client to an agent instance or command line (see the module docs)."""
+    """Connect a checked but *uninitialized* client to an agent instance or command line.
+
+    Use ``async with acp_connect(target, **client_options) as client:`` and call
+    ``await client.initialize()`` first (``acp_client`` does that for you). See the module docs.
+    """
 
     @asynccontextmanager
     async def connect(target: Any, **options: Any) -> AsyncIterator[Client]:
@@ -84,7 +95,11 @@ def acp_connect() -> Callable[..., AbstractAsyncContextManager[Client]]:
 
 @pytest.fixture
 async def acp_client(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
-    """An initialized, checked client for ``@pytest.mark.acp_agent(target)``."""
+    """An *initialized*, checked client for ``@pytest.mark.acp_agent(agent=target)``.
+
+    ``initialize`` has already been answered (protocol version 2): start with ``new_session``.
+    For an uninitialized client, or several connections, use ``acp_connect``.
+    """
     marker = request.node.get_closest_marker("acp_agent")
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     target: Any = marker.args[0] if marker is not None and marker.args else options.pop("agent", None)

@@ -5,14 +5,19 @@ for agent messages, and its params (or, for an answer, its result) against the e
 ``$defs`` entry for that method, found through the schema's ``x-method`` / ``x-side``
 annotations. Answers are matched to the client's requests by id.
 
-Needs the ``jsonschema`` package and a schema file (the test suite uses the one shipped
-in the pinned ``@agentclientprotocol/sdk`` npm package).
+The official schemas ship inside this package (``schemas/acp-v2-schema.json`` and
+``schemas/acp-v2-schema.unstable.json``, byte-identical copies of ``schema/v2/schema.json`` and
+``schema/v2/schema.unstable.json`` from the ``@agentclientprotocol/sdk`` 2.4.0 npm package);
+:func:`default_schema_path` finds them. Needs the ``jsonschema`` package, imported when the first
+:class:`SchemaValidator` is built.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +25,29 @@ from .client import TranscriptEntry
 
 __all__ = ["SchemaValidator", "default_schema_path"]
 
-_REPO = Path(__file__).resolve().parents[2]
+
+def _packaged_schema(unstable: bool) -> Traversable:
+    name = "acp-v2-schema.unstable.json" if unstable else "acp-v2-schema.json"
+    return files(__package__ or "acp_agent.testing").joinpath("schemas", name)
 
 
-def default_schema_path() -> Path:
-    """The official unstable v2 schema from the pinned npm package (``tests/interop``)."""
-    return _REPO / "tests/interop/node_modules/@agentclientprotocol/sdk/schema/v2/schema.unstable.json"
+def default_schema_path(*, unstable: bool = True) -> Path:
+    """The official v2 schema shipped in this package: the unstable one (with draft features) by default.
+
+    ``unstable=False`` gives the stable schema. :class:`SchemaValidator` uses the unstable one,
+    since it describes every feature this SDK speaks (background work, terminals, subagents).
+    """
+    return Path(str(_packaged_schema(unstable)))
 
 
 class SchemaValidator:
-    """Checks agent-to-client messages against one schema file."""
+    """Checks agent-to-client messages against one schema file (default: the packaged unstable v2 schema)."""
 
     def __init__(self, schema_path: str | Path | None = None) -> None:
         from jsonschema import Draft202012Validator
 
-        path = Path(schema_path) if schema_path is not None else default_schema_path()
-        self.schema: dict[str, Any] = json.loads(path.read_text())
+        source = Path(schema_path) if schema_path is not None else _packaged_schema(unstable=True)
+        self.schema: dict[str, Any] = json.loads(source.read_text(encoding="utf-8"))
         self._defs: dict[str, Any] = self.schema["$defs"]
         self._validator_cls = Draft202012Validator
         envelopes = {entry.get("title"): entry for entry in self.schema["anyOf"]}

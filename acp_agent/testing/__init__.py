@@ -1,0 +1,51 @@
+"""Tools for testing an ACP v2 agent: a scripted client, a wire-rule checker and schema validation.
+
+- :class:`Client` drives one agent connection and records every message in both directions
+  (:class:`TranscriptEntry`); :func:`connect_agent` serves an :class:`~acp_agent.Agent` in this
+  process, :func:`spawn_agent` launches an agent command and talks to it over its pipes (an agent
+  process that dies raises :class:`AgentExitedError`, with its exit status and stderr tail).
+- :class:`WireChecker` and :func:`check_transcript` judge a transcript against the protocol's
+  wire rules (:data:`RULES`), reporting each broken rule as a :class:`RuleViolation`.
+- :class:`SchemaValidator` checks agent-sent messages against the official v2 JSON Schema, which
+  ships inside this package (:func:`default_schema_path`); it needs ``jsonschema``, imported only
+  when a validator is built.
+- The pytest plugin (``acp_agent.testing.pytest_plugin``, registered on install) adds the
+  ``acp_client`` and ``acp_connect`` fixtures.
+
+The runtime never imports this package: ``import acp_agent`` leaves it unloaded.
+"""
+
+from __future__ import annotations
+
+from .checker import RULES, SHOULD_RULES, RuleViolation, WireChecker, check_transcript
+from .client import (
+    AgentExitedError,
+    Client,
+    PermissionPolicy,
+    SessionView,
+    TranscriptEntry,
+    allow_first,
+    connect_agent,
+    spawn_agent,
+)
+from .schema import SchemaValidator, default_schema_path
+from .streams import byte_pipe
+
+__all__ = [
+    "RULES",
+    "SHOULD_RULES",
+    "AgentExitedError",
+    "Client",
+    "PermissionPolicy",
+    "RuleViolation",
+    "SchemaValidator",
+    "SessionView",
+    "TranscriptEntry",
+    "WireChecker",
+    "allow_first",
+    "byte_pipe",
+    "check_transcript",
+    "connect_agent",
+    "default_schema_path",
+    "spawn_agent",
+]
