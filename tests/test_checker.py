@@ -432,7 +432,7 @@ EXIT_ONCE: list[Step] = OPEN + [
 # S2 near misses: updates (and agent requests) for a new or forked session may precede its answer once
 # the creating request was sent (§5.1, NewSessionResponse: "updates may arrive before or after"); after
 # the answer they are ordinary. A resume replays before its answer.
-CREATED_FIRST: list[Step] = init(caps={"session": {"fork": {}}}) + [
+BEFORE_THE_ANSWER: list[Step] = init(caps={"session": {"fork": {}}}) + [
     rq(1, "session/new", cwd="/home/user/project"),
     up("available_commands_update", "s1", availableCommands=[{"type": "command", "name": "test", "description": "t"}]),
     up("config_option_update", "s1", configOptions=[]),
@@ -442,6 +442,17 @@ CREATED_FIRST: list[Step] = init(caps={"session": {"fork": {}}}) + [
     up("config_option_update", "s1", configOptions=[]),
     rq(2, "session/fork", sessionId="s1", cwd="/p"),
     up("config_option_update", "f1", configOptions=[]),
+    ok(2, {"sessionId": "f1"}),
+]
+"""Legal by the reference (no MUST broken); this SDK's S3 (a SHOULD) reports each early session."""
+
+CREATED_FIRST: list[Step] = init(caps={"session": {"fork": {}}}) + [
+    rq(1, "session/new", cwd="/home/user/project"),
+    ok(1, {"sessionId": "s1"}),
+    up("config_option_update", "s1", configOptions=[]),
+    st("running", "s1"),
+    st("idle", "s1", stopReason="end_turn"),
+    rq(2, "session/fork", sessionId="s1", cwd="/p"),
     ok(2, {"sessionId": "f1"}),
     up("available_commands_update", "f1", availableCommands=[]),
     rq(3, "session/new", cwd="/p"),
@@ -474,6 +485,12 @@ GOOD = {
 def test_good_transcripts_pass(steps: list[Step]) -> None:
     checker = run(steps)
     assert checker.violations == []
+
+
+def test_updates_before_the_answer_break_only_the_sdk_should() -> None:
+    checker = run(BEFORE_THE_ANSWER)
+    assert [(v.rule, v.level) for v in checker.violations] == [("S3", "SHOULD"), ("S3", "SHOULD")]
+    assert run(BEFORE_THE_ANSWER, ignore=SHOULD_RULES).violations == []
 
 
 # -- one broken transcript per rule -------------------------------------------------------------
@@ -734,6 +751,11 @@ BAD: list[Any] = [
     ("S2", OPEN + [rq(5, "session/new", cwd="/p"), up("config_option_update", "s2", configOptions=[]),
                    err(5, -32000)], "new-failed"),
     ("S2", OPEN + [up("agent_message", "ghost", **MSG)], "never-created"),
+    ("S3", OPEN + [rq(5, "session/new", cwd="/p"), up("config_option_update", "s2", configOptions=[]),
+                   ok(5, {"sessionId": "s2"})], "update-before-new-answer"),
+    ("S3", init(caps={"session": {"fork": {}}}) + new() + [
+        rq(5, "session/fork", sessionId=SID, cwd="/p"), up("config_option_update", "f1", configOptions=[]),
+        ok(5, {"sessionId": "f1"})], "update-before-fork-answer"),
     ("S2", OPEN + [up("agent_message", "s9", **MSG), rq(5, "session/resume", sessionId="s9", cwd="/p"),
                    st("idle", "s9"), ok(5)], "update-before-resume"),
 ]

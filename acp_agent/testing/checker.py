@@ -76,6 +76,9 @@ Judged with approximations (details in :data:`RULES`):
 - S1: after a terminal's ``exitStatus``, a second ``exitStatus`` (or ``null``), a new ``output``,
   ``command``, ``cwd`` or ``size``, or an output chunk; ``capabilities`` and ``_meta`` may still
   change. Resume windows re-send history and current state, so they are not judged.
+- S3 (SHOULD): a message for a new or forked session sent while its ``session/new`` /
+  ``session/fork`` request was in flight, before the answer that names it (legal by the reference,
+  which this SDK holds stricter: acp-agent holds such updates until right after the answer).
 - S2: a message naming a session id sent before the ``session/new`` / ``session/fork`` request
   whose answer returns that id (updates while that request is in flight are legal, §5.1), or
   naming an id that never becomes a session on the connection (judged at finish). Messages
@@ -200,9 +203,13 @@ RULES: dict[str, str] = {
     "S1": "a terminal reports its exit once: afterwards only capabilities / _meta change and no output follows",
     "S2": "a session id is named only after the request that creates it arrived, and only for a session "
           "that comes to exist on the connection",
+    "S3": "nothing for a new or forked session goes out before the answer that gives the client its id "
+          "(the reference allows it; a client cannot place it)",
 }
 
-SHOULD_RULES: frozenset[str] = frozenset({"R44", "R46", "R58", "R67", "R70", "R74", "R80", "R92", "R95", "R100"})
+SHOULD_RULES: frozenset[str] = frozenset({
+    "R44", "R46", "R58", "R67", "R70", "R74", "R80", "R92", "R95", "R100", "S3",
+})
 
 _STATES = frozenset({"running", "requires_action", "idle", "unknown"})
 _STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"})
@@ -1226,6 +1233,9 @@ class WireChecker:
         if early is not None and early.own and early.index < req.index:
             self._flag("S2", f"session {sid!r} was named before the {req.method} request that created it",
                        early.message, req.message, answer.message)
+        elif early is not None and early.own:
+            self._flag("S3", f"session {sid!r} was named before the {req.method} answer that gave its id",
+                       early.message, answer.message)
 
     def _r31_fresh_id(self, req: _Req, answer: _Answer, sid: Any) -> None:
         """R31: a fresh, unique ``sessionId``."""
