@@ -28,6 +28,7 @@ from anyio.abc import TaskGroup
 from .errors import ErrorCode, RequestError, SessionClosedError
 from .ids import new_id
 from .schema import ContentBlock, Error, UserMessage
+from .schema.state import STOP_REASONS, StopReason
 from .sink import SessionSink
 from .state import StatePublisher
 
@@ -35,11 +36,6 @@ __all__ = ["FOREGROUND", "STOP_REASONS", "ForegroundJob", "StopReason", "Turns"]
 
 logger = logging.getLogger(__name__)
 
-StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"] | str
-"""Why foreground work ended (``_``-prefixed custom reasons are allowed)."""
-
-STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"})
-"""The stop reasons ACP v2 defines."""
 
 FOREGROUND: Final[contextvars.ContextVar[Turns | None]] = contextvars.ContextVar("acp_foreground", default=None)
 """The :class:`Turns` whose foreground work the current task is running, if any."""

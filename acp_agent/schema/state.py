@@ -6,7 +6,7 @@ the tag, as ``SubagentUpdate.state`` and ``SessionStatusResponse.state``: those 
 typed :data:`NestedStateUpdate`, which drops it.
 """
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Final, Literal, TypeAlias, get_args
 
 from pydantic import Field, Tag
 
@@ -23,11 +23,13 @@ from .base import (
 from .errors import Error
 
 __all__ = [
+    "STOP_REASONS",
     "BackgroundSubagent",
     "BackgroundTerminal",
     "BackgroundToolCall",
     "BackgroundWork",
     "IdleStateUpdate",
+    "KnownStopReason",
     "NestedStateUpdate",
     "OtherStateUpdate",
     "RequiresActionStateUpdate",
@@ -43,10 +45,14 @@ __all__ = [
 SessionState: TypeAlias = Literal["running", "requires_action", "idle", "unknown"] | str
 """The foreground state of a session (the ``state`` discriminator of a snapshot)."""
 
-StopReason: TypeAlias = (
-    Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"] | str
-)
-"""Why foreground work stopped, reported on the idle snapshot that ends it."""
+KnownStopReason: TypeAlias = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"]
+"""The stop reasons ACP v2 defines (the one list; ``STOP_REASONS`` is its set)."""
+
+StopReason: TypeAlias = KnownStopReason | str
+"""Why foreground work stopped, reported on the idle snapshot that ends it (``_``-prefixed custom ones too)."""
+
+STOP_REASONS: Final[frozenset[str]] = frozenset(get_args(KnownStopReason))
+"""The stop reasons ACP v2 defines, as a set."""
 
 
 # --------------------------------------------------------------------------- background work

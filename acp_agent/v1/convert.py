@@ -11,6 +11,7 @@ import base64
 from collections.abc import Iterable
 from typing import Any, Final
 
+from ..schema.state import STOP_REASONS as V2_STOP_REASONS
 from .messages import Message, obj
 
 __all__ = [
@@ -18,8 +19,8 @@ __all__ = [
     "v1_config_options", "v1_modes", "v1_tool_content",
 ]
 
-STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
-"""The stop reasons v1 knows."""
+STOP_REASONS: Final = V2_STOP_REASONS - {"error"}
+"""The stop reasons v1 knows: v2's without ``error``."""
 
 
 def session_params(params: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
