@@ -27,7 +27,6 @@ from .limits import Limits, ProcessSlots, limit_exceeded
 from .processes import DEFAULT_TERMINATE_GRACE
 from .records import SessionRecord
 from .schema import (
-    ContentBlock,
     IdleStateUpdate,
     RequiresActionStateUpdate,
     RunningStateUpdate,
@@ -72,10 +71,8 @@ class SessionCore:
         self.sink = SessionSink(connection.writer, record.session_id, record.history, hold=hold)
         self.registry = BackgroundRegistry()
         self.state = StatePublisher(self.registry, self.sink, self._mirror if parent is not None else None)
-        self.turns = Turns(record.session_id, self.state, self.sink, run_prompt=self._run_prompt,
-                           end_items=self._end_foreground_items, touched=record.touch)
-        self.prompt_handler: Callable[[list[ContentBlock]], Awaitable[StopReason | None]] | None = None
-        """Runs one inserted prompt (set by the author-facing session)."""
+        self.turns = Turns(record.session_id, self.state, self.sink, end_items=self._end_foreground_items,
+                           touched=record.touch)
         self.on_closed: list[Callable[[], None]] = []
         """Called once the session closed."""
         self._tg: TaskGroup | None = None
@@ -109,10 +106,6 @@ class SessionCore:
             await self.turns.run(tg)
         finally:
             self._stopped.set()
-
-    async def _run_prompt(self, prompt: list[ContentBlock]) -> StopReason | None:
-        assert self.prompt_handler is not None
-        return await self.prompt_handler(prompt)
 
     @property
     def task_group(self) -> TaskGroup:

@@ -9,6 +9,7 @@ session; it lives here because a child is itself a ``Session``.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
@@ -113,16 +114,13 @@ class Session:
         self._core = core
         self._prompt_handler = prompt_handler
         self._index = index
-        core.prompt_handler = self._run_prompt
+        core.turns.run_prompt = functools.partial(prompt_handler, self)
         core.on_closed.append(self._forget)
         self.parent = parent
         """The session that owns this one, for a subagent's child session (else ``None``)."""
         self.mcp_servers: list[Any] = []
         """The MCP servers the client gave this session (``session/new``, ``session/fork``, or the
         latest ``session/resume``, which replaces them): connect to them in your hooks."""
-
-    async def _run_prompt(self, prompt: list[ContentBlock]) -> StopReason | None:
-        return await self._prompt_handler(self, prompt)
 
     def _forget(self) -> None:
         if self._index.get(self.id) is self:

@@ -70,14 +70,14 @@ class Turns:
         state: StatePublisher,
         sink: SessionSink,
         *,
-        run_prompt: Callable[[list[ContentBlock]], Awaitable[StopReason | None]],
         end_items: Callable[[StopReason], Awaitable[None]],
         touched: Callable[[], None],
     ) -> None:
         self._session_id = session_id
         self._state = state
         self._sink = sink
-        self._run_prompt = run_prompt
+        self.run_prompt: Callable[[list[ContentBlock]], Awaitable[StopReason | None]] | None = None
+        """Runs one inserted prompt (the agent's ``prompt`` hook, bound to the session)."""
         self._end_items = end_items
         self._touched = touched
         self._jobs: deque[ForegroundJob] = deque()
@@ -235,8 +235,8 @@ class Turns:
                 try:
                     if job.cancelled:
                         stop = "cancelled"
-                    elif job.prompt is not None:
-                        stop = await self._run_prompt(job.prompt)
+                    elif job.prompt is not None and self.run_prompt is not None:
+                        stop = await self.run_prompt(job.prompt)
                     elif job.run is not None:
                         stop = await job.run()
                 except Exception as exc:
