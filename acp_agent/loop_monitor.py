@@ -74,6 +74,9 @@ _OFF: Final = frozenset({"off", "0", "false", "no", "none", "disable", "disabled
 _MAX_DEPTH: Final = 256
 _MAX_SAMPLES: Final = 64
 _JOIN_TIMEOUT: Final = 1.0
+_BUSY: Final = 0.25
+"""Share of a stretch of time a thread must have computed to count as running, not paused (low: on a
+loaded machine a thread that keeps the GIL gets only part of a core)."""
 _ADVICE: Final = "run blocking code with `await anyio.to_thread.run_sync(...)`"
 
 
@@ -223,6 +226,7 @@ class _Monitor:
         self._episode = math.nan  # the beat the samples belong to
         self._samples: list[_Sample] = []
         self._told_still_blocked = False
+        self._paused = math.nan  # a beat during which the whole process was paused
 
     @classmethod
     def create(cls, threshold: float | None, interval: float | None, still_blocked_after: float | None,
@@ -276,6 +280,10 @@ class _Monitor:
             cpu = time.thread_time() - self._beat_cpu
             with self._lock:
                 samples = list(self._samples) if self._episode == beat else []
+                paused = self._paused == beat
+            if paused:
+                logger.debug("acp: the event loop resumed %.1f s late after the process was paused", late)
+                return
             report = self._judge(late, cpu, samples)
             if report is not None:
                 self._on_block(report)
@@ -288,7 +296,7 @@ class _Monitor:
             first = next(s for s in samples if s.location == ranked[0])
             return BlockReport(late, first.location, first.innermost, tuple(ranked[1:3]), first.stack,
                                len(samples))
-        if cpu >= late / 2:  # busy in a call that kept the GIL, so the thread could not sample it
+        if cpu >= late * _BUSY:  # busy in a call that kept the GIL, so the thread could not sample it
             return BlockReport(late, None)
         logger.debug("acp: the event loop resumed %.1f s late without having run code "
                      "(the process was paused or the machine overloaded)", late)
@@ -298,8 +306,17 @@ class _Monitor:
 
     def _watch(self) -> None:
         wait = self._interval
-        while not self._stop.wait(wait):
+        while True:
+            due, cpu = time.monotonic() + wait, time.process_time()
+            if self._stop.wait(wait):
+                return
             try:
+                late = time.monotonic() - due
+                if late >= self._threshold / 2 and time.process_time() - cpu < late * _BUSY:
+                    # This thread overslept while the process hardly ran: the whole process was
+                    # paused (SIGSTOP, a suspended VM), so the loop's lateness is nobody's fault.
+                    with self._lock:
+                        self._paused = self._beat
                 wait = self._check()
             except Exception:  # never let the thread die over a report
                 logger.debug("acp: event-loop monitor check failed", exc_info=True)
@@ -319,7 +336,8 @@ class _Monitor:
                 self._episode, self._samples, self._told_still_blocked = beat, [], False
             if sample is not None:
                 self._samples.append(sample)
-            tell = age >= self._still_blocked_after and not self._told_still_blocked and bool(self._samples)
+            tell = (age >= self._still_blocked_after and not self._told_still_blocked and bool(self._samples)
+                    and self._paused != beat)
             if tell:
                 self._told_still_blocked = True
                 report = self._judge(age, 0.0, list(self._samples))

@@ -112,6 +112,38 @@ async def test_the_authors_frame_is_named_not_the_library_frame_inside(hook: obj
         assert report.innermost is not None and report.innermost != report.location
 
 
+def backtrack(n: int) -> None:
+    re.match(r"(a+)+$", "a" * n + "b")  # exponential in n, all in C: the GIL is kept throughout
+
+
+@pytest.mark.anyio
+async def test_a_call_that_keeps_the_gil_is_not_taken_for_a_paused_process() -> None:
+    n, took = 16, 0.0
+    while took < 0.05:  # calibrate: each n more doubles the time
+        n += 1
+        start = time.perf_counter()
+        backtrack(n)
+        took = time.perf_counter() - start
+    n += math.ceil(math.log2(1.2 / took))  # about 1.2 s
+
+    async def gil_hook() -> None:
+        backtrack(n)
+
+    reports: list[BlockReport] = []
+    async with monitor_event_loop(threshold=0.3, on_block=reports.append):
+        await anyio.sleep(0.2)
+        start, cpu = time.perf_counter(), time.process_time()
+        await gil_hook()
+        took, cpu = time.perf_counter() - start, time.process_time() - cpu
+        await anyio.sleep(0.3)
+    assert took >= 0.6, took
+    if cpu < took / 2:
+        pytest.skip(f"the machine is too loaded: {cpu:.2f} s of CPU in {took:.2f} s")
+    assert len(reports) == 1, reports
+    assert reports[0].duration >= took / 2
+    assert reports[0].location is None or reports[0].location.function == "backtrack"  # sampled as it returned
+
+
 @pytest.mark.anyio
 async def test_a_loop_that_awaits_gives_no_warning(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger=LOGGER)
@@ -269,11 +301,15 @@ from acp_agent.loop_monitor import monitor_event_loop
 async def slow_hook():
     time.sleep(0.9)
 
+async def short_step():
+    time.sleep(0.1)  # under the threshold; the test stops the process meanwhile (for 1.5 s)
+
 async def main():
     async with monitor_event_loop(0.3):
         await anyio.sleep(0.3)
         print("ready", flush=True)
-        await anyio.sleep(2.5)  # the test stops the process for 1.5 s meanwhile
+        await short_step()
+        await anyio.sleep(2.0)  # idle: the samples taken after the pause show the loop waiting
         await slow_hook()
         await anyio.sleep(0.3)
 
