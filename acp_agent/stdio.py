@@ -27,6 +27,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from .agent import Agent
 from .connection import Connection
 from .limits import Limits, resolve_limits
+from .loop_monitor import watch_event_loop
 from .processes import kill_all_process_groups
 from .runtime import SHUTDOWN_TIMEOUT, AgentRuntime
 from .v1 import negotiating_streams
@@ -154,7 +155,9 @@ async def serve_stdio(
     (default :data:`SHUTDOWN_TIMEOUT`, or the ``ACP_AGENT_SHUTDOWN_TIMEOUT`` environment
     variable) plus :data:`EXIT_MARGIN`: then the process kills whatever it started and
     exits with status 0 even if agent code ignores cancellation or the client stopped
-    reading (see the README, "Shutdown").
+    reading (see the README, "Shutdown"). While it serves, agent code that blocks the event
+    loop for longer than ``ACP_AGENT_BLOCK_WARNING`` seconds (0.5 by default; ``off``
+    disables it) gets a warning on stderr naming the function (:mod:`acp_agent.loop_monitor`).
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
     timeout = _shutdown_timeout(shutdown_timeout)
@@ -179,6 +182,7 @@ async def serve_stdio(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_close_on_signal, connection)
                 tg.start_soon(_enforce_deadline, connection, began, timeout)
+                tg.start_soon(watch_event_loop)  # a warning on stderr when agent code blocks the loop
                 await connection.run()
                 tg.cancel_scope.cancel()
         finally:
