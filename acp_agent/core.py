@@ -68,7 +68,8 @@ class SessionCore:
         """Terminal processes running on the connection (``max_processes``)."""
         self.parent = parent
         self.children: list[SessionCore] = []
-        self.sink = SessionSink(connection.writer, record.session_id, record.history, hold=hold)
+        self.sink: SessionSink = SessionSink(connection.writer, record.session_id, record.history, hold=hold,
+                                             parent=parent.sink if parent is not None else None)
         self.registry = BackgroundRegistry()
         self.state = StatePublisher(self.registry, self.sink, self._mirror if parent is not None else None)
         self.turns = Turns(record.session_id, self.state, self.sink, end_items=self._end_foreground_items,

@@ -8,7 +8,8 @@ replayable history and back-pressure, and it gates the wire:
 
 - after the session closed nothing goes out (``send`` raises, ``resend`` drops);
 - until the client knows the session (the ``session/new`` or ``session/fork`` answer is
-  queued) output is held, in order, and released right after that answer.
+  queued) output is held, in order, and released right after that answer; a child session
+  created meanwhile holds its output in the same queue, so order across them is kept.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ _OUTPUT_TAIL: Final = b'"}}}\n'
 class SessionSink:
     """Frames, records and writes one session's updates (see the module docstring)."""
 
-    __slots__ = ("_held", "_writer", "closed", "history", "prefix", "session_id")
+    __slots__ = ("_held", "_root", "_writer", "closed", "history", "prefix", "session_id")
 
-    def __init__(self, writer: Writer, session_id: str, history: History, *, hold: bool = False) -> None:
+    def __init__(self, writer: Writer, session_id: str, history: History, *, hold: bool = False,
+                 parent: SessionSink | None = None) -> None:
         self._writer = writer
+        self._root: SessionSink = parent._root if parent is not None else self  # where output is held
         self.session_id = session_id
         self.history = history
         """The session's replayable history; everything sent through :meth:`send` is folded in."""
@@ -54,14 +57,14 @@ class SessionSink:
     @property
     def holding(self) -> bool:
         """True until the client was told the session id (output is held until then)."""
-        return self._held is not None
+        return self._root._held is not None
 
     def release(self) -> None:
         """The answer naming the session is queued: send what was held, in order, and stop holding."""
         held, self._held = self._held, None
         if held and not self.closed:
             for data in held:
-                self._writer.send_nowait(data)
+                self._writer.send_nowait(data)  # a child's output held here was queued after its announcement
 
     def check_open(self) -> None:
         """Raise :class:`SessionClosedError` if nothing may be sent any more."""
@@ -69,8 +72,9 @@ class SessionSink:
             raise SessionClosedError(f"session {self.session_id} is closed")
 
     def _write(self, data: bytes) -> None:
-        if self._held is not None:
-            self._held.append(data)
+        held = self._root._held
+        if held is not None:
+            held.append(data)
         else:
             self._writer.send_nowait(data)
 

@@ -454,3 +454,30 @@ async def test_data_and_history_survive_close_resume_and_fork() -> None:
         forked.data["prompts"] = []
         assert resumed.data == {"prompts": ["one"]}
         assert [type(item).__name__ for item in forked.history] == kinds
+
+
+async def test_a_child_spawned_in_new_session_waits_for_the_answer_too() -> None:
+    class Spawner(Agent):
+        name = "spawner"
+
+        async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+            return "end_turn"
+
+        async def new_session(self, session: Session) -> None:
+            sub = await session.spawn_subagent("warm-up")
+
+            async def warm(child: Session) -> StopReason:
+                await child.say("ready")
+                return "end_turn"
+
+            sub.start(warm)
+            await sub.wait_idle()  # the child's whole turn happens before the answer
+
+    async with connect_agent(Spawner()) as client:  # R79 and S3 judged by the client's checker
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        await client.wait_for(lambda: any(m.get("method") == "session/update" and m["params"]["sessionId"] != sid
+                                          for m in client.sent_by_agent()))
+        sent = client.sent_by_agent()
+        answer = _answer_index(client, "session/new")
+        assert all(i > answer for i, m in enumerate(sent) if m.get("method") == "session/update")
