@@ -30,7 +30,7 @@ fuzz: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m pytest tests/test_fuzz.py -s -q -k "live_agent and background" & bg_pid=$$!; \
 	$(BIN)/python -m pytest tests/test_fuzz.py -s -q -k "not live_agent or forking"; rest=$$?; \
 	wait $$echo_pid; echo_rc=$$?; wait $$bg_pid; bg_rc=$$?; \
-	$(BIN)/python tests/fuzz_harness.py $(VENV)/fuzz-stats; total=$$?; \
+	$(BIN)/python tests/helpers/fuzz_harness.py $(VENV)/fuzz-stats; total=$$?; \
 	test $$rest -eq 0 -a $$echo_rc -eq 0 -a $$bg_rc -eq 0 -a $$total -eq 0
 
 $(STAMP): pyproject.toml

@@ -892,7 +892,7 @@ def test_unknown_direction_is_refused() -> None:
 @pytest.mark.anyio
 async def test_real_sdk_conversation_has_no_violations() -> None:
     connect_agent = pytest.importorskip("acp_agent.testing.client").connect_agent
-    from .agents import ScriptedAgent
+    from tests.helpers.agents import ScriptedAgent
 
     async with connect_agent(ScriptedAgent()) as client:
         await client.initialize()

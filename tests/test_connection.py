@@ -11,8 +11,7 @@ from pydantic import BaseModel
 
 from acp_agent.connection import Connection, Method
 from acp_agent.errors import RequestError
-
-from .rawpeer import connected
+from tests.helpers.rawpeer import connected
 
 pytestmark = pytest.mark.anyio
 

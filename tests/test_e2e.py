@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[1]
 ECHO = ROOT / "examples" / "echo_agent.py"
-SCRIPTED = ROOT / "tests" / "scripted_agent.py"
+SCRIPTED = ROOT / "tests" / "helpers" / "scripted_agent.py"
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """Faults: the agent process under signals, end of input, misbehaving agent code and children, a stalled client.
 
-Every test runs an agent as a real subprocess over real pipes (``tests/fault_agent.py``, on the anyio
+Every test runs an agent as a real subprocess over real pipes (``tests/helpers/fault_agent.py``, on the anyio
 backend under test) and checks, after the agent exited: exit status 0, every process group it started
 gone (children and grandchildren), every request answered, and a clean wire (schema, wire rules,
 background-list invariants).
@@ -15,7 +15,6 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -42,7 +41,7 @@ from tests.test_background_e2e import (
 
 pytestmark = pytest.mark.anyio
 
-AGENT = Path(__file__).with_name("fault_agent.py")
+AGENT = ROOT / "tests" / "helpers" / "fault_agent.py"
 
 __all__ = ["validator"]  # the fixture, shared with the background end-to-end tests
 

@@ -20,8 +20,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from acp_agent.connection import MAX_NESTING
 from acp_agent.framing import DEFAULT_MAX_MESSAGE_BYTES
-
-from .fuzz_harness import (
+from tests.helpers.fuzz_harness import (
     AGENTS,
     INVALID_PARAMS,
     INVALID_REQUEST,

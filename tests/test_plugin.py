@@ -11,8 +11,7 @@ import pytest
 from acp_agent import Agent, ContentBlock, Session, StopReason
 from acp_agent.session import core_of
 from acp_agent.testing import Client
-
-from .agents import ScriptedAgent
+from tests.helpers.agents import ScriptedAgent
 
 pytestmark = pytest.mark.anyio
 ECHO = Path(__file__).resolve().parents[1] / "examples" / "echo_agent.py"

@@ -9,8 +9,7 @@ import pytest
 
 from acp_agent import Agent, RequestError
 from acp_agent.testing.client import Client, connect_agent
-
-from .agents import ForkingAgent, ScriptedAgent
+from tests.helpers.agents import ForkingAgent, ScriptedAgent
 
 pytestmark = pytest.mark.anyio
 
@@ -624,8 +623,7 @@ async def _raw_session(agent: Agent) -> Any:
     from acp_agent.stdio import serve
     from acp_agent.testing.checker import A2C, C2A, WireChecker
     from acp_agent.testing.streams import byte_pipe
-
-    from .rawpeer import RawPeer
+    from tests.helpers.rawpeer import RawPeer
 
     class CheckedPeer(RawPeer):
         checker = WireChecker()

@@ -22,8 +22,8 @@ from acp_agent import Session
 from acp_agent.schema import SessionConfigOption, SessionConfigSelectOption
 from acp_agent.testing.client import Client, connect_agent
 from acp_agent.v1 import V1Translator, negotiating_streams
+from tests.helpers.agents import ForkingAgent, ScriptedAgent
 
-from .agents import ForkingAgent, ScriptedAgent
 from .test_interop import NODE_MODULES, AgentTrafficValidator, _load_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))

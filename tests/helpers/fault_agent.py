@@ -27,7 +27,7 @@ from pathlib import Path
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from acp_agent import (
     Agent,
@@ -37,7 +37,7 @@ from acp_agent import (
     ToolCall,
     run_stdio,
 )
-from tests.agents import OPTIONS, text_of
+from tests.helpers.agents import OPTIONS, text_of
 
 
 class FaultAgent(Agent):

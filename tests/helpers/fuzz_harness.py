@@ -37,11 +37,11 @@ from acp_agent.runtime import AgentRuntime
 from acp_agent.testing.schema import SchemaValidator, default_schema_path
 from acp_agent.testing.streams import byte_pipe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AGENTS: dict[str, Path] = {
     "echo": ROOT / "examples" / "echo_agent.py",
     "background": ROOT / "examples" / "background_agent.py",
-    "forking": ROOT / "tests" / "fuzz_forking_agent.py",
+    "forking": ROOT / "tests" / "helpers" / "fuzz_forking_agent.py",
 }
 
 HEALTH_EVERY = int(os.environ.get("ACP_FUZZ_HEALTH_EVERY", "1"))
@@ -75,7 +75,7 @@ def accepted_methods(agent_name: str) -> tuple[set[str], set[str]]:
 
         agent = BackgroundAgent()
     else:
-        from tests.agents import ForkingAgent
+        from tests.helpers.agents import ForkingAgent
 
         agent = ForkingAgent()
     receive_send, receive = byte_pipe()
