@@ -1,4 +1,4 @@
-"""An agent that misbehaves on request, run on stdio by ``tests/test_faults.py``.
+"""An agent that misbehaves on request, run on stdio by ``tests/e2e/test_faults.py``.
 
 The prompt's first word picks the behaviour; everything after it is the argument:
 

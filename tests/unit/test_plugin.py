@@ -14,7 +14,7 @@ from acp_agent.testing import Client
 from tests.helpers.agents import ScriptedAgent
 
 pytestmark = pytest.mark.anyio
-ECHO = Path(__file__).resolve().parents[1] / "examples" / "echo_agent.py"
+ECHO = Path(__file__).resolve().parents[2] / "examples" / "echo_agent.py"
 
 
 @pytest.mark.acp_agent(agent=ScriptedAgent)
@@ -61,7 +61,7 @@ async def test_acp_connect_reports_protocol_breakage(acp_connect: Any) -> None:
             await client.prompt_and_wait(sid, "x")
 
 
-BACKGROUND = Path(__file__).resolve().parents[1] / "examples" / "background_agent.py"
+BACKGROUND = Path(__file__).resolve().parents[2] / "examples" / "background_agent.py"
 
 
 @pytest.mark.acp_agent(agent=[sys.executable, str(BACKGROUND)])

@@ -21,7 +21,7 @@ from acp_agent.testing.schema import SchemaValidator, default_schema_path
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ECHO = ROOT / "examples" / "echo_agent.py"
 SCRIPTED = ROOT / "tests" / "helpers" / "scripted_agent.py"
 

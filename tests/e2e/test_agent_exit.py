@@ -15,7 +15,7 @@ from acp_agent.testing.client import STDERR_TAIL_BYTES
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.anyio
-ECHO = Path(__file__).resolve().parents[1] / "examples" / "echo_agent.py"
+ECHO = Path(__file__).resolve().parents[2] / "examples" / "echo_agent.py"
 
 # Answers initialize, then dies on the first other request (or on a ``_die`` notification).
 DIES_LATER = textwrap.dedent(

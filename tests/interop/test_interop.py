@@ -25,7 +25,7 @@ from acp_agent.testing.checker import WireChecker
 
 pytestmark = pytest.mark.interop
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 INTEROP_DIR = ROOT / "tests" / "interop"
 NODE_MODULES = INTEROP_DIR / "node_modules"
 CLIENT_SCRIPT = INTEROP_DIR / "echo_client.mjs"

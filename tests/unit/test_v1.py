@@ -23,10 +23,9 @@ from acp_agent.schema import SessionConfigOption, SessionConfigSelectOption
 from acp_agent.testing.client import Client, connect_agent
 from acp_agent.v1 import V1Translator, negotiating_streams
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
+from tests.interop.test_interop import NODE_MODULES, AgentTrafficValidator, _load_schema
 
-from .test_interop import NODE_MODULES, AgentTrafficValidator, _load_schema
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from background_agent import BackgroundAgent
 
 pytestmark = pytest.mark.anyio

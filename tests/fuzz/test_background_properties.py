@@ -44,8 +44,7 @@ from acp_agent.session import StopReason
 from acp_agent.terminals import Terminal
 from acp_agent.testing.checker import WireChecker
 from acp_agent.testing.client import Client, connect_agent
-
-from .test_background import order_problems
+from tests.unit.test_background import order_problems
 
 AVOIDED = """
 - background terminals are started with detach=True: without it a terminal started by background

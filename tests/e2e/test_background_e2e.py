@@ -28,7 +28,7 @@ from acp_agent.testing.schema import SchemaValidator, default_schema_path
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "examples" / "background_agent.py"
 FINAL = {"completed", "failed", "cancelled"}
 CANCEL = {"cancel": {}}

@@ -27,7 +27,7 @@ from acp_agent.framing import Writer
 from acp_agent.testing.client import Client, TranscriptEntry
 from acp_agent.testing.schema import SchemaValidator
 from acp_agent.testing.streams import byte_pipe
-from tests.test_background_e2e import (
+from tests.e2e.test_background_e2e import (
     FINAL,
     ROOT,
     group_alive,

@@ -58,7 +58,7 @@ async def test_fork_advertised_only_when_implemented() -> None:  # R28
 async def test_initialize_rejects_old_versions_and_accepts_newer() -> None:  # R23, R24
     async with connect_agent(ScriptedAgent()) as client:
         with pytest.raises(RequestError) as info:
-            await client.initialize(0)  # 1 is served by the v1 bridge (tests/test_v1.py)
+            await client.initialize(0)  # 1 is served by the v1 bridge (tests/unit/test_v1.py)
         assert info.value.code == -32022
         assert info.value.data == {"requested": 0, "supported": [1, 2]}
         # a failed first initialize leaves the connection uninitialized

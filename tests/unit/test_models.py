@@ -213,7 +213,7 @@ from acp_agent.schema import (
 )
 from acp_agent.schema.methods import AGENT_METHODS, CLIENT_METHODS, PROTOCOL_METHODS, MethodSpec
 
-SPEC_DIR = Path(__file__).resolve().parents[2] / "shared" / "spec"
+SPEC_DIR = Path(__file__).resolve().parents[3] / "shared" / "spec"
 REFERENCE_FILE = SPEC_DIR / "ACP-V2-AGENT-REFERENCE.md"
 # The official schema: the shared spec copy, or the byte-identical one in the pinned npm package.
 SCHEMA_FILE = next(
@@ -221,7 +221,7 @@ SCHEMA_FILE = next(
         path
         for path in (
             SPEC_DIR / "acp-v2-schema.unstable.json",
-            Path(__file__).resolve().parent
+            Path(__file__).resolve().parents[1]
             / "interop/node_modules/@agentclientprotocol/sdk/schema/v2/schema.unstable.json",
         )
         if path.exists()

@@ -29,7 +29,7 @@ from acp_agent.testing.schema import SchemaValidator, default_schema_path
 
 pytestmark = pytest.mark.anyio
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "examples" / "background_agent.py"
 OPTIONS = [{"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
            {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}]

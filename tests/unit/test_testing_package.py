@@ -32,7 +32,7 @@ PUBLIC_NAMES = [
 ]
 
 PACKAGE_DIR = Path(acp_agent.testing.__file__).resolve().parent
-NPM_SCHEMAS = Path(__file__).resolve().parent / "interop/node_modules/@agentclientprotocol/sdk/schema/v2"
+NPM_SCHEMAS = Path(__file__).resolve().parents[1] / "interop/node_modules/@agentclientprotocol/sdk/schema/v2"
 GOOD_CHUNK = {
     "jsonrpc": "2.0",
     "method": "session/update",
