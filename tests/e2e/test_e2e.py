@@ -17,20 +17,13 @@ import orjson
 import pytest
 
 from acp_agent.testing.client import Client, spawn_agent
-from acp_agent.testing.schema import SchemaValidator, default_schema_path
+from acp_agent.testing.schema import SchemaValidator
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = ROOT / "examples" / "echo_agent.py"
 SCRIPTED = ROOT / "tests" / "helpers" / "scripted_agent.py"
-
-
-@pytest.fixture(scope="session")
-def validator() -> SchemaValidator:
-    if not default_schema_path().exists():
-        pytest.fail("the official schema is missing: run `make test` (it runs npm ci in tests/interop)")
-    return SchemaValidator()
 
 
 @asynccontextmanager

@@ -27,7 +27,7 @@ from acp_agent.framing import Writer
 from acp_agent.testing.client import Client, TranscriptEntry
 from acp_agent.testing.schema import SchemaValidator
 from acp_agent.testing.streams import byte_pipe
-from tests.e2e.test_background_e2e import (
+from tests.helpers.e2e import (
     FINAL,
     ROOT,
     group_alive,
@@ -35,15 +35,12 @@ from tests.e2e.test_background_e2e import (
     pid_alive,
     terminal_output,
     updates,
-    validator,
     wire_violations,
 )
 
 pytestmark = pytest.mark.anyio
 
 AGENT = ROOT / "tests" / "helpers" / "fault_agent.py"
-
-__all__ = ["validator"]  # the fixture, shared with the background end-to-end tests
 
 
 @dataclass

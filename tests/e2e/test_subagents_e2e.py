@@ -25,7 +25,7 @@ import pytest
 
 from acp_agent.errors import RequestError
 from acp_agent.testing.client import Client, spawn_agent
-from acp_agent.testing.schema import SchemaValidator, default_schema_path
+from acp_agent.testing.schema import SchemaValidator
 
 pytestmark = pytest.mark.anyio
 
@@ -34,13 +34,6 @@ AGENT = ROOT / "examples" / "background_agent.py"
 OPTIONS = [{"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
            {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}]
 Message = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def validator() -> SchemaValidator:
-    if not default_schema_path().exists():
-        pytest.fail("the official schema is missing: run `make test` (it runs npm ci in tests/interop)")
-    return SchemaValidator()
 
 
 @asynccontextmanager

@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 from acp_agent import RequestError, SessionClosedError, ToolCallStateError, processes
 from acp_agent.testing.checker import WireChecker
 from acp_agent.testing.client import Client, connect_agent
-
-from .test_background_properties import PropAgent
+from tests.helpers.properties import PropAgent
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
 

@@ -16,12 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from .test_interop import run_official_client
+from tests.helpers.interop import INTEROP_DIR, ROOT, run_official_client
 
 pytestmark = pytest.mark.interop
 
-ROOT = Path(__file__).resolve().parents[2]
-INTEROP_DIR = ROOT / "tests" / "interop"
 CLIENT_SCRIPT = INTEROP_DIR / "subagent_client.mjs"
 BACKGROUND_AGENT = ROOT / "examples" / "background_agent.py"
 

@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 
-from .test_interop import NODE_MODULES, ROOT, AgentTrafficValidator, _load_schema, read_jsonl
+from tests.helpers.interop import INTEROP_DIR, NODE_MODULES, ROOT, AgentTrafficValidator, load_schema, read_jsonl
 
 pytestmark = pytest.mark.interop
 
-INTEROP_DIR = ROOT / "tests" / "interop"
 V1_SCHEMAS = [NODE_MODULES / "@agentclientprotocol" / "sdk" / "schema" / "v1" / name
               for name in ("schema.unstable.json", "schema.json")]
 AGENTS = {"echo": ROOT / "examples" / "echo_agent.py", "background": ROOT / "examples" / "background_agent.py"}
@@ -32,7 +31,7 @@ def _validate_v1(agent_messages: list[dict[str, Any]], client_messages: list[dic
     for path in V1_SCHEMAS:
         if not path.is_file():
             pytest.fail(f"{path.relative_to(ROOT)} is missing; run `make test` (it runs `npm ci`)")
-        validator = AgentTrafficValidator(_load_schema(path))
+        validator = AgentTrafficValidator(load_schema(path))
         requests = {json.dumps(m["id"]): m["method"] for m in client_messages if "method" in m and "id" in m}
         for message in agent_messages:
             validator.validate(message, requests)

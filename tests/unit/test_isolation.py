@@ -22,8 +22,7 @@ from acp_agent import RequestError, Session, StopReason
 from acp_agent.terminals import command_text
 from acp_agent.testing.client import Client, connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
-
-from .test_background import BgAgent, ForkingBgAgent, assert_clean, flush, is_exit, opened
+from tests.helpers.background import BgAgent, ForkingBgAgent, assert_clean, flush, is_exit, opened
 
 pytestmark = pytest.mark.anyio
 

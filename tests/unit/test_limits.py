@@ -17,8 +17,7 @@ from acp_agent.limits import LIMIT_ERROR_CODE
 from acp_agent.schema import ToolCallUpdate
 from acp_agent.testing.client import Client, connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
-
-from .test_background import BgAgent, ForkingBgAgent, assert_clean, flush, is_exit, items, opened, snapshots
+from tests.helpers.background import BgAgent, ForkingBgAgent, assert_clean, flush, is_exit, items, opened, snapshots
 
 pytestmark = pytest.mark.anyio
 

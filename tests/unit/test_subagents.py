@@ -24,8 +24,7 @@ from acp_agent.session import StopReason, core_of
 from acp_agent.subagents import Subagent
 from acp_agent.testing.checker import RuleViolation, WireChecker
 from acp_agent.testing.client import Client
-
-from .test_background import BgAgent, ForkingBgAgent, opened
+from tests.helpers.background import BgAgent, ForkingBgAgent, opened
 
 pytestmark = pytest.mark.anyio
 
@@ -41,7 +40,7 @@ Message = dict[str, Any]
 # -- a test agent ------------------------------------------------------------------------------
 
 
-# The scenario-driven test agent and `opened` are shared with the background rule tests.
+# The scenario-driven test agent and `opened` of the background rule tests (tests/helpers/background.py).
 SubAgent = BgAgent
 ForkingSubAgent = ForkingBgAgent
 

@@ -23,7 +23,7 @@ from acp_agent.schema import SessionConfigOption, SessionConfigSelectOption
 from acp_agent.testing.client import Client, connect_agent
 from acp_agent.v1 import V1Translator, negotiating_streams
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
-from tests.interop.test_interop import NODE_MODULES, AgentTrafficValidator, _load_schema
+from tests.helpers.interop import NODE_MODULES, AgentTrafficValidator, load_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from background_agent import BackgroundAgent
@@ -54,7 +54,7 @@ def _validate(client: Client) -> None:
     for path in V1_SCHEMAS:
         if not path.is_file():
             pytest.skip("the npm interop packages are missing; `make test` installs them")
-        validator = AgentTrafficValidator(_load_schema(path))
+        validator = AgentTrafficValidator(load_schema(path))
         for message in plain:
             validator.validate(message, requests)
 
