@@ -16,7 +16,7 @@ test: $(STAMP) $(NPM_STAMP)
 	$(BIN)/mypy --strict acp_agent
 	$(BIN)/python -m pytest
 
-# `make fuzz`: the fuzz suite at full size against live agent processes (tests/test_fuzz.py); it prints
+# `make fuzz`: the fuzz suite at full size against live agent processes (tests/fuzz/test_fuzz.py); it prints
 # the counts of inputs sent, crashes, hangs and wrong answers. ACP_FUZZ_EXAMPLES sets the number of
 # generated inputs, ACP_FUZZ_HEALTH_EVERY how often the full session probe runs (a ping otherwise).
 ACP_FUZZ_EXAMPLES ?= 100000
@@ -26,11 +26,11 @@ fuzz: $(STAMP) $(NPM_STAMP)
 	rm -rf $(VENV)/fuzz-stats && mkdir -p $(VENV)/fuzz-stats
 	export ACP_FUZZ_EXAMPLES=$(ACP_FUZZ_EXAMPLES) ACP_FUZZ_HEALTH_EVERY=$(ACP_FUZZ_HEALTH_EVERY) ACP_FUZZ_RANDOM=1 \
 		ACP_FUZZ_STATS_DIR=$(VENV)/fuzz-stats; \
-	$(BIN)/python -m pytest tests/test_fuzz.py -s -q -k "live_agent and echo" & echo_pid=$$!; \
-	$(BIN)/python -m pytest tests/test_fuzz.py -s -q -k "live_agent and background" & bg_pid=$$!; \
-	$(BIN)/python -m pytest tests/test_fuzz.py -s -q -k "not live_agent or forking"; rest=$$?; \
+	$(BIN)/python -m pytest tests/fuzz/test_fuzz.py -s -q -k "live_agent and echo" & echo_pid=$$!; \
+	$(BIN)/python -m pytest tests/fuzz/test_fuzz.py -s -q -k "live_agent and background" & bg_pid=$$!; \
+	$(BIN)/python -m pytest tests/fuzz/test_fuzz.py -s -q -k "not live_agent or forking"; rest=$$?; \
 	wait $$echo_pid; echo_rc=$$?; wait $$bg_pid; bg_rc=$$?; \
-	$(BIN)/python tests/fuzz_harness.py $(VENV)/fuzz-stats; total=$$?; \
+	$(BIN)/python tests/helpers/fuzz_harness.py $(VENV)/fuzz-stats; total=$$?; \
 	test $$rest -eq 0 -a $$echo_rc -eq 0 -a $$bg_rc -eq 0 -a $$total -eq 0
 
 $(STAMP): pyproject.toml
