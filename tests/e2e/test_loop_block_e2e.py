@@ -63,7 +63,7 @@ def _exchange(agent: Path, env: dict[str, str]) -> tuple[list[dict[str, Any]], s
 def test_a_blocking_hook_is_named_on_stderr(tmp_path: Path) -> None:
     agent = tmp_path / "sleepy_agent.py"
     agent.write_text(AGENT)
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     seen, stderr = _exchange(agent, env)
     assert any(m.get("params", {}).get("update", {}).get("stopReason") == "end_turn" for m in seen)
     warnings = [line for line in stderr.splitlines() if "event loop was blocked" in line]
@@ -74,7 +74,7 @@ def test_a_blocking_hook_is_named_on_stderr(tmp_path: Path) -> None:
 def test_the_warning_can_be_turned_off(tmp_path: Path) -> None:
     agent = tmp_path / "sleepy_agent.py"
     agent.write_text(AGENT)
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
            "ACP_AGENT_BLOCK_WARNING": "off"}
     _, stderr = _exchange(agent, env)
     assert "event loop was blocked" not in stderr
