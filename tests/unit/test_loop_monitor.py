@@ -35,7 +35,7 @@ from acp_agent.loop_monitor import (
 )
 from acp_agent.testing.client import connect_agent
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LOGGER = "acp_agent.loop_monitor"
 
 
@@ -85,7 +85,7 @@ async def test_a_blocking_call_gives_one_warning_naming_it(caplog: pytest.LogCap
     records = warnings_of(caplog)
     assert len(records) == 1, [r.getMessage() for r in records]
     message = records[0].getMessage()
-    assert "slow_hook (tests/test_loop_monitor.py:" in message
+    assert "slow_hook (tests/unit/test_loop_monitor.py:" in message
     assert "anyio.to_thread.run_sync" in message
     assert 1.0 <= seconds_in(records[0]) < 5.0
     report = getattr(records[0], "block_report", None)  # the structured report rides on the record
@@ -288,7 +288,7 @@ async def test_an_agent_hook_that_blocks_is_named(
     assert not monitor_threads()
     records = warnings_of(caplog)
     assert len(records) == 1, [r.getMessage() for r in records]
-    assert "in BlockingAgent.prompt (tests/test_loop_monitor.py:" in records[0].getMessage()
+    assert "in BlockingAgent.prompt (tests/unit/test_loop_monitor.py:" in records[0].getMessage()
     assert seconds_in(records[0]) >= 1.0
 
 
