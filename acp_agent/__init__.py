@@ -22,6 +22,8 @@ from .history import HistoryItem
 from .limits import Limits
 from .permissions import PermissionOutcome
 from .schema import (
+    AgentMessage,
+    AgentThought,
     AudioContent,
     AvailableCommand,
     ContentBlock,
@@ -33,6 +35,7 @@ from .schema import (
     SessionConfigOption,
     TextContent,
     ToolCallUpdate,
+    UserMessage,
 )
 from .session import MessageStream, Session, StopReason, Subagent, SubagentResult
 from .stdio import run_stdio, serve, serve_stdio
@@ -42,6 +45,8 @@ from .tool_calls import ToolCall, ToolCallFields
 __all__ = [
     "AcpAgentError",
     "Agent",
+    "AgentMessage",
+    "AgentThought",
     "AudioContent",
     "AvailableCommand",
     "BackgroundRegistry",
@@ -74,6 +79,7 @@ __all__ = [
     "ToolCallFields",
     "ToolCallStateError",
     "ToolCallUpdate",
+    "UserMessage",
     "run_stdio",
     "serve",
     "serve_stdio",

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from .agent import Agent
 from .background import Kind
 from .connection import Connection, Method, Reply, Routes, describe_validation_error
-from .core import SessionCore
+from .core import SessionCore, record_ended
 from .errors import ErrorCode, RequestError
 from .history import History
 from .ids import new_id
@@ -230,6 +230,7 @@ class AgentRuntime:
             available_commands=list(source.available_commands),
             data=dict(source.data),
         )
+        record_ended(record.history, core_of(source).registry.entities.values())  # the fork runs none of it
         session = await self._open(record, request.mcp_servers, new=True)
         try:
             await self.agent.fork_session(source, session)
@@ -511,11 +512,11 @@ def _check_option_value(option: Any, value_type: Any, value: Any) -> None:
     kind = getattr(option, "type", None)
     if kind == "boolean":
         if value_type != "boolean" or not isinstance(value, bool):
-            raise RequestError.invalid_params("this option takes a boolean value")
+            raise RequestError.invalid_params('this option takes a boolean value (type "boolean")')
         return
     if kind == "select":
         if value_type != "id" or not isinstance(value, str):
-            raise RequestError.invalid_params("this option takes a value id")
+            raise RequestError.invalid_params('this option takes a value id (type "id")')
         if value not in set(_select_values(option.options)):
             raise RequestError.invalid_params("value is not one of the option's values", {"value": value})
         return

@@ -36,6 +36,7 @@ from .schema import (
     AvailableCommandsUpdate,
     ConfigOptionUpdate,
     ContentBlock,
+    Error,
     Notice,
     PermissionOption,
     PlanEntry,
@@ -203,7 +204,8 @@ class Session:
 
     @config_options.setter
     def config_options(self, options: Sequence[SessionConfigOption]) -> None:
-        self._core.record.config_options = list(options)
+        # A copy: the SDK sets currentValue on the session's own options, never on a caller's shared object.
+        self._core.record.config_options = [option.model_copy(deep=True) for option in options]
 
     @property
     def available_commands(self) -> list[AvailableCommand]:
@@ -276,15 +278,21 @@ class Session:
     async def update_config_options(self, options: Sequence[SessionConfigOption]) -> None:
         """Replace the session's config options and tell the client (complete list, R51).
 
-        In ``new_session`` / ``fork_session`` just assign :attr:`config_options`: the answer carries them.
+        In ``new_session`` / ``fork_session`` assigning :attr:`config_options` is enough: the answer
+        carries them (called there, this only assigns: the client has not seen the session yet).
         """
         self.config_options = options
-        await self.send(ConfigOptionUpdate(config_options=list(options)))
+        if not self._core.sink.holding:
+            await self.send(ConfigOptionUpdate(config_options=list(self.config_options)))
 
     async def update_available_commands(self, commands: Sequence[AvailableCommand]) -> None:
-        """Replace the session's slash commands and tell the client (complete list, R51)."""
+        """Replace the session's slash commands and tell the client (complete list, R51).
+
+        Like :meth:`update_config_options`, only assigns before the client has seen the session.
+        """
         self.available_commands = commands
-        await self.send(AvailableCommandsUpdate(available_commands=list(commands)))
+        if not self._core.sink.holding:
+            await self.send(AvailableCommandsUpdate(available_commands=list(commands)))
 
     async def update_tool_call(self, tool_call_id: str, **fields: Unpack[ToolCallFields]) -> None:
         """Create or patch a tool call by id; only the fields passed are sent (R71).
@@ -521,6 +529,8 @@ class SubagentResult:
     """The stop reason of the child's last finished foreground work."""
     messages: list[AgentMessage]
     """The agent messages the child sent during that work, in order."""
+    error: Error | None = None
+    """For ``stop_reason == "error"``: the error its idle snapshot carried (code, message, data)."""
 
     @property
     def text(self) -> str:
@@ -584,7 +594,7 @@ class Subagent:
         turns = self.session._core.turns
         messages = [item for item in self.session._core.record.history.replay(turns.last_start)
                     if isinstance(item, AgentMessage)]
-        return SubagentResult(turns.last_stop or "end_turn", messages)
+        return SubagentResult(turns.last_stop or "end_turn", messages, turns.last_error)
 
     def cancel(self) -> None:
         """Cancel the child's current work (the child session stays)."""

@@ -98,6 +98,8 @@ class Turns:
         self.tg: TaskGroup | None = None
         self.last_stop: StopReason | None = None
         """How the last finished job ended."""
+        self.last_error: Error | None = None
+        """The error the last finished job ended with, if any."""
         self.last_start = 0
         """History length when the last job started (what it said comes after)."""
 
@@ -258,7 +260,7 @@ class Turns:
                 await self._end_items(stop or "cancelled")
             if self._cancelled_late:
                 stop, error = "cancelled", None
-            self.last_stop = stop or "end_turn"
+            self.last_stop, self.last_error = stop or "end_turn", error
             self.set_state("idle", self.last_stop, error)
             self.active = False
             self._done.set()

@@ -76,6 +76,10 @@ class SessionView:
     """Each terminal's patched state; ``output`` (a ``bytearray``) holds the decoded bytes received."""
     children: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Each announced child session's patched ``subagent_update`` state."""
+    config_options: list[dict[str, Any]] | None = None
+    """The latest complete config option list (from the session's answer or a ``config_option_update``)."""
+    available_commands: list[dict[str, Any]] | None = None
+    """The latest complete slash command list (from the session's answer or an ``available_commands_update``)."""
 
     @property
     def quiet(self) -> bool:
@@ -89,6 +93,12 @@ class SessionView:
     def cancellable_terminals(self) -> set[str]:
         """Terminals that currently advertise ``capabilities.cancel``."""
         return {i for i, t in self.terminals.items() if _cancellable(t)}
+
+    def _lists(self, fields: dict[str, Any]) -> None:
+        if "configOptions" in fields:
+            self.config_options = fields["configOptions"]
+        if "availableCommands" in fields:
+            self.available_commands = fields["availableCommands"]
 
     def _apply(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
@@ -109,6 +119,8 @@ class SessionView:
             entry["output"] += base64.b64decode(str(update.get("data", "")))  # bytearray: amortized append
         elif kind == "subagent_update":
             _patch(self.children.setdefault(str(update.get("sessionId")), {}), update)
+        elif kind in ("config_option_update", "available_commands_update"):
+            self._lists(update)
 
     def messages(self, kind: str = "agent_message") -> dict[str, str]:
         """Text of each message of ``kind`` (``agent_message``, ``agent_thought``, ``user_message``) by id."""
@@ -481,7 +493,7 @@ class Client:
         """Create a session and return its id."""
         result = await self.request("session/new", {"cwd": cwd or os.getcwd(), **params})
         session_id: str = result["sessionId"]
-        self.view(session_id)
+        self.view(session_id)._lists(result)
         return session_id
 
     async def prompt(self, session_id: str, prompt: str | Sequence[dict[str, Any]]) -> str:
@@ -522,8 +534,18 @@ class Client:
         """``session/fork``; returns the new session's id."""
         result = await self.request("session/fork", {"sessionId": session_id, "cwd": cwd or os.getcwd(), **params})
         fork_id: str = result["sessionId"]
-        self.view(fork_id)
+        self.view(fork_id)._lists(result)
         return fork_id
+
+    async def set_config_option(self, session_id: str, config_id: str, value: str | bool) -> list[dict[str, Any]]:
+        """``session/set_config_option`` (``type`` ``"boolean"`` for a bool, ``"id"`` for a select value);
+        returns the complete option list the agent answered with (also in :attr:`SessionView.config_options`)."""
+        kind = "boolean" if isinstance(value, bool) else "id"
+        result = await self.request("session/set_config_option",
+                                    {"sessionId": session_id, "configId": config_id, "type": kind, "value": value})
+        self.view(session_id)._lists(result)
+        options: list[dict[str, Any]] = result["configOptions"]
+        return options
 
     async def list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
         """Every session ``session/list`` reports (all pages)."""

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+import acp_agent
 from acp_agent import (
     Agent,
     ContentBlock,
@@ -187,7 +188,8 @@ async def test_updates_from_new_session_follow_its_answer() -> None:
     async with connect_agent(EagerAgent()) as client:
         await client.initialize()
         sid = await client.new_session("/tmp")
-        await client.wait_for(lambda: len(client.view(sid).updates) == 2)
+        await client.wait_for(lambda: len(client.view(sid).updates) == 1)  # the notice
+        assert client.view(sid).config_options is not None  # the update call folded into the answer
         sent = client.sent_by_agent()
         answer = _answer_index(client, "session/new")
         first_update = next(i for i, m in enumerate(sent) if m.get("method") == "session/update")
@@ -481,3 +483,93 @@ async def test_a_child_spawned_in_new_session_waits_for_the_answer_too() -> None
         sent = client.sent_by_agent()
         answer = _answer_index(client, "session/new")
         assert all(i > answer for i, m in enumerate(sent) if m.get("method") == "session/update")
+
+
+# -- found by a newcomer trial -------------------------------------------------------------------
+
+
+class Configured(Agent):
+    """Assigns one shared option object to every session, as the README's example does."""
+
+    name = "configured"
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        return "end_turn"
+
+    async def new_session(self, session: Session) -> None:
+        session.config_options = [OPTION]
+        await session.update_config_options([OPTION])  # the common mistake: sends nothing extra now
+
+
+async def test_config_options_are_per_session_and_folded_into_the_answer() -> None:
+    async with connect_agent(Configured()) as client:
+        await client.initialize()
+        first = await client.new_session("/tmp")
+        second = await client.new_session("/tmp")
+        assert client.view(first).config_options is not None
+        options = await client.set_config_option(first, "mode", "code")
+        assert options[0]["currentValue"] == "code"
+        assert client.view(first).config_options == options
+        assert OPTION.current_value == "ask"  # the agent's shared object is untouched
+        fresh = await client.new_session("/tmp")
+        assert client.view(fresh).config_options[0]["currentValue"] == "ask"  # type: ignore[index]
+        # in new_session the update call only assigned: no config_option_update follows the answer
+        assert updates(client, first, "config_option_update") == []
+        assert updates(client, second, "config_option_update") == []
+        with pytest.raises(RequestError, match='type "id"'):
+            await client.request("session/set_config_option",
+                                 {"sessionId": first, "configId": "mode", "type": "boolean", "value": True})
+
+
+async def test_work_stopped_by_close_replays_as_ended_and_a_fork_runs_none_of_it() -> None:
+    agent = Keeper()
+    started = anyio.Event()
+
+    class Worker(Keeper):
+        async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+            self.sessions[session.id] = session
+            tool = await session.start_tool_call("long job", kind="other")
+
+            async def body(t: ToolCall) -> None:
+                started.set()
+                await anyio.sleep_forever()
+
+            tool.run(body)
+            return "end_turn"
+
+    agent = Worker()
+    async with connect_agent(agent) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        await client.prompt_and_wait(sid, "go")
+        with anyio.fail_after(5):
+            await started.wait()
+        fork = await client.fork_session(sid)
+        fork_calls = [i for i in agent.sessions[fork].history if isinstance(i, acp_agent.ToolCallUpdate)]
+        assert [c.status for c in fork_calls] == ["cancelled"]  # copied, not run: never left live
+        await client.close_session(sid)
+        await client.resume_session(sid)
+        calls = [i for i in agent.sessions[sid].history if isinstance(i, acp_agent.ToolCallUpdate)]
+        assert [c.status for c in calls] == ["cancelled"]
+        assert client.view(sid).background == []
+
+
+async def test_a_subagent_result_carries_its_error() -> None:
+    agent = Hooks()
+
+    async def work(session: Session, _: str) -> None:
+        sub = await session.spawn_subagent("helper")
+
+        async def fail(child: Session) -> StopReason:
+            raise RequestError(-32050, "ran out of ideas")
+
+        agent.h["result"] = await sub.run(fail)
+
+    agent.work = work
+    async with connect_agent(agent) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        await client.prompt_and_wait(sid, "go")
+        result = agent.h["result"]
+        assert result.stop_reason == "error"
+        assert result.error is not None and (result.error.code, result.error.message) == (-32050, "ran out of ideas")

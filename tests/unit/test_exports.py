@@ -9,12 +9,12 @@ import acp_agent
 from acp_agent import Session, Subagent, Terminal, ToolCall
 
 EXPORTS = {
-    "AcpAgentError", "Agent", "AudioContent", "AvailableCommand", "BackgroundRegistry", "ContentBlock",
+    "AcpAgentError", "Agent", "AgentMessage", "AgentThought", "AudioContent", "AvailableCommand", "BackgroundRegistry", "ContentBlock",
     "EmbeddedResource", "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent", "LimitExceededError", "Limits",
     "MessageStream", "NotInTurnError", "PermissionOption", "PermissionOutcome", "PlanEntry", "ProcessStartError",
     "RequestError", "ResourceLink", "Session", "SessionClosedError", "SessionConfigOption", "SessionNotOpenError",
     "StopReason", "Subagent", "SubagentResult", "Terminal", "TextContent", "ToolCall", "ToolCallFields",
-    "ToolCallStateError", "ToolCallUpdate", "run_stdio", "serve", "serve_stdio",
+    "ToolCallStateError", "ToolCallUpdate", "UserMessage", "run_stdio", "serve", "serve_stdio",
 }
 
 # What help(Session) shows: the author's API, no runtime internals.
