@@ -9,7 +9,8 @@ import acp_agent
 from acp_agent import Session, Subagent, Terminal, ToolCall
 
 EXPORTS = {
-    "AcpAgentError", "Agent", "AgentMessage", "AgentThought", "AudioContent", "AvailableCommand", "BackgroundRegistry", "ContentBlock",
+    "AcpAgentError", "Agent", "AgentMessage", "AgentThought", "AudioContent", "AvailableCommand", "BackgroundRegistry",
+    "ContentBlock",
     "EmbeddedResource", "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent", "LimitExceededError", "Limits",
     "MessageStream", "NotInTurnError", "PermissionOption", "PermissionOutcome", "PlanEntry", "ProcessStartError",
     "RequestError", "ResourceLink", "Session", "SessionClosedError", "SessionConfigOption", "SessionNotOpenError",
