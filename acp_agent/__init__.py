@@ -6,9 +6,12 @@ The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and e
 """
 
 from .agent import Agent
+from .auth import Login
 from .background import BackgroundRegistry
+from .elicitation import ElicitationResult
 from .errors import (
     AcpAgentError,
+    ElicitationUnsupportedError,
     ErrorCode,
     LimitExceededError,
     NotInTurnError,
@@ -18,13 +21,17 @@ from .errors import (
     SessionNotOpenError,
     ToolCallStateError,
 )
+from .extensions import extension
 from .history import HistoryItem
 from .limits import Limits
+from .peer import ClientPeer
 from .permissions import PermissionOutcome
 from .schema import (
     AgentMessage,
     AgentThought,
     AudioContent,
+    AuthMethodAgent,
+    AuthMethodTerminal,
     AvailableCommand,
     ContentBlock,
     EmbeddedResource,
@@ -33,8 +40,10 @@ from .schema import (
     PlanEntry,
     ResourceLink,
     SessionConfigOption,
+    SystemPrompt,
     TextContent,
     ToolCallUpdate,
+    Usage,
     UserMessage,
 )
 from .session import MessageStream, Session, StopReason, Subagent, SubagentResult
@@ -48,9 +57,14 @@ __all__ = [
     "AgentMessage",
     "AgentThought",
     "AudioContent",
+    "AuthMethodAgent",
+    "AuthMethodTerminal",
     "AvailableCommand",
     "BackgroundRegistry",
+    "ClientPeer",
     "ContentBlock",
+    "ElicitationResult",
+    "ElicitationUnsupportedError",
     "EmbeddedResource",
     "ErrorCode",
     "ExitStatus",
@@ -58,6 +72,7 @@ __all__ = [
     "ImageContent",
     "LimitExceededError",
     "Limits",
+    "Login",
     "MessageStream",
     "NotInTurnError",
     "PermissionOption",
@@ -73,13 +88,16 @@ __all__ = [
     "StopReason",
     "Subagent",
     "SubagentResult",
+    "SystemPrompt",
     "Terminal",
     "TextContent",
     "ToolCall",
     "ToolCallFields",
     "ToolCallStateError",
     "ToolCallUpdate",
+    "Usage",
     "UserMessage",
+    "extension",
     "run_stdio",
     "serve",
     "serve_stdio",

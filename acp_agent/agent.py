@@ -8,17 +8,25 @@ implements it or declares it (R28).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from .auth import Login
+from .errors import RequestError
 from .limits import DEFAULT_LIMITS, Limits
+from .peer import ClientPeer
 from .schema import (
     AgentCapabilities,
+    AuthMethodAgent,
+    AuthMethodTerminal,
+    AuthStatusResponse,
     ContentBlock,
     Implementation,
     InitializeRequest,
     McpCapabilities,
     PromptCapabilities,
     SessionCapabilities,
+    UnknownAuthMethod,
 )
 from .session import Session, StopReason
 
@@ -46,10 +54,18 @@ class Agent:
     mcp_stdio: ClassVar[bool] = False
     mcp_http: ClassVar[bool] = False
     accepts_additional_directories: ClassVar[bool] = False
+    accepts_system_prompt: ClassVar[bool | str] = False
+    """[unstable] ``True`` accepts a client ``systemPrompt`` in ``append`` mode on new/resume/fork
+    (``session.system_prompt``); ``"override"`` accepts ``override`` too."""
     limits: ClassVar[Limits] = DEFAULT_LIMITS
 
+    auth_methods: ClassVar[Sequence[AuthMethodAgent | AuthMethodTerminal | UnknownAuthMethod]] = ()
+    """How a client can log in (``initialize``'s ``authMethods``); implement :meth:`login` with them."""
+    require_login: ClassVar[bool] = False
+    """Answer every session method ``-32000`` until a login succeeded on the connection."""
+
     client: InitializeRequest | None = None
-    """The client's ``initialize`` request (its info and capabilities), once received."""
+    """The latest ``initialize`` request on any connection (prefer ``session.client``, which is per connection)."""
 
     # -- hooks -------------------------------------------------------------------------
 
@@ -64,6 +80,21 @@ class Agent:
         run them with ``await anyio.to_thread.run_sync(...)``.
         """
         raise NotImplementedError("Agent subclasses must implement prompt()")
+
+    async def login(self, login: Login) -> None:
+        """Log the client in with ``login.method_id`` (one of :attr:`auth_methods`); return to accept.
+
+        Raise :class:`~acp_agent.RequestError` to refuse (``RequestError.auth_required()`` or your
+        own code). ``login.ask`` / ``login.ask_url`` ask the user for input scoped to this request.
+        """
+        raise RequestError.auth_required()
+
+    async def logout(self, login: Login) -> None:
+        """Forget the client's credentials (``auth/logout``); sessions then need a new login."""
+
+    async def auth_status(self, client: ClientPeer) -> AuthStatusResponse:
+        """[unstable] The agent's login state (``auth/status``); implementing it advertises ``auth.status``."""
+        raise NotImplementedError
 
     async def initialize(self, request: InitializeRequest) -> None:
         """Called on ``initialize`` before the answer; ``self.client`` is already set."""
@@ -145,7 +176,18 @@ class Agent:
             session["additional_directories"] = {}
         if self.implements("fork_session"):
             session["fork"] = {}
-        return AgentCapabilities(session=SessionCapabilities(**session))
+        if self.accepts_system_prompt:
+            session["system_prompt"] = {"mode": {"override": {}}} if self.accepts_system_prompt == "override" else {}
+        fields: dict[str, Any] = {"session": SessionCapabilities(**session)}
+        if self.implements("auth_status"):
+            fields["auth"] = {"status": {}}
+        return AgentCapabilities(**fields)
+
+    def offered_auth_methods(self, client: InitializeRequest | None) -> list[Any]:
+        """The ``authMethods`` for this client: terminal methods only if it advertised ``auth.terminal``."""
+        terminal_ok = client is not None and client.capabilities.auth is not None and \
+            client.capabilities.auth.terminal is not None
+        return [m for m in self.auth_methods if not isinstance(m, AuthMethodTerminal) or terminal_ok]
 
     def implements(self, hook: str) -> bool:
         """Whether this subclass overrides the named optional hook."""

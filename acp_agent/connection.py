@@ -9,6 +9,7 @@ through the one :class:`~acp_agent.framing.Writer`.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import logging
 import math
@@ -29,7 +30,7 @@ from .errors import ErrorCode, RequestError
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
 
 __all__ = [
-    "CANCEL_REQUEST", "MAX_NESTING", "Connection", "Method", "Reply", "RequestId", "Routes",
+    "CANCEL_REQUEST", "CURRENT_REQUEST", "MAX_NESTING", "Connection", "Method", "Reply", "RequestId", "Routes",
     "describe_validation_error",
 ]
 
@@ -37,6 +38,11 @@ logger = logging.getLogger(__name__)
 
 RequestId = int | str
 """A JSON-RPC request id as ACP allows it: a string or an integer."""
+
+CURRENT_REQUEST: Final[contextvars.ContextVar[RequestId | None]] = contextvars.ContextVar(
+    "acp_current_request", default=None
+)
+"""The id of the incoming request whose handler the current task runs (for request-scoped questions)."""
 
 CANCEL_REQUEST: Final = "$/cancel_request"
 
@@ -395,6 +401,7 @@ class Connection:
         out: _Replies,
     ) -> None:
         answer: dict[str, Any] | None = None
+        CURRENT_REQUEST.set(request_id)  # this task's own context: the handler may ask questions scoped to it
         try:
             with scope:
                 try:

@@ -25,6 +25,7 @@ from .connection import Connection
 from .errors import NotInTurnError, SessionClosedError
 from .history import History
 from .limits import Limits, ProcessSlots, limit_exceeded
+from .peer import ClientPeer
 from .processes import DEFAULT_TERMINATE_GRACE
 from .records import SessionRecord
 from .schema import (
@@ -60,10 +61,13 @@ class SessionCore:
         *,
         limits: Limits,
         processes: ProcessSlots,
+        client: ClientPeer,
         parent: SessionCore | None = None,
         hold: bool = False,
     ) -> None:
         self.connection = connection
+        self.client = client
+        """The client of the connection the session lives on."""
         self.record = record
         self.limits = limits
         self.processes = processes

@@ -10,6 +10,7 @@ from typing import Any
 
 __all__ = [
     "AcpAgentError",
+    "ElicitationUnsupportedError",
     "ErrorCode",
     "LimitExceededError",
     "NotInTurnError",
@@ -142,6 +143,15 @@ class NotInTurnError(AcpAgentError, RuntimeError):
     ``running`` and ``idle``; after the turn ended (from a task, a callback, a tool call's
     body) wrap the talking in foreground work of its own:
     ``session.start_foreground(work)``, where ``work`` says what it has to say.
+    """
+
+
+class ElicitationUnsupportedError(AcpAgentError, RuntimeError):
+    """The client did not advertise the elicitation mode asked for (``form`` or ``url``).
+
+    Nothing was sent. Check ``session.client.accepts_forms`` / ``accepts_urls`` first and fall
+    back to something else (a permission request, a message); never fall back from a URL flow
+    to a form for a secret.
     """
 
 

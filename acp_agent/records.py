@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .history import History
-from .schema import AvailableCommand, SessionConfigOption
+from .schema import AvailableCommand, SessionConfigOption, SystemPrompt
 
 __all__ = ["SessionRecord", "now_text"]
 
@@ -31,6 +31,10 @@ class SessionRecord:
     available_commands: list[AvailableCommand] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     """The author's ``Session.data``."""
+    meta: dict[str, Any] | None = None
+    """The ``_meta`` of the latest ``session/new``, ``session/resume`` or ``session/fork`` for the session."""
+    system_prompt: SystemPrompt | None = None
+    """[unstable] The client's system prompt for the session, if it gave one."""
 
     def touch(self) -> None:
         """Note activity now (``updatedAt``)."""

@@ -21,15 +21,20 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import ValidationError
 
 from .agent import Agent
+from .auth import Login
 from .background import Kind
 from .connection import Connection, Method, Reply, Routes, describe_validation_error
 from .core import SessionCore, record_ended
 from .errors import ErrorCode, RequestError
+from .extensions import extensions_of
 from .history import History
 from .ids import new_id
 from .limits import Limits, ProcessSlots, limit_error
+from .peer import ClientPeer
 from .records import SessionRecord
 from .schema import (
+    AuthStatusRequest,
+    AuthStatusResponse,
     CancelSessionNotification,
     CancelTerminalRequest,
     CancelToolCallRequest,
@@ -44,6 +49,8 @@ from .schema import (
     InitializeResponse,
     ListSessionsRequest,
     ListSessionsResponse,
+    LoginAuthRequest,
+    LogoutAuthRequest,
     NewSessionRequest,
     NewSessionResponse,
     PromptRequest,
@@ -54,6 +61,7 @@ from .schema import (
     SessionInfo,
     SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse,
+    SystemPrompt,
 )
 from .session import Session, core_of
 from .subagents import CHILD_MUTATION_REFUSED, child_cancellable
@@ -66,6 +74,8 @@ logger = logging.getLogger(__name__)
 PROTOCOL_VERSION: Final = 2
 SUPPORTED_VERSIONS: Final = [2]
 LIST_PAGE_SIZE: Final = 50
+_GATED: Final = ("session/", "tool_call/", "terminal/")
+"""Methods a login gates (:attr:`Agent.require_login`)."""
 SHUTDOWN_TIMEOUT: Final = 5.0
 """Default seconds the end of the connection (EOF, SIGTERM, SIGINT) waits for agent code and
 processes to stop before it kills what is left and reports it ended (``ACP_AGENT_SHUTDOWN_TIMEOUT``)."""
@@ -86,6 +96,10 @@ class AgentRuntime:
         self.connection = Connection(receive, send, self._routes(),
                                      max_message_bytes=self.limits.max_message_bytes)
         """The connection this runtime serves."""
+        self.client = ClientPeer(self.connection)
+        """The client of this connection."""
+        self.logged_in = False
+        """Whether a login succeeded on this connection (see :attr:`Agent.require_login`)."""
         self.processes = ProcessSlots(self.limits.max_processes)
         """Terminal processes running on this connection (``max_processes``)."""
         self._opening = 0  # sessions being opened (counted against max_sessions)
@@ -116,7 +130,36 @@ class AgentRuntime:
         if self.agent.implements("fork_session"):
             requests["session/fork"] = Method(self._fork, ForkSessionRequest)
         notifications = {"session/cancel": Method(None, CancelSessionNotification, prepare=self._cancel)}
+        if self.agent.auth_methods:
+            requests["auth/login"] = Method(self._login, LoginAuthRequest)
+            requests["auth/logout"] = Method(self._logout, LogoutAuthRequest)
+        if self.agent.implements("auth_status"):
+            requests["auth/status"] = Method(self._auth_status, AuthStatusRequest)
+        for ext in extensions_of(self.agent):
+            table = notifications if ext.notification else requests
+            table[ext.method] = Method(partial(self._extension, ext.attribute), ext.params)
         return Routes(requests, notifications, guard=self._guard, on_close=[self.close_all])
+
+    async def _extension(self, attribute: str, params: Any) -> Any:
+        return await getattr(self.agent, attribute)(params, self.client)
+
+    # -- authentication ----------------------------------------------------------------------
+
+    async def _login(self, request: LoginAuthRequest) -> dict[str, Any]:
+        ids = {m.method_id for m in self.agent.offered_auth_methods(self.client.initialize)}
+        if request.method_id not in ids:
+            raise RequestError.invalid_params("unknown methodId", {"methodId": request.method_id})
+        await self.agent.login(Login(self.client, request.method_id, request.meta))
+        self.logged_in = True
+        return {}
+
+    async def _logout(self, request: LogoutAuthRequest) -> dict[str, Any]:
+        await self.agent.logout(Login(self.client, None, request.meta))
+        self.logged_in = False
+        return {}
+
+    async def _auth_status(self, request: AuthStatusRequest) -> AuthStatusResponse:
+        return await self.agent.auth_status(self.client)
 
     # -- initialization (R21-R28) --------------------------------------------------------
 
@@ -132,6 +175,8 @@ class AgentRuntime:
             raise RequestError.invalid_request("the connection is not initialized")
         if is_request:
             self._other_request_seen = True
+        if self.agent.require_login and not self.logged_in and method.startswith(_GATED):
+            raise RequestError.auth_required()  # no hook runs before a login (notifications: dropped)
 
     async def _initialize(self, request: InitializeRequest) -> InitializeResponse:
         requested = request.protocol_version
@@ -141,15 +186,21 @@ class AgentRuntime:
             raise RequestError.invalid_request("initialize may not lower the protocol version")
         self._initializing = True
         try:
+            self.client.initialize = request
             self.agent.client = request
             await self.agent.initialize(request)
         finally:
             self._initializing = False
         self.protocol_version = PROTOCOL_VERSION
+        fields: dict[str, Any] = {}
+        methods = self.agent.offered_auth_methods(request)
+        if methods:
+            fields["auth_methods"] = methods
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             info=self.agent.info(),
             capabilities=self.agent.capabilities(),
+            **fields,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -179,6 +230,20 @@ class AgentRuntime:
                 raise RequestError.invalid_params("duplicate MCP server name", {"name": name})
             names.add(str(name))
 
+    def _check_system_prompt(self, system_prompt: SystemPrompt | None) -> SystemPrompt | None:
+        """[unstable] A client system prompt this agent can apply, or ``-32602`` before anything changes."""
+        if system_prompt is None:
+            return None
+        accepts = self.agent.accepts_system_prompt
+        modes = {"append", "override"} if accepts == "override" else {"append"} if accepts else set()
+        if system_prompt.mode not in modes:
+            raise RequestError.invalid_params(f"systemPrompt mode {system_prompt.mode!r} is not supported")
+        for block in system_prompt.content:
+            block_type = str(getattr(block, "type", ""))
+            if not self.agent.accepts_block(block_type):
+                raise RequestError.invalid_params(f"systemPrompt content type {block_type!r} is not accepted")
+        return system_prompt
+
     def _check_session_room(self) -> None:
         """Refuse a request that would open one session more than ``max_sessions`` allows."""
         limit = self.limits.max_sessions
@@ -194,7 +259,8 @@ class AgentRuntime:
     async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False) -> Session:
         """Make a session live; with ``new``, its output is held until the answer that names it."""
         self._check_session_room()
-        core = SessionCore(self.connection, record, limits=self.limits, processes=self.processes, hold=new)
+        core = SessionCore(self.connection, record, limits=self.limits, processes=self.processes,
+                           client=self.client, hold=new)
         session = Session(core, prompt_handler=self.agent.prompt, index=self.sessions)
         session.mcp_servers = list(mcp_servers or [])
         self._opening += 1
@@ -208,7 +274,8 @@ class AgentRuntime:
 
     async def _new_session(self, request: NewSessionRequest) -> Reply:
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
-        record = self._new_record(request.cwd, request.additional_directories)
+        record = self._new_record(request.cwd, request.additional_directories, meta=request.meta,
+                                  system_prompt=self._check_system_prompt(request.system_prompt))
         session = await self._open(record, request.mcp_servers, new=True)
         try:
             await self.agent.new_session(session)
@@ -229,6 +296,8 @@ class AgentRuntime:
             config_options=[o.model_copy(deep=True) for o in source.config_options],
             available_commands=list(source.available_commands),
             data=dict(source.data),
+            meta=request.meta,
+            system_prompt=self._check_system_prompt(request.system_prompt),
         )
         record_ended(record.history, core_of(source).registry.entities.values())  # the fork runs none of it
         session = await self._open(record, request.mcp_servers, new=True)
@@ -250,8 +319,10 @@ class AgentRuntime:
         session = self.sessions.get(request.session_id)
         if session is None:
             self._check_session_room()  # before anything changes
+        system_prompt = self._check_system_prompt(request.system_prompt)
         record.cwd = request.cwd
         record.additional_directories = list(request.additional_directories or [])
+        record.meta, record.system_prompt = request.meta, system_prompt
         if session is None:
             session = await self._open(record, request.mcp_servers)
             await self.agent.resume_session(session)
@@ -355,7 +426,7 @@ class AgentRuntime:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
         core = core_of(self._active(request.session_id))
         self._check_prompt(request.prompt)
-        job = core.turns.enqueue_prompt(list(request.prompt))
+        job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes
             # it once the answer is queued (R52, R53).

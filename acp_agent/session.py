@@ -21,9 +21,13 @@ from pydantic import BaseModel
 
 from .background import BackgroundRegistry, Entity
 from .core import SessionCore
+from .elicitation import ElicitationResult, ask_form, ask_url
+from .elicitation import complete as complete_elicitation
+from .errors import NotInTurnError
 from .history import HistoryItem
 from .ids import new_id
 from .limits import Limits
+from .peer import ClientPeer
 from .permissions import PermissionOutcome, request_permission
 from .processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL
 from .records import SessionRecord
@@ -48,9 +52,11 @@ from .schema import (
     SessionMessage,
     SubagentSessionCapabilities,
     SubagentUpdate,
+    SystemPrompt,
     TextContent,
     ToolCallContentChunk,
     ToolCallUpdate,
+    Usage,
     UsageUpdate,
 )
 from .state import ForegroundState
@@ -148,6 +154,30 @@ class Session:
         return self._core.record.additional_directories
 
     @property
+    def client(self) -> ClientPeer:
+        """The client of this session's connection: its info and capabilities (from *its*
+        ``initialize``), and its extension methods (``await session.client.request("_vendor/x", {...})``)."""
+        return self._core.client
+
+    @property
+    def meta(self) -> dict[str, Any] | None:
+        """The ``_meta`` of the latest ``session/new``, ``session/resume`` or ``session/fork`` for this session."""
+        return self._core.record.meta
+
+    @property
+    def prompt_meta(self) -> dict[str, Any] | None:
+        """During a prompt turn: the ``_meta`` of its ``session/prompt`` (content blocks keep their own ``meta``)."""
+        return self._core.turns.prompt_meta
+
+    @property
+    def system_prompt(self) -> SystemPrompt | None:
+        """[unstable] The client's system prompt for this session (``mode``, ``content``), if it gave one.
+
+        Sent only when the agent declares ``accepts_system_prompt``; fold it into the model's instructions.
+        """
+        return self._core.record.system_prompt
+
+    @property
     def limits(self) -> Limits:
         """The connection's :class:`~acp_agent.Limits` (read-only)."""
         return self._core.limits
@@ -228,19 +258,21 @@ class Session:
             self._core.check_may_talk()
         await self._core.send(update)
 
-    async def say(self, content: str | Sequence[ContentBlock], *, message_id: str | None = None) -> str:
-        """Send a complete agent message; returns its ``messageId``.
+    async def say(self, content: str | Sequence[ContentBlock], *, message_id: str | None = None,
+                  meta: dict[str, Any] | None = None) -> str:
+        """Send a complete agent message (``meta``: its ``_meta``); returns its ``messageId``.
 
         Raises :class:`~acp_agent.errors.NotInTurnError` (nothing sent) while the session is ``idle``.
         """
         message_id = message_id or new_id("msg")
-        await self.send(AgentMessage(message_id=message_id, content=_blocks(content)))
+        await self.send(AgentMessage(message_id=message_id, content=_blocks(content), **_meta(meta)))
         return message_id
 
-    async def think(self, content: str | Sequence[ContentBlock], *, message_id: str | None = None) -> str:
+    async def think(self, content: str | Sequence[ContentBlock], *, message_id: str | None = None,
+                    meta: dict[str, Any] | None = None) -> str:
         """Send a complete agent thought; returns its ``messageId`` (only during foreground work, like :meth:`say`)."""
         message_id = message_id or new_id("thought")
-        await self.send(AgentThought(message_id=message_id, content=_blocks(content)))
+        await self.send(AgentThought(message_id=message_id, content=_blocks(content), **_meta(meta)))
         return message_id
 
     def message(self, *, message_id: str | None = None) -> MessageStream:
@@ -251,17 +283,19 @@ class Session:
         """Start an agent thought streamed in chunks."""
         return MessageStream(self._core, thought=True, message_id=message_id)
 
-    async def plan(self, entries: Sequence[PlanEntry], *, plan_id: str = "plan") -> None:
+    async def plan(self, entries: Sequence[PlanEntry], *, plan_id: str = "plan", meta: dict[str, Any] | None = None
+                   ) -> None:
         """Send the complete entry list of a plan (R76)."""
-        await self.send(PlanUpdate(plan=PlanItems(plan_id=plan_id, entries=list(entries))))
+        await self.send(PlanUpdate(plan=PlanItems(plan_id=plan_id, entries=list(entries)), **_meta(meta)))
 
     async def usage(self, used: int, size: int, **fields: Any) -> None:
         """Report context-window usage (``cost`` may be passed as a keyword)."""
         await self.send(UsageUpdate(used=used, size=size, **fields))
 
-    async def notice(self, title: str, *, severity: str = "info", description: str | None = None) -> None:
+    async def notice(self, title: str, *, severity: str = "info", description: str | None = None,
+                     meta: dict[str, Any] | None = None) -> None:
         """Show a live, fire-and-forget notice (never needed for correctness, R78)."""
-        fields: dict[str, Any] = {"severity": severity, "title": title}
+        fields: dict[str, Any] = {"severity": severity, "title": title, **_meta(meta)}
         if description is not None:
             fields["description"] = description
         await self.send(Notice(**fields))
@@ -326,6 +360,45 @@ class Session:
         ``Terminal.request_permission``): the state does not change (R61).
         """
         return await request_permission(self._core, title, options, subject=subject, description=description)
+
+    async def ask(self, message: str, schema: Mapping[str, Any], *, tool_call: ToolCall | None = None
+                  ) -> ElicitationResult:
+        """Ask the user to fill in a form (``elicitation/create``, form mode); returns the typed answer.
+
+        ``schema`` is a flat object schema (``{"type": "object", "properties": {...}, "required": [...]}``).
+        Accepted content is checked against it (content that does not fit reads as ``cancel``, with
+        ``result.problem`` saying why). Like :meth:`request_permission`: from foreground work the
+        session is ``requires_action`` while the question waits and ``session/cancel`` withdraws it;
+        with ``tool_call`` the question names that tool call, and for a listed (background) tool call
+        it is owned by that work instead. Never ask for a secret in a form: use :meth:`ask_url`.
+        Raises :class:`~acp_agent.elicitation.ElicitationUnsupportedError` (nothing sent) if the
+        client did not advertise forms.
+        """
+        owner = _owner(tool_call)
+        return await ask_form(self._core, self._core.client, message, schema,
+                              tool_call_id=tool_call.id if tool_call is not None else None, **owner)
+
+    async def ask_url(self, message: str, url: str, *, elicitation_id: str | None = None,
+                      tool_call: ToolCall | None = None) -> ElicitationResult:
+        """Send the user to ``url`` out of band (sign-in, a secret); returns whether they agreed to go.
+
+        ``accept`` means only that the user opened the flow: finish it on your side, then call
+        :meth:`complete_elicitation` with the same ``elicitation_id`` (one is made up if not given;
+        pass your own to recognise the flow when it completes). State and ownership as for :meth:`ask`.
+        """
+        owner = _owner(tool_call)
+        return await ask_url(self._core, self._core.client, message, url, elicitation_id=elicitation_id,
+                             tool_call_id=tool_call.id if tool_call is not None else None, **owner)
+
+    def complete_elicitation(self, elicitation_id: str) -> None:
+        """Tell the client the URL flow ``elicitation_id`` finished (``elicitation/complete``)."""
+        complete_elicitation(self._core.client, elicitation_id)
+
+    def set_turn_usage(self, usage: Usage) -> None:
+        """[unstable] Report the current foreground work's token usage: it goes on the idle that ends it."""
+        if not self._core.turns.in_foreground():
+            raise NotInTurnError("turn usage belongs to foreground work; call it from the turn it describes")
+        self._core.turns.usage = usage
 
     # -- tool calls, terminals, scheduled work, children ------------------------------------
 
@@ -461,7 +534,8 @@ class Session:
         core = self._core
         record = SessionRecord(session_id=new_id("sess"), cwd=self.cwd,
                                additional_directories=list(self.additional_directories))
-        child_core = SessionCore(core.connection, record, limits=core.limits, processes=core.processes, parent=core)
+        child_core = SessionCore(core.connection, record, limits=core.limits, processes=core.processes,
+                                 client=core.client, parent=core)
         child = Session(child_core, prompt_handler=self._prompt_handler, index=self._index, parent=self)
         announce: dict[str, Any] = {"session_id": child.id, "title": title,
                                     "state": child_core.state.snapshot("idle")}
@@ -632,6 +706,17 @@ def core_of(session: Session) -> SessionCore:
 
 
 _TALK = (AgentMessage, AgentThought, AgentMessageChunk, AgentThoughtChunk)
+
+
+def _owner(tool_call: ToolCall | None) -> dict[str, Any]:
+    """Who owns a question asked for a tool call: listed work owns it (R107), else the asking task."""
+    if tool_call is None:
+        return {}
+    return {"on_behalf_of": tool_call._entity, "scopes": tool_call._request_scopes}
+
+
+def _meta(meta: dict[str, Any] | None) -> dict[str, Any]:
+    return {"meta": meta} if meta is not None else {}
 
 
 def _blocks(content: str | Sequence[ContentBlock]) -> list[ContentBlock]:

@@ -19,7 +19,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel
 
 from .background import BackgroundRegistry
-from .schema import Error, IdleStateUpdate, RequiresActionStateUpdate, RunningStateUpdate
+from .schema import Error, IdleStateUpdate, RequiresActionStateUpdate, RunningStateUpdate, Usage
 from .sink import SessionSink
 
 __all__ = ["BATCHING", "ForegroundState", "StatePublisher"]
@@ -52,8 +52,8 @@ class StatePublisher:
         self._last_version = -1  # registry version of the last snapshot sent
         self._dirty = False
 
-    def snapshot(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None
-                 ) -> BaseModel:
+    def snapshot(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None,
+                 usage: Usage | None = None) -> BaseModel:
         """Build a snapshot of ``state`` with the current list (and note the list as sent)."""
         listing = self._registry.listing()
         self._last_version = self._registry.version
@@ -67,12 +67,15 @@ class StatePublisher:
             fields["stop_reason"] = stop_reason
         if error is not None:
             fields["error"] = error
+        if usage is not None:
+            fields["usage"] = usage  # only on the idle that ends work, never on a repeat (R62)
         return IdleStateUpdate(**fields)
 
-    def set(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None) -> None:
+    def set(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None,
+            usage: Usage | None = None) -> None:
         """Record and report a foreground transition."""
         self.state = state
-        self._publish(self.snapshot(state, stop_reason, error))
+        self._publish(self.snapshot(state, stop_reason, error, usage))
 
     def repeat(self) -> None:
         """Re-send the current state without a stop reason (R62: not a new completion)."""

@@ -27,7 +27,7 @@ from anyio.abc import TaskGroup
 
 from .errors import ErrorCode, RequestError, SessionClosedError
 from .ids import new_id
-from .schema import ContentBlock, Error, UserMessage
+from .schema import ContentBlock, Error, Usage, UserMessage
 from .schema.state import STOP_REASONS, StopReason
 from .sink import SessionSink
 from .state import StatePublisher
@@ -49,6 +49,7 @@ class ForegroundJob:
 
     run: Work | None = None
     prompt: list[ContentBlock] | None = None
+    meta: dict[str, Any] | None = None  # the prompt request's _meta
     inserted: anyio.Event = field(default_factory=anyio.Event)
     answered: anyio.Event = field(default_factory=anyio.Event)
     rejected: RequestError | None = None
@@ -100,6 +101,10 @@ class Turns:
         """How the last finished job ended."""
         self.last_error: Error | None = None
         """The error the last finished job ended with, if any."""
+        self.prompt_meta: dict[str, Any] | None = None
+        """The ``_meta`` of the prompt the running job handles (``None`` for agent-initiated work)."""
+        self.usage: Usage | None = None
+        """Usage the running job reported for itself, sent on the idle that ends it."""
         self.last_start = 0
         """History length when the last job started (what it said comes after)."""
 
@@ -132,9 +137,9 @@ class Turns:
     # -- state -----------------------------------------------------------------------------
 
     def set_state(self, state: Literal["idle", "running"], stop: StopReason | None = None,
-                  error: Error | None = None) -> None:
+                  error: Error | None = None, usage: Usage | None = None) -> None:
         """Report a transition that may change whether the session is quiet."""
-        self._state.set(state, stop, error)
+        self._state.set(state, stop, error, usage)
         self._update_idle()
 
     def _update_idle(self) -> None:
@@ -159,13 +164,13 @@ class Turns:
         if self._state.state == "idle":
             self.set_state("running")
 
-    def enqueue_prompt(self, prompt: list[ContentBlock]) -> ForegroundJob:
+    def enqueue_prompt(self, prompt: list[ContentBlock], meta: dict[str, Any] | None = None) -> ForegroundJob:
         """Hold a prompt until the worker inserts it (arrival order, R56)."""
         if self.refusing == "closing":
             raise RequestError.session_not_found(self._session_id)
         if self.refusing is not None:
             raise RequestError.request_cancelled("the connection is shutting down")
-        job = ForegroundJob(prompt=prompt)
+        job = ForegroundJob(prompt=prompt, meta=meta)
         if self._state.state == "idle" and not self._jobs and not self.active and self.tg is not None:
             self._assign(job)  # nothing runs before it: inserted now, so it can be answered at once
         self._enqueue(job)
@@ -224,6 +229,7 @@ class Turns:
         self._cancelled_late = False
         self._done = anyio.Event()
         self.last_start = len(self._sink.history)
+        self.prompt_meta, self.usage = job.meta, None
         scope = self.scope = anyio.CancelScope()
         token = FOREGROUND.set(self)
         stop: StopReason | None = None
@@ -261,7 +267,8 @@ class Turns:
             if self._cancelled_late:
                 stop, error = "cancelled", None
             self.last_stop, self.last_error = stop or "end_turn", error
-            self.set_state("idle", self.last_stop, error)
+            self.set_state("idle", self.last_stop, error, self.usage)
+            self.prompt_meta, self.usage = None, None
             self.active = False
             self._done.set()
 

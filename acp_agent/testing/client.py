@@ -338,6 +338,7 @@ class Client:
         send: ByteSendStream,
         *,
         permission_policy: PermissionPolicy | None = allow_first,
+        elicitation_policy: PermissionPolicy | None = None,
         on_message: Callable[[TranscriptEntry], None] | None = None,
         keep_transcript: bool = True,
         check: bool = True,
@@ -354,6 +355,13 @@ class Client:
         self.connection.requests["session/request_permission"] = Method(
             self._on_permission, prepare=self._hold_permission
         )
+        self.connection.requests["elicitation/create"] = Method(self._on_elicitation, prepare=self._hold_elicitation)
+        self.elicitation_policy = elicitation_policy
+        """Answers ``elicitation/create`` at once when it returns a result; else the request waits in
+        :attr:`pending_elicitations` for :meth:`answer_elicitation`."""
+        self.pending_elicitations: dict[int, dict[str, Any]] = {}
+        """Elicitations waiting for a hand answer, by arrival number (0, 1, 2, ...)."""
+        self._elicitation_count = 0
         self.permission_policy = permission_policy
         self.sessions: dict[str, SessionView] = {}
         self.pending_permissions: dict[Any, dict[str, Any]] = {}
@@ -429,6 +437,36 @@ class Client:
             self.pending_permissions.pop(key, None)
         result: dict[str, Any] = slot["result"]
         return result
+
+    def _hold_elicitation(self, params: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+        policy = self.elicitation_policy
+        if policy is not None:
+            answer = policy(params)
+            if answer is not None:
+                return answer, None
+        key = self._elicitation_count
+        self._elicitation_count += 1
+        self.pending_elicitations[key] = {"params": params, "done": anyio.Event()}
+        self._notify_change()
+        return params, key
+
+    async def _on_elicitation(self, held: tuple[dict[str, Any], int | None]) -> dict[str, Any]:
+        answer, key = held
+        if key is None:
+            return answer
+        slot = self.pending_elicitations[key]
+        try:
+            await slot["done"].wait()
+        finally:
+            self.pending_elicitations.pop(key, None)
+        result: dict[str, Any] = slot["result"]
+        return result
+
+    def answer_elicitation(self, index: int, action: str, content: dict[str, Any] | None = None) -> None:
+        """Answer an elicitation held for a hand answer: ``accept`` (with ``content``), ``decline``, ``cancel``."""
+        slot = self.pending_elicitations[index]
+        slot["result"] = {"action": action, **({"content": content} if content is not None else {})}
+        slot["done"].set()
 
     def answer_permission(self, index: int, option_id: str | None) -> None:
         """Answer a permission request held for a hand answer (``None`` = cancelled)."""

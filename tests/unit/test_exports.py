@@ -9,19 +9,21 @@ import acp_agent
 from acp_agent import Session, Subagent, Terminal, ToolCall
 
 EXPORTS = {
-    "AcpAgentError", "Agent", "AgentMessage", "AgentThought", "AudioContent", "AvailableCommand", "BackgroundRegistry",
-    "ContentBlock",
-    "EmbeddedResource", "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent", "LimitExceededError", "Limits",
-    "MessageStream", "NotInTurnError", "PermissionOption", "PermissionOutcome", "PlanEntry", "ProcessStartError",
-    "RequestError", "ResourceLink", "Session", "SessionClosedError", "SessionConfigOption", "SessionNotOpenError",
-    "StopReason", "Subagent", "SubagentResult", "Terminal", "TextContent", "ToolCall", "ToolCallFields",
-    "ToolCallStateError", "ToolCallUpdate", "UserMessage", "run_stdio", "serve", "serve_stdio",
+    "AcpAgentError", "Agent", "AgentMessage", "AgentThought", "AudioContent", "AuthMethodAgent", "AuthMethodTerminal",
+    "AvailableCommand", "BackgroundRegistry", "ClientPeer", "ContentBlock", "ElicitationResult",
+    "ElicitationUnsupportedError", "EmbeddedResource", "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent",
+    "LimitExceededError", "Limits", "Login", "MessageStream", "NotInTurnError", "PermissionOption",
+    "PermissionOutcome", "PlanEntry", "ProcessStartError", "RequestError", "ResourceLink", "Session",
+    "SessionClosedError", "SessionConfigOption", "SessionNotOpenError", "StopReason", "Subagent", "SubagentResult",
+    "SystemPrompt", "Terminal", "TextContent", "ToolCall", "ToolCallFields", "ToolCallStateError", "ToolCallUpdate",
+    "Usage", "UserMessage", "extension", "run_stdio", "serve", "serve_stdio",
 }
 
 # What help(Session) shows: the author's API, no runtime internals.
 SESSION_API = {
-    "additional_directories", "available_commands", "background", "batch", "closed", "closing", "config_options",
-    "cwd", "data", "history", "id", "limits", "message", "notice", "plan", "request_permission", "say", "schedule",
+    "additional_directories", "ask", "ask_url", "available_commands", "background", "batch", "client", "closed",
+    "closing", "complete_elicitation", "config_options", "cwd", "data", "history", "id", "limits", "message", "meta",
+    "notice", "plan", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage", "system_prompt",
     "send", "spawn", "spawn_subagent", "start_foreground", "start_terminal", "start_tool_call", "state",
     "task_group", "think", "thought", "tool_call_content", "update_available_commands", "update_config_options",
     "update_info", "update_tool_call", "usage", "wait_idle",

@@ -1,0 +1,45 @@
+"""Authentication: what an agent offers (``authMethods``), and the login a client asks for.
+
+An agent lists its :attr:`Agent.auth_methods` (``AuthMethodAgent``: the agent runs the login
+itself when the client calls ``auth/login``; ``AuthMethodTerminal``: the client re-runs the
+agent's command interactively, offered only to clients that advertised ``auth.terminal``;
+``_``-prefixed custom types are kept as given). With any method declared, the SDK serves
+``auth/login`` (an unknown ``methodId`` is ``-32602``) and ``auth/logout``, and calls
+:meth:`Agent.login` / :meth:`Agent.logout` with a :class:`Login`. With
+:attr:`Agent.require_login`, every session method answers ``-32000`` (authentication required)
+without calling any hook until a login succeeded on that connection, and again after logout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .elicitation import ElicitationResult, ask_for_request
+from .peer import ClientPeer
+
+__all__ = ["Login"]
+
+
+class Login:
+    """One ``auth/login`` (or ``auth/logout``) being handled, on one connection."""
+
+    def __init__(self, client: ClientPeer, method_id: str | None, meta: dict[str, Any] | None) -> None:
+        self.client = client
+        """The client asking (its info and capabilities from this connection's ``initialize``)."""
+        self.method_id = method_id
+        """The auth method the client chose (``None`` for a logout)."""
+        self.meta = meta
+        """The request's ``_meta``."""
+
+    async def ask(self, message: str, schema: Mapping[str, Any]) -> ElicitationResult:
+        """A form scoped to this request (no session needed; changes no session state).
+
+        Never for a secret: use :meth:`ask_url`. Raises
+        :class:`~acp_agent.elicitation.ElicitationUnsupportedError` if the client has no forms.
+        """
+        return await ask_for_request(self.client, message, schema=schema)
+
+    async def ask_url(self, message: str, url: str, *, elicitation_id: str | None = None) -> ElicitationResult:
+        """Send the user to ``url`` (an OAuth page, say), scoped to this request."""
+        return await ask_for_request(self.client, message, url=url, elicitation_id=elicitation_id)
