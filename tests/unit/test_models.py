@@ -5,7 +5,9 @@
 * unknown enum values, union tags and keys are preserved;
 * what the models emit validates against the official (unstable) JSON Schema, with an extra
   strict check that rejects keys the schema does not define;
-* the models, unions and enums agree with the schema's ``$defs`` (names, tags, values).
+* the models, unions and enums agree with the schema's ``$defs`` (names, tags, values);
+* the models accept what the schema accepts and refuse what it refuses: the schema's own
+  ``examples`` / ``default`` values and hand-written edge cases.
 """
 
 import json
@@ -236,6 +238,18 @@ needs_schema = pytest.mark.skipif(
 ALL_SPECS: list[MethodSpec] = [*AGENT_METHODS.values(), *CLIENT_METHODS.values(), *PROTOCOL_METHODS.values()]
 
 
+@cache
+def _adapter(target: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(target)
+
+
+def _parse(target: Any, payload: Any, *, strict: bool = False) -> Any:
+    """``payload`` validated by ``target``: a model class or a union alias."""
+    if isinstance(target, type) and issubclass(target, BaseModel):
+        return target.model_validate(payload, strict=strict)
+    return _adapter(target).validate_python(payload, strict=strict)
+
+
 def roundtrip(model: BaseModel) -> dict[str, Any]:
     """to_wire of ``model``, after checking that to_json agrees and that parsing it back is lossless."""
     wire = to_wire(model)
@@ -306,10 +320,8 @@ def test_reference_has_all_examples() -> None:
 @pytest.mark.parametrize(("kind", "name", "message"), list(_reference_examples()))
 def test_reference_example_roundtrips(kind: str | None, name: str | None, message: dict[str, Any]) -> None:
     target, payload = _example_target(kind, name, message)
-    if isinstance(target, type) and issubclass(target, BaseModel):
-        model = target.model_validate(payload)
-    else:
-        model = TypeAdapter(target).validate_python(payload)
+    model = _parse(target, payload)
+    _parse(target, payload, strict=True)  # the connection parses params strictly
     assert to_wire(model) == payload
     assert orjson.loads(to_json(model)) == payload
     assert to_json(model) == orjson.dumps(to_wire(model))
@@ -1514,3 +1526,211 @@ def test_state_update_union_accepts_instances_and_dicts() -> None:
     assert adapter.validate_python(running) is running
     notification = UpdateSessionNotification(session_id="s", update=running)
     assert notification.update is running
+
+
+# =========================================================================== the schema decides
+#
+# What the schema accepts the models accept, and what it refuses they refuse, both checked
+# with Draft 2020-12 validation against the `$defs` entry:
+#
+# * every value the schema itself carries (`examples` / `default` keywords);
+# * hand-written edge cases around the constraints the models cannot express as field types
+#   (mode, scope and outcome combinations);
+
+
+def _carried_examples() -> list[Any]:
+    """``(where, target $defs name or None, value, schema node)`` of every ``examples`` / ``default`` value."""
+    found: list[Any] = []
+
+    def target_of(node: dict[str, Any]) -> str | None:
+        refs = [node.get("$ref"), *(sub.get("$ref") for sub in node.get("allOf", []))]
+        names = [ref.removeprefix("#/$defs/") for ref in refs if ref]
+        return names[0] if len(names) == 1 else None
+
+    def walk(node: Any, where: str, owner: str | None) -> None:
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                walk(item, f"{where}/{index}", None)
+            return
+        if not isinstance(node, dict):
+            return
+        values = [*node.get("examples", []), *([node["default"]] if "default" in node else [])]
+        for index, value in enumerate(values):
+            found.append(pytest.param(where, owner or target_of(node), value, node, id=f"{where}#{index}"))
+        for key, sub in node.items():
+            if key == "properties":
+                for prop, prop_node in sub.items():
+                    walk(prop_node, f"{where}/properties/{prop}", None)
+            elif key not in ("examples", "default", "const", "enum"):
+                walk(sub, f"{where}/{key}", None)
+
+    if SCHEMA_FILE.exists():
+        for def_name, definition in _schema()["$defs"].items():
+            walk(definition, def_name, def_name)
+    return found
+
+
+@needs_schema
+def test_schema_carries_examples() -> None:
+    # today: the `default: {}` of the two `capabilities` properties of initialize
+    assert len(_carried_examples()) >= 2
+
+
+@needs_schema
+@pytest.mark.parametrize(("where", "target", "value", "node"), _carried_examples())
+def test_schema_carried_example_builds_its_model(where: str, target: str | None, value: Any, node: Any) -> None:
+    defs = _schema()["$defs"]
+    assert Draft202012Validator({**node, "$defs": defs}).is_valid(value), where
+    model_type = getattr(schema, target, None) if target else None
+    if model_type is None:
+        return  # an inline schema, or a $defs entry folded into another model: nothing more to build
+    model = _parse(model_type, value)
+    _parse(model_type, value, strict=True)
+    assert_valid(to_wire(model), str(target))
+    assert to_wire(model) == value
+
+
+# --------------------------------------------------------------------------- hand-written edge cases
+
+_FORM_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
+_SELECT = {"configId": "m", "name": "Model", "type": "select"}
+_SELECT_VALUES = [{"value": "fast", "name": "Fast"}]
+
+def _cases(
+    model: type[BaseModel], prefix: str, cases: list[tuple[str, dict[str, Any]]], base: dict[str, Any] | None = None
+) -> list[Any]:
+    """``pytest.param(model, payload)`` for each ``(why, payload)``, the payload laid over ``base``."""
+    return [pytest.param(model, {**(base or {}), **payload}, id=f"{prefix}-{why}") for why, payload in cases]
+
+
+# Payloads the schema refuses (against the `$defs` entry named like the model), by why.
+_SCHEMA_REFUSES: list[Any] = [
+    *_cases(CreateElicitationRequest, "elicitation", [
+        ("url-without-url", {"sessionId": "s", "mode": "url", "message": "m", "elicitationId": "e"}),
+        ("url-without-id", {"sessionId": "s", "mode": "url", "message": "m", "url": "https://x.example"}),
+        ("url-null-url", {"sessionId": "s", "mode": "url", "message": "m", "elicitationId": "e", "url": None}),
+        ("url-null-id", {"requestId": 1, "mode": "url", "message": "m", "elicitationId": None, "url": "https://x"}),
+        ("form-without-schema", {"sessionId": "s", "mode": "form", "message": "m"}),
+        ("form-null-schema", {"sessionId": "s", "mode": "form", "message": "m", "requestedSchema": None}),
+        ("both-scopes", {"sessionId": "s", "requestId": 1, "mode": "form", "message": "m",
+                         "requestedSchema": _FORM_SCHEMA}),
+        ("no-scope", {"mode": "form", "message": "m", "requestedSchema": _FORM_SCHEMA}),
+        ("tool-call-only", {"toolCallId": "c", "mode": "form", "message": "m", "requestedSchema": _FORM_SCHEMA}),
+        ("null-session-only", {"sessionId": None, "mode": "form", "message": "m", "requestedSchema": _FORM_SCHEMA}),
+        ("null-both", {"sessionId": None, "requestId": None, "mode": "url", "message": "m", "elicitationId": "e",
+                       "url": "https://x"}),
+        ("other-mode-no-scope", {"mode": "_x", "message": "m"}),
+        ("other-mode-both-scopes", {"mode": "_x", "message": "m", "sessionId": "s", "requestId": "r"}),
+        ("no-message", {"sessionId": "s", "mode": "form", "requestedSchema": _FORM_SCHEMA}),
+        ("no-mode", {"sessionId": "s", "message": "m", "requestedSchema": _FORM_SCHEMA}),
+        ("empty-enum", {"sessionId": "s", "mode": "form", "message": "m", "requestedSchema": {
+            "type": "object", "properties": {"db": {"type": "string", "enum": []}}}}),
+        ("empty-one-of", {"sessionId": "s", "mode": "form", "message": "m", "requestedSchema": {
+            "type": "object", "properties": {"db": {"type": "string", "oneOf": []}}}}),
+    ]),
+    *_cases(MessageMcpResponse, "mcp", [
+        ("empty", {}),
+        ("meta-only", {"_meta": {"k": 1}}),
+        ("null-error", {"error": None}),
+        ("error-without-code", {"error": {"message": "m"}}),
+    ]),
+    *_cases(SessionConfigOption, "config", [
+        ("select-without-current", {**_SELECT, "options": _SELECT_VALUES}),
+        ("select-null-current", {**_SELECT, "currentValue": None, "options": _SELECT_VALUES}),
+        ("select-bool-current", {**_SELECT, "currentValue": True, "options": _SELECT_VALUES}),
+        ("select-int-current", {**_SELECT, "currentValue": 3, "options": _SELECT_VALUES}),
+        ("select-without-options", {**_SELECT, "currentValue": "fast"}),
+        ("select-null-options", {**_SELECT, "currentValue": "fast", "options": None}),
+        ("select-empty-options", {**_SELECT, "currentValue": "fast", "options": []}),
+        ("boolean-without-current", {"configId": "v", "name": "V", "type": "boolean"}),
+        ("boolean-null-current", {"configId": "v", "name": "V", "type": "boolean", "currentValue": None}),
+        ("boolean-string-current", {"configId": "v", "name": "V", "type": "boolean", "currentValue": "true"}),
+        ("no-type", {"configId": "v", "name": "V", "currentValue": True}),
+    ]),
+    *_cases(SetSessionConfigOptionRequest, "set-config", [
+        ("id-bool", {"type": "id", "value": True}),
+        ("id-null", {"type": "id", "value": None}),
+        ("boolean-string", {"type": "boolean", "value": "yes"}),
+        ("boolean-int", {"type": "boolean", "value": 1}),
+        ("other-without-value", {"type": "_slider"}),
+    ], base={"sessionId": "s", "configId": "c"}),
+]
+
+# Payloads the schema accepts although they look odd: each must validate and round-trip.
+_SCHEMA_ACCEPTS: list[Any] = [
+    *_cases(CreateElicitationRequest, "elicitation", [
+        ("session-scope-null-tool-call", {"sessionId": "s", "toolCallId": None, "mode": "form", "message": "m",
+                                          "requestedSchema": _FORM_SCHEMA}),
+        # the schema's oneOf sees a non-string scope key as no scope, and toolCallId as an unknown key
+        ("request-scope-null-session", {"sessionId": None, "requestId": 1, "mode": "form", "message": "m",
+                                        "requestedSchema": _FORM_SCHEMA}),
+        ("request-scope-tool-call", {"requestId": "r", "toolCallId": "c", "mode": "url", "message": "m",
+                                     "elicitationId": "e", "url": "https://x.example"}),
+        ("session-scope-null-request", {"sessionId": "s", "requestId": None, "mode": "url", "message": "m",
+                                        "elicitationId": "e", "url": "https://x.example"}),
+        ("other-mode-session", {"sessionId": "s", "mode": "_x", "message": "m"}),
+        ("other-mode-request", {"requestId": 0, "mode": "future", "message": "m", "extra": {"k": 1}}),
+        ("form-with-url-keys", {"sessionId": "s", "mode": "form", "message": "m", "requestedSchema": _FORM_SCHEMA,
+                                "url": None}),
+    ]),
+    *_cases(MessageMcpResponse, "mcp", [
+        ("null-result", {"result": None}),
+        ("result-null-error", {"result": [1], "error": None}),
+        ("both", {"result": {"ok": True}, "error": {"code": 1, "message": "m"}}),
+        ("error", {"error": {"code": -1, "message": "m", "data": None, "extra": 1}, "_meta": None}),
+    ]),
+    *_cases(SessionConfigOption, "config", [
+        ("select-grouped", {**_SELECT, "currentValue": "x", "options": [
+            {"groupId": "g", "name": "G", "options": _SELECT_VALUES}]}),
+        ("boolean-false", {"configId": "v", "name": "V", "type": "boolean", "currentValue": False}),
+        ("other-without-current", {"configId": "o", "name": "O", "type": "_slider"}),
+        ("other-any-current", {"configId": "o", "name": "O", "type": "_slider", "currentValue": {"at": 3}}),
+    ]),
+    *_cases(SetSessionConfigOptionRequest, "set-config", [
+        ("other-null", {"type": "_slider", "value": None}),
+        ("other-object", {"type": "_slider", "value": {"at": 3}}),
+    ], base={"sessionId": "s", "configId": "c"}),
+]
+
+
+@needs_schema
+@pytest.mark.parametrize(("model", "payload"), _SCHEMA_REFUSES)
+def test_what_the_schema_refuses_the_model_refuses(model: type[BaseModel], payload: dict[str, Any]) -> None:
+    assert not _validator(model.__name__).is_valid(payload), "the case is not one the schema refuses"
+    with pytest.raises(ValidationError):
+        model.model_validate(payload)
+    with pytest.raises(ValidationError):
+        model.model_validate(payload, strict=True)
+
+
+@needs_schema
+@pytest.mark.parametrize(("model", "payload"), _SCHEMA_ACCEPTS)
+def test_what_the_schema_accepts_the_model_accepts(model: type[BaseModel], payload: dict[str, Any]) -> None:
+    assert_valid(payload, model.__name__)
+    model.model_validate(payload, strict=True)
+    assert roundtrip(model.model_validate(payload)) == payload
+
+
+def test_python_construction_is_checked_too() -> None:
+    with pytest.raises(ValidationError, match="url-mode elicitation needs elicitationId and url"):
+        CreateElicitationRequest(session_id="s", mode="url", message="Sign in")
+    with pytest.raises(ValidationError, match="form-mode elicitation needs requestedSchema"):
+        CreateElicitationRequest(request_id=1, mode="form", message="Name?")
+    with pytest.raises(ValidationError, match="exactly one scope"):
+        CreateElicitationRequest(session_id="s", request_id=1, mode="form", message="?", requested_schema=_FORM)
+    with pytest.raises(ValidationError, match="exactly one scope"):
+        CreateElicitationRequest(tool_call_id="c", mode="form", message="?", requested_schema=_FORM)
+    with pytest.raises(ValidationError, match="result"):
+        MessageMcpResponse()
+    with pytest.raises(ValidationError, match="result"):
+        MessageMcpResponse(error=None, meta={})
+    assert to_wire(MessageMcpResponse(result=None)) == {"result": None}
+    with pytest.raises(ValidationError, match="string currentValue"):
+        SessionConfigOption(type="select", config_id="m", name="M", options=[SessionConfigSelectOption(
+            value="a", name="A")])
+    with pytest.raises(ValidationError, match="needs options"):
+        SessionConfigOption(type="select", config_id="m", name="M", current_value="a")
+    with pytest.raises(ValidationError, match="boolean currentValue"):
+        SessionConfigOption(type="boolean", config_id="v", name="V")
+    with pytest.raises(ValidationError, match='type "boolean" takes a boolean'):
+        SetSessionConfigOptionRequest(session_id="s", config_id="v", type="boolean", value="on")
