@@ -7,7 +7,8 @@
   strict check that rejects keys the schema does not define;
 * the models, unions and enums agree with the schema's ``$defs`` (names, tags, values);
 * the models accept what the schema accepts and refuse what it refuses: the schema's own
-  ``examples`` / ``default`` values and hand-written edge cases.
+  ``examples`` / ``default`` values, hand-written edge cases, and every single-key change of
+  the reference examples and samples.
 """
 
 import json
@@ -81,6 +82,7 @@ from acp_agent.schema import (
     ElicitationSchema,
     ElicitationUrlCapabilities,
     EmbeddedResource,
+    EmptyIfNull,
     EnumOption,
     EnvVariable,
     Error,
@@ -1536,6 +1538,8 @@ def test_state_update_union_accepts_instances_and_dicts() -> None:
 # * every value the schema itself carries (`examples` / `default` keywords);
 # * hand-written edge cases around the constraints the models cannot express as field types
 #   (mode, scope and outcome combinations);
+# * every single-key change (drop, null, wrong scalar type, empty list) of the reference
+#   examples and the samples above, with a short table of deliberate leniencies.
 
 
 def _carried_examples() -> list[Any]:
@@ -1734,3 +1738,259 @@ def test_python_construction_is_checked_too() -> None:
         SessionConfigOption(type="boolean", config_id="v", name="V")
     with pytest.raises(ValidationError, match='type "boolean" takes a boolean'):
         SetSessionConfigOptionRequest(session_id="s", config_id="v", type="boolean", value="on")
+
+
+# --------------------------------------------------------------------------- single-key changes
+
+# Where the models knowingly accept a change the schema refuses: (change, path suffix) -> why.
+_LENIENT: dict[tuple[str, str], str] = {
+    **{
+        ("null", path): "x-deserialize-default-on-null: read as [] and sent as []"
+        for path in (
+            "mcpServers",
+            "additionalDirectories",
+            "mcpServers/#/args",
+            "mcpServers/#/env",
+            "mcpServers/#/headers",
+            "authMethods/#/args",
+            "authMethods/#/env",
+            "sessions/#/additionalDirectories",
+        )
+    },
+    ("drop", "availableCommands/#/type"): "a constant the model fills in and always sends",
+    ("drop", "requestedSchema/type"): "a constant the model fills in and always sends",
+    ("empty", "prompt"): "PromptRequest leaves refusing an empty prompt to the agent",
+}
+
+
+def _changes(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """``(path, change)`` of every single-key change to try on ``node``."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            here = (*path, key)
+            yield here, "drop"
+            if value is not None:
+                yield here, "null"
+            if isinstance(value, str):
+                yield here, "int"
+            elif not isinstance(value, dict | list):
+                yield here, "str"
+            yield from _changes(value, here)
+    elif isinstance(node, list):
+        if node:
+            yield path, "empty"
+        for index, item in enumerate(node):
+            yield from _changes(item, (*path, index))
+
+
+def _changed(payload: Any, path: tuple[str | int, ...], change: str) -> Any:
+    copy = json.loads(json.dumps(payload))
+    parent = copy
+    for step in path[:-1]:
+        parent = parent[step]
+    if change == "drop":
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = {"null": None, "int": 12345, "str": "zz", "empty": []}[change]
+    return copy
+
+
+@cache
+def _narrowed_validator(def_name: str, tag: str) -> Draft202012Validator | None:
+    """The validator of ``$defs[def_name]`` with its tagged ``anyOf`` cut down to the branch for ``tag``."""
+    definition = _schema()["$defs"][def_name]
+    branches = definition.get("anyOf", [])
+    other = next((b for b in branches if b.get("title") == "other"), None)
+    if other is None:
+        return None
+    key = other["required"][0]
+    for branch in branches:
+        if branch.get("properties", {}).get(key, {}).get("const") == tag:
+            rest = {k: v for k, v in definition.items() if k != "anyOf"}
+            rest["allOf"] = [*rest.get("allOf", []), branch]
+            return Draft202012Validator({**rest, "$defs": _schema()["$defs"]})
+    return None
+
+
+def _tag(def_name: str, instance: Any) -> str | None:
+    other = next((b for b in _schema()["$defs"][def_name].get("anyOf", []) if b.get("title") == "other"), None)
+    if other is None or not isinstance(instance, dict):
+        return None
+    tag = instance.get(other["required"][0])
+    return tag if isinstance(tag, str) else None
+
+
+def _schema_accepts(instance: Any, def_name: str) -> bool:
+    """Draft 2020-12 verdict of ``$defs[def_name]`` on ``instance``.
+
+    The same verdict as ``_validator(def_name).is_valid``, reached faster: on a tagged union
+    (an ``anyOf`` of ``const`` branches and an ``other`` branch that excludes them) a known tag
+    selects the one branch that can match, and a notification's ``update`` is judged apart from
+    its independent siblings.
+    """
+    if def_name == "UpdateSessionNotification" and isinstance(instance, dict) and "update" in instance:
+        return _schema_accepts(instance["update"], "SessionUpdate") and _validator(def_name).is_valid(
+            {**instance, "update": _STUB_UPDATE}
+        )
+    tag = _tag(def_name, instance)
+    narrowed = _narrowed_validator(def_name, tag) if tag is not None else None
+    return bool((narrowed or _validator(def_name)).is_valid(instance))
+
+
+def _change_subjects() -> list[Any]:
+    """``(model or union, $defs name, payload)`` of every reference example and sample."""
+    subjects: list[Any] = []
+    for param in _reference_examples():
+        kind, name, message = param.values
+        if message is None:
+            continue
+        target, payload = _example_target(kind, name, message)
+        def_name = name if kind == "def" else target.__name__
+        subjects.append(pytest.param(target, def_name, payload, id=param.id))
+    for sample in method_samples():
+        subjects.append(pytest.param(type(sample), type(sample).__name__, to_wire(sample), id=type(sample).__name__))
+    for sample in session_update_samples():
+        subjects.append(pytest.param(SessionUpdate, "SessionUpdate", to_wire(sample), id=type(sample).__name__))
+    return subjects
+
+
+def _accepts(target: Any, payload: Any, *, strict: bool) -> Any | None:
+    try:
+        return _parse(target, payload, strict=strict)
+    except ValidationError:
+        return None
+
+
+_ABSENT = object()
+
+
+def _child(parent: Any, step: str | int) -> Any:
+    """What ``parent`` (a model, dict or list) holds under the wire key or index ``step``."""
+    if isinstance(parent, BaseModel):
+        for attr, field in type(parent).model_fields.items():
+            if (field.alias or attr) == step:
+                return getattr(parent, attr)
+        return (parent.__pydantic_extra__ or {}).get(str(step), _ABSENT)
+    if isinstance(parent, dict):
+        return parent.get(step, _ABSENT)
+    if isinstance(parent, list) and isinstance(step, int) and step < len(parent):
+        return parent[step]
+    return _ABSENT
+
+
+@cache
+def _tag_keys() -> frozenset[str]:
+    """The keys that tag the schema's unions (``type``, ``sessionUpdate``, ...)."""
+    return frozenset(
+        branch["required"][0]
+        for definition in _schema()["$defs"].values()
+        for branch in definition.get("anyOf", [])
+        if branch.get("title") == "other" and branch.get("required")
+    )
+
+
+@cache
+def _variant_defs() -> frozenset[str]:
+    """``$defs`` entries used as a branch of a union, which may add keys of its own around them."""
+    names: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict):
+            for keyword in ("anyOf", "oneOf"):
+                for branch in node.get(keyword, []):
+                    for sub in branch.get("allOf", []):
+                        if "$ref" in sub:
+                            names.add(sub["$ref"].removeprefix("#/$defs/"))
+            for key, value in node.items():
+                walk(list(value.values()) if key == "properties" else value)
+
+    walk(_schema()["$defs"])
+    return frozenset(names)
+
+
+def _judge_locally(model: Any, path: tuple[str | int, ...]) -> tuple[str, int] | None:
+    """``($defs name, depth)`` of the deepest schema-named model on ``path`` that holds the change.
+
+    The rest of the payload is untouched and valid, so validating the changed subtree there
+    against that ``$defs`` entry is enough for the verdict, and far cheaper than judging the
+    whole message again for every change. The object whose own key changes is judged there
+    only if nothing around it adds rules: not for a union's tag, nor for a union member.
+    """
+    found = None
+    node = model
+    for depth, step in enumerate(path[:-1], start=1):
+        node = _child(node, step)
+        if node is _ABSENT:
+            break
+        name = type(node).__name__
+        if not isinstance(node, BaseModel) or name not in _schema()["$defs"]:
+            continue
+        if depth == len(path) - 1 and (path[-1] in _tag_keys() or name in _variant_defs()):
+            continue
+        found = (name, depth)
+    return found
+
+
+_STUB_UPDATE = {"sessionUpdate": "plan_removed", "planId": "p"}
+
+
+def _verdict(changed: Any, def_name: str, local: tuple[str, int] | None, path: tuple[str | int, ...]) -> bool:
+    if def_name == "UpdateSessionNotification" and path[0] != "update" and "update" in changed:
+        return _schema_accepts({**changed, "update": _STUB_UPDATE}, def_name)  # the update is untouched
+    if local is None:
+        return _schema_accepts(changed, def_name)
+    local_def, depth = local
+    subtree = changed
+    for step in path[:depth]:
+        subtree = subtree[step]
+    return _schema_accepts(subtree, local_def)
+
+
+@needs_schema
+@pytest.mark.parametrize(("target", "def_name", "payload"), _change_subjects())
+def test_single_key_changes_get_the_schema_verdict(target: Any, def_name: str, payload: Any) -> None:
+    assert _schema_accepts(payload, def_name)
+    original = _parse(target, payload)
+    disagreements: list[str] = []
+    for path, change in _changes(payload):
+        changed = _changed(payload, path, change)
+        where = "/".join("#" if isinstance(step, int) else step for step in path)
+        schema_says = _verdict(changed, def_name, _judge_locally(original, path), path)
+        model = _accepts(target, changed, strict=schema_says)
+        if schema_says == (model is not None):
+            if model is not None and to_wire(model) != changed:
+                assert _schema_accepts(to_wire(model), def_name), f"{change} {where}: re-serialized, fails the schema"
+            continue
+        if _schema_accepts(changed, def_name) != schema_says:  # a disagreement: judged on the whole message
+            continue
+        if schema_says:
+            disagreements.append(f"{change} {where}: the schema accepts, the model refuses")
+        elif not any(
+            change == lenient_change and (where == suffix or where.endswith("/" + suffix))
+            for lenient_change, suffix in _LENIENT
+        ):
+            disagreements.append(f"{change} {where}: the schema refuses, the model accepts")
+    assert not disagreements, "\n".join(disagreements)
+
+
+@needs_schema
+def test_null_as_empty_fields_are_the_schema_default_on_null_ones() -> None:
+    defs = _schema()["$defs"]
+    ours = {
+        (name, field.alias or attr)
+        for name in schema.__all__
+        if isinstance(cls := getattr(schema, name), type) and issubclass(cls, BaseModel)
+        for attr, field in cls.model_fields.items()
+        if EmptyIfNull in field.metadata
+    }
+    theirs = {
+        (name, prop)
+        for name, definition in defs.items()
+        for prop, node in definition.get("properties", {}).items()
+        if node.get("x-deserialize-default-on-null")
+    }
+    assert ours == theirs
+    assert {suffix.rsplit("/", 1)[-1] for change, suffix in _LENIENT if change == "null"} == {p for _, p in theirs}
