@@ -1,8 +1,8 @@
 """Session configuration options and slash commands, as sent in session results and updates."""
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias
 
-from pydantic import Field, StrictBool, Tag
+from pydantic import Field, StrictBool, Tag, model_validator
 
 from .base import UNKNOWN_TAG, Meta, WireModel, discriminate_on
 
@@ -58,8 +58,10 @@ SessionConfigSelectOptions: TypeAlias = (
 class SessionConfigOption(WireModel):
     """A session setting the Client can show and change with ``session/set_config_option``.
 
-    ``type="select"`` needs ``current_value`` (a value id) and ``options``; ``type="boolean"``
-    needs a boolean ``current_value``. Other ``type`` values are kept as received.
+    ``type="select"`` needs a value id (a string) as ``current_value`` and a non-empty
+    ``options`` list; ``type="boolean"`` needs a boolean ``current_value``. Validation refuses
+    either kind without them, as the schema does. Other ``type`` values are kept as received,
+    with whatever ``current_value`` they carry.
     """
 
     config_id: str
@@ -70,6 +72,17 @@ class SessionConfigOption(WireModel):
     current_value: SessionConfigValue = None
     options: SessionConfigSelectOptions | None = None
     meta: Meta = None
+
+    @model_validator(mode="after")
+    def _fits_its_type(self) -> Self:
+        if self.type == "select":
+            if not isinstance(self.current_value, str):
+                raise ValueError('a "select" option needs a string currentValue (a value id)')
+            if self.options is None:
+                raise ValueError('a "select" option needs options')
+        elif self.type == "boolean" and not isinstance(self.current_value, bool):
+            raise ValueError('a "boolean" option needs a boolean currentValue')
+        return self
 
 
 # --------------------------------------------------------------------------- commands

@@ -1,8 +1,8 @@
 """Elicitation (Agent -> Client): ``elicitation/create`` (form or URL mode) and ``elicitation/complete``."""
 
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from .base import (
     UNKNOWN_TAG,
@@ -74,8 +74,8 @@ class StringPropertySchema(WireModel):
     pattern: str | None = None
     format: StringFormat | None = None
     default: str | None = None
-    enum: list[str] | None = None
-    one_of: list[EnumOption] | None = None
+    enum: Annotated[list[str], Field(min_length=1)] | None = None
+    one_of: Annotated[list[EnumOption], Field(min_length=1)] | None = None
     meta: Meta = None
 
 
@@ -211,9 +211,14 @@ class CreateElicitationRequest(WireModel):
     """Params of ``elicitation/create``: ask the user for structured input.
 
     Scope: ``session_id`` (optionally with ``tool_call_id``) for session work, or ``request_id``
-    (a pending Client request) for work outside a session -- exactly one of the two.
+    (a pending Client request) for work outside a session -- exactly one of the two is non-null.
     Mode: ``mode="form"`` with ``requested_schema``, or ``mode="url"`` with ``elicitation_id``
-    and ``url``. Use only modes the Client advertised; never a form for secrets.
+    and ``url``; other (future or ``_``-prefixed) modes only need a scope. Validation refuses
+    any other combination, as the schema does. Use only modes the Client advertised; never a
+    form for secrets.
+
+    ``tool_call_id`` only means something next to ``session_id``. The schema does not forbid it
+    beside ``request_id`` (it is then an unknown key), so neither does this model.
     """
 
     session_id: SessionId | None = None
@@ -225,6 +230,23 @@ class CreateElicitationRequest(WireModel):
     elicitation_id: ElicitationId | None = None
     url: str | None = None
     meta: Meta = None
+
+    @model_validator(mode="after")
+    def _mode_fields_and_one_scope(self) -> Self:
+        # Null counts as absent everywhere: the schema types these keys as non-null.
+        if self.mode == "form" and self.requested_schema is None:
+            raise ValueError("a form-mode elicitation needs requestedSchema")
+        if self.mode == "url":
+            missing = [
+                key for key, value in (("elicitationId", self.elicitation_id), ("url", self.url)) if value is None
+            ]
+            if missing:
+                raise ValueError(f"a url-mode elicitation needs {' and '.join(missing)}")
+        if (self.session_id is None) == (self.request_id is None):
+            raise ValueError(
+                "an elicitation needs exactly one scope: sessionId (session scope) or requestId (request scope)"
+            )
+        return self
 
 
 class CreateElicitationResponse(WireModel):

@@ -4,7 +4,9 @@ The Agent sends MCP requests to the Client as ``mcp/message`` requests; the Clie
 notifications to the Agent as ``mcp/message`` notifications.
 """
 
-from typing import Any
+from typing import Any, Self
+
+from pydantic import model_validator
 
 from .base import Meta, WireModel
 
@@ -45,8 +47,19 @@ class McpError(WireModel):
 
 
 class MessageMcpResponse(WireModel):
-    """[unstable] Result of an ``mcp/message`` request: exactly one of ``result`` or ``error``."""
+    """[unstable] Result of an ``mcp/message`` request: the inner MCP outcome, ``result`` or ``error``.
+
+    ``result`` is opaque and counts once passed, even as ``None`` (sent as ``null``); ``error``
+    counts only when it is an :class:`McpError`. One of the two is required. A sender includes
+    exactly one; a response carrying both still validates, and receivers prefer ``result``.
+    """
 
     result: Any = None
     error: McpError | None = None
     meta: Meta = None
+
+    @model_validator(mode="after")
+    def _has_an_outcome(self) -> Self:
+        if "result" not in self.model_fields_set and self.error is None:
+            raise ValueError("an mcp/message response needs result (null allowed) or a non-null error")
+        return self

@@ -2,9 +2,9 @@
 [unstable] archive / status / title methods -- with MCP server, system prompt and replay types.
 """
 
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Literal, Self, TypeAlias
 
-from pydantic import Field, Tag
+from pydantic import Field, Tag, model_validator
 
 from .base import UNKNOWN_TAG, AbsolutePath, EmptyIfNull, Meta, SessionId, WireModel, discriminate_on
 from .config import AvailableCommand, SessionConfigOption, SessionConfigValue
@@ -281,13 +281,25 @@ class ListSessionsResponse(WireModel):
 
 
 class SetSessionConfigOptionRequest(WireModel):
-    """Params of ``session/set_config_option``: ``type="id"`` + a value id, or ``type="boolean"`` + a bool."""
+    """Params of ``session/set_config_option``: ``type="id"`` + a value id, or ``type="boolean"`` + a bool.
+
+    A ``value`` that does not fit a known ``type`` fails validation, as it does against the
+    schema; other ``type`` values take any ``value``.
+    """
 
     session_id: SessionId
     config_id: str
     type: Literal["id", "boolean"] | str
     value: SessionConfigValue
     meta: Meta = None
+
+    @model_validator(mode="after")
+    def _value_fits_type(self) -> Self:
+        if self.type == "id" and not isinstance(self.value, str):
+            raise ValueError('type "id" takes a string value (a value id)')
+        if self.type == "boolean" and not isinstance(self.value, bool):
+            raise ValueError('type "boolean" takes a boolean value')
+        return self
 
 
 class SetSessionConfigOptionResponse(WireModel):

@@ -5,7 +5,10 @@
 * unknown enum values, union tags and keys are preserved;
 * what the models emit validates against the official (unstable) JSON Schema, with an extra
   strict check that rejects keys the schema does not define;
-* the models, unions and enums agree with the schema's ``$defs`` (names, tags, values).
+* the models, unions and enums agree with the schema's ``$defs`` (names, tags, values);
+* the models accept what the schema accepts and refuse what it refuses: the schema's own
+  ``examples`` / ``default`` values, hand-written edge cases, and every single-key change of
+  the reference examples and samples.
 """
 
 import json
@@ -79,6 +82,7 @@ from acp_agent.schema import (
     ElicitationSchema,
     ElicitationUrlCapabilities,
     EmbeddedResource,
+    EmptyIfNull,
     EnumOption,
     EnvVariable,
     Error,
@@ -236,6 +240,18 @@ needs_schema = pytest.mark.skipif(
 ALL_SPECS: list[MethodSpec] = [*AGENT_METHODS.values(), *CLIENT_METHODS.values(), *PROTOCOL_METHODS.values()]
 
 
+@cache
+def _adapter(target: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(target)
+
+
+def _parse(target: Any, payload: Any, *, strict: bool = False) -> Any:
+    """``payload`` validated by ``target``: a model class or a union alias."""
+    if isinstance(target, type) and issubclass(target, BaseModel):
+        return target.model_validate(payload, strict=strict)
+    return _adapter(target).validate_python(payload, strict=strict)
+
+
 def roundtrip(model: BaseModel) -> dict[str, Any]:
     """to_wire of ``model``, after checking that to_json agrees and that parsing it back is lossless."""
     wire = to_wire(model)
@@ -306,10 +322,8 @@ def test_reference_has_all_examples() -> None:
 @pytest.mark.parametrize(("kind", "name", "message"), list(_reference_examples()))
 def test_reference_example_roundtrips(kind: str | None, name: str | None, message: dict[str, Any]) -> None:
     target, payload = _example_target(kind, name, message)
-    if isinstance(target, type) and issubclass(target, BaseModel):
-        model = target.model_validate(payload)
-    else:
-        model = TypeAdapter(target).validate_python(payload)
+    model = _parse(target, payload)
+    _parse(target, payload, strict=True)  # the connection parses params strictly
     assert to_wire(model) == payload
     assert orjson.loads(to_json(model)) == payload
     assert to_json(model) == orjson.dumps(to_wire(model))
@@ -1514,3 +1528,469 @@ def test_state_update_union_accepts_instances_and_dicts() -> None:
     assert adapter.validate_python(running) is running
     notification = UpdateSessionNotification(session_id="s", update=running)
     assert notification.update is running
+
+
+# =========================================================================== the schema decides
+#
+# What the schema accepts the models accept, and what it refuses they refuse, both checked
+# with Draft 2020-12 validation against the `$defs` entry:
+#
+# * every value the schema itself carries (`examples` / `default` keywords);
+# * hand-written edge cases around the constraints the models cannot express as field types
+#   (mode, scope and outcome combinations);
+# * every single-key change (drop, null, wrong scalar type, empty list) of the reference
+#   examples and the samples above, with a short table of deliberate leniencies.
+
+
+def _carried_examples() -> list[Any]:
+    """``(where, target $defs name or None, value, schema node)`` of every ``examples`` / ``default`` value."""
+    found: list[Any] = []
+
+    def target_of(node: dict[str, Any]) -> str | None:
+        refs = [node.get("$ref"), *(sub.get("$ref") for sub in node.get("allOf", []))]
+        names = [ref.removeprefix("#/$defs/") for ref in refs if ref]
+        return names[0] if len(names) == 1 else None
+
+    def walk(node: Any, where: str, owner: str | None) -> None:
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                walk(item, f"{where}/{index}", None)
+            return
+        if not isinstance(node, dict):
+            return
+        values = [*node.get("examples", []), *([node["default"]] if "default" in node else [])]
+        for index, value in enumerate(values):
+            found.append(pytest.param(where, owner or target_of(node), value, node, id=f"{where}#{index}"))
+        for key, sub in node.items():
+            if key == "properties":
+                for prop, prop_node in sub.items():
+                    walk(prop_node, f"{where}/properties/{prop}", None)
+            elif key not in ("examples", "default", "const", "enum"):
+                walk(sub, f"{where}/{key}", None)
+
+    if SCHEMA_FILE.exists():
+        for def_name, definition in _schema()["$defs"].items():
+            walk(definition, def_name, def_name)
+    return found
+
+
+@needs_schema
+def test_schema_carries_examples() -> None:
+    # today: the `default: {}` of the two `capabilities` properties of initialize
+    assert len(_carried_examples()) >= 2
+
+
+@needs_schema
+@pytest.mark.parametrize(("where", "target", "value", "node"), _carried_examples())
+def test_schema_carried_example_builds_its_model(where: str, target: str | None, value: Any, node: Any) -> None:
+    defs = _schema()["$defs"]
+    assert Draft202012Validator({**node, "$defs": defs}).is_valid(value), where
+    model_type = getattr(schema, target, None) if target else None
+    if model_type is None:
+        return  # an inline schema, or a $defs entry folded into another model: nothing more to build
+    model = _parse(model_type, value)
+    _parse(model_type, value, strict=True)
+    assert_valid(to_wire(model), str(target))
+    assert to_wire(model) == value
+
+
+# --------------------------------------------------------------------------- hand-written edge cases
+
+_FORM_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
+_SELECT = {"configId": "m", "name": "Model", "type": "select"}
+_SELECT_VALUES = [{"value": "fast", "name": "Fast"}]
+
+def _cases(
+    model: type[BaseModel], prefix: str, cases: list[tuple[str, dict[str, Any]]], base: dict[str, Any] | None = None
+) -> list[Any]:
+    """``pytest.param(model, payload)`` for each ``(why, payload)``, the payload laid over ``base``."""
+    return [pytest.param(model, {**(base or {}), **payload}, id=f"{prefix}-{why}") for why, payload in cases]
+
+
+# Payloads the schema refuses (against the `$defs` entry named like the model), by why.
+_SCHEMA_REFUSES: list[Any] = [
+    *_cases(CreateElicitationRequest, "elicitation", [
+        ("url-without-url", {"sessionId": "s", "mode": "url", "message": "m", "elicitationId": "e"}),
+        ("url-without-id", {"sessionId": "s", "mode": "url", "message": "m", "url": "https://x.example"}),
+        ("url-null-url", {"sessionId": "s", "mode": "url", "message": "m", "elicitationId": "e", "url": None}),
+        ("url-null-id", {"requestId": 1, "mode": "url", "message": "m", "elicitationId": None, "url": "https://x"}),
+        ("form-without-schema", {"sessionId": "s", "mode": "form", "message": "m"}),
+        ("form-null-schema", {"sessionId": "s", "mode": "form", "message": "m", "requestedSchema": None}),
+        ("both-scopes", {"sessionId": "s", "requestId": 1, "mode": "form", "message": "m",
+                         "requestedSchema": _FORM_SCHEMA}),
+        ("no-scope", {"mode": "form", "message": "m", "requestedSchema": _FORM_SCHEMA}),
+        ("tool-call-only", {"toolCallId": "c", "mode": "form", "message": "m", "requestedSchema": _FORM_SCHEMA}),
+        ("null-session-only", {"sessionId": None, "mode": "form", "message": "m", "requestedSchema": _FORM_SCHEMA}),
+        ("null-both", {"sessionId": None, "requestId": None, "mode": "url", "message": "m", "elicitationId": "e",
+                       "url": "https://x"}),
+        ("other-mode-no-scope", {"mode": "_x", "message": "m"}),
+        ("other-mode-both-scopes", {"mode": "_x", "message": "m", "sessionId": "s", "requestId": "r"}),
+        ("no-message", {"sessionId": "s", "mode": "form", "requestedSchema": _FORM_SCHEMA}),
+        ("no-mode", {"sessionId": "s", "message": "m", "requestedSchema": _FORM_SCHEMA}),
+        ("empty-enum", {"sessionId": "s", "mode": "form", "message": "m", "requestedSchema": {
+            "type": "object", "properties": {"db": {"type": "string", "enum": []}}}}),
+        ("empty-one-of", {"sessionId": "s", "mode": "form", "message": "m", "requestedSchema": {
+            "type": "object", "properties": {"db": {"type": "string", "oneOf": []}}}}),
+    ]),
+    *_cases(MessageMcpResponse, "mcp", [
+        ("empty", {}),
+        ("meta-only", {"_meta": {"k": 1}}),
+        ("null-error", {"error": None}),
+        ("error-without-code", {"error": {"message": "m"}}),
+    ]),
+    *_cases(SessionConfigOption, "config", [
+        ("select-without-current", {**_SELECT, "options": _SELECT_VALUES}),
+        ("select-null-current", {**_SELECT, "currentValue": None, "options": _SELECT_VALUES}),
+        ("select-bool-current", {**_SELECT, "currentValue": True, "options": _SELECT_VALUES}),
+        ("select-int-current", {**_SELECT, "currentValue": 3, "options": _SELECT_VALUES}),
+        ("select-without-options", {**_SELECT, "currentValue": "fast"}),
+        ("select-null-options", {**_SELECT, "currentValue": "fast", "options": None}),
+        ("select-empty-options", {**_SELECT, "currentValue": "fast", "options": []}),
+        ("boolean-without-current", {"configId": "v", "name": "V", "type": "boolean"}),
+        ("boolean-null-current", {"configId": "v", "name": "V", "type": "boolean", "currentValue": None}),
+        ("boolean-string-current", {"configId": "v", "name": "V", "type": "boolean", "currentValue": "true"}),
+        ("no-type", {"configId": "v", "name": "V", "currentValue": True}),
+    ]),
+    *_cases(SetSessionConfigOptionRequest, "set-config", [
+        ("id-bool", {"type": "id", "value": True}),
+        ("id-null", {"type": "id", "value": None}),
+        ("boolean-string", {"type": "boolean", "value": "yes"}),
+        ("boolean-int", {"type": "boolean", "value": 1}),
+        ("other-without-value", {"type": "_slider"}),
+    ], base={"sessionId": "s", "configId": "c"}),
+]
+
+# Payloads the schema accepts although they look odd: each must validate and round-trip.
+_SCHEMA_ACCEPTS: list[Any] = [
+    *_cases(CreateElicitationRequest, "elicitation", [
+        ("session-scope-null-tool-call", {"sessionId": "s", "toolCallId": None, "mode": "form", "message": "m",
+                                          "requestedSchema": _FORM_SCHEMA}),
+        # the schema's oneOf sees a non-string scope key as no scope, and toolCallId as an unknown key
+        ("request-scope-null-session", {"sessionId": None, "requestId": 1, "mode": "form", "message": "m",
+                                        "requestedSchema": _FORM_SCHEMA}),
+        ("request-scope-tool-call", {"requestId": "r", "toolCallId": "c", "mode": "url", "message": "m",
+                                     "elicitationId": "e", "url": "https://x.example"}),
+        ("session-scope-null-request", {"sessionId": "s", "requestId": None, "mode": "url", "message": "m",
+                                        "elicitationId": "e", "url": "https://x.example"}),
+        ("other-mode-session", {"sessionId": "s", "mode": "_x", "message": "m"}),
+        ("other-mode-request", {"requestId": 0, "mode": "future", "message": "m", "extra": {"k": 1}}),
+        ("form-with-url-keys", {"sessionId": "s", "mode": "form", "message": "m", "requestedSchema": _FORM_SCHEMA,
+                                "url": None}),
+    ]),
+    *_cases(MessageMcpResponse, "mcp", [
+        ("null-result", {"result": None}),
+        ("result-null-error", {"result": [1], "error": None}),
+        ("both", {"result": {"ok": True}, "error": {"code": 1, "message": "m"}}),
+        ("error", {"error": {"code": -1, "message": "m", "data": None, "extra": 1}, "_meta": None}),
+    ]),
+    *_cases(SessionConfigOption, "config", [
+        ("select-grouped", {**_SELECT, "currentValue": "x", "options": [
+            {"groupId": "g", "name": "G", "options": _SELECT_VALUES}]}),
+        ("boolean-false", {"configId": "v", "name": "V", "type": "boolean", "currentValue": False}),
+        ("other-without-current", {"configId": "o", "name": "O", "type": "_slider"}),
+        ("other-any-current", {"configId": "o", "name": "O", "type": "_slider", "currentValue": {"at": 3}}),
+    ]),
+    *_cases(SetSessionConfigOptionRequest, "set-config", [
+        ("other-null", {"type": "_slider", "value": None}),
+        ("other-object", {"type": "_slider", "value": {"at": 3}}),
+    ], base={"sessionId": "s", "configId": "c"}),
+]
+
+
+@needs_schema
+@pytest.mark.parametrize(("model", "payload"), _SCHEMA_REFUSES)
+def test_what_the_schema_refuses_the_model_refuses(model: type[BaseModel], payload: dict[str, Any]) -> None:
+    assert not _validator(model.__name__).is_valid(payload), "the case is not one the schema refuses"
+    with pytest.raises(ValidationError):
+        model.model_validate(payload)
+    with pytest.raises(ValidationError):
+        model.model_validate(payload, strict=True)
+
+
+@needs_schema
+@pytest.mark.parametrize(("model", "payload"), _SCHEMA_ACCEPTS)
+def test_what_the_schema_accepts_the_model_accepts(model: type[BaseModel], payload: dict[str, Any]) -> None:
+    assert_valid(payload, model.__name__)
+    model.model_validate(payload, strict=True)
+    assert roundtrip(model.model_validate(payload)) == payload
+
+
+def test_python_construction_is_checked_too() -> None:
+    with pytest.raises(ValidationError, match="url-mode elicitation needs elicitationId and url"):
+        CreateElicitationRequest(session_id="s", mode="url", message="Sign in")
+    with pytest.raises(ValidationError, match="form-mode elicitation needs requestedSchema"):
+        CreateElicitationRequest(request_id=1, mode="form", message="Name?")
+    with pytest.raises(ValidationError, match="exactly one scope"):
+        CreateElicitationRequest(session_id="s", request_id=1, mode="form", message="?", requested_schema=_FORM)
+    with pytest.raises(ValidationError, match="exactly one scope"):
+        CreateElicitationRequest(tool_call_id="c", mode="form", message="?", requested_schema=_FORM)
+    with pytest.raises(ValidationError, match="result"):
+        MessageMcpResponse()
+    with pytest.raises(ValidationError, match="result"):
+        MessageMcpResponse(error=None, meta={})
+    assert to_wire(MessageMcpResponse(result=None)) == {"result": None}
+    with pytest.raises(ValidationError, match="string currentValue"):
+        SessionConfigOption(type="select", config_id="m", name="M", options=[SessionConfigSelectOption(
+            value="a", name="A")])
+    with pytest.raises(ValidationError, match="needs options"):
+        SessionConfigOption(type="select", config_id="m", name="M", current_value="a")
+    with pytest.raises(ValidationError, match="boolean currentValue"):
+        SessionConfigOption(type="boolean", config_id="v", name="V")
+    with pytest.raises(ValidationError, match='type "boolean" takes a boolean'):
+        SetSessionConfigOptionRequest(session_id="s", config_id="v", type="boolean", value="on")
+
+
+# --------------------------------------------------------------------------- single-key changes
+
+# Where the models knowingly accept a change the schema refuses: (change, path suffix) -> why.
+_LENIENT: dict[tuple[str, str], str] = {
+    **{
+        ("null", path): "x-deserialize-default-on-null: read as [] and sent as []"
+        for path in (
+            "mcpServers",
+            "additionalDirectories",
+            "mcpServers/#/args",
+            "mcpServers/#/env",
+            "mcpServers/#/headers",
+            "authMethods/#/args",
+            "authMethods/#/env",
+            "sessions/#/additionalDirectories",
+        )
+    },
+    ("drop", "availableCommands/#/type"): "a constant the model fills in and always sends",
+    ("drop", "requestedSchema/type"): "a constant the model fills in and always sends",
+    ("empty", "prompt"): "PromptRequest leaves refusing an empty prompt to the agent",
+}
+
+
+def _changes(node: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """``(path, change)`` of every single-key change to try on ``node``."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            here = (*path, key)
+            yield here, "drop"
+            if value is not None:
+                yield here, "null"
+            if isinstance(value, str):
+                yield here, "int"
+            elif not isinstance(value, dict | list):
+                yield here, "str"
+            yield from _changes(value, here)
+    elif isinstance(node, list):
+        if node:
+            yield path, "empty"
+        for index, item in enumerate(node):
+            yield from _changes(item, (*path, index))
+
+
+def _changed(payload: Any, path: tuple[str | int, ...], change: str) -> Any:
+    copy = json.loads(json.dumps(payload))
+    parent = copy
+    for step in path[:-1]:
+        parent = parent[step]
+    if change == "drop":
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = {"null": None, "int": 12345, "str": "zz", "empty": []}[change]
+    return copy
+
+
+@cache
+def _narrowed_validator(def_name: str, tag: str) -> Draft202012Validator | None:
+    """The validator of ``$defs[def_name]`` with its tagged ``anyOf`` cut down to the branch for ``tag``."""
+    definition = _schema()["$defs"][def_name]
+    branches = definition.get("anyOf", [])
+    other = next((b for b in branches if b.get("title") == "other"), None)
+    if other is None:
+        return None
+    key = other["required"][0]
+    for branch in branches:
+        if branch.get("properties", {}).get(key, {}).get("const") == tag:
+            rest = {k: v for k, v in definition.items() if k != "anyOf"}
+            rest["allOf"] = [*rest.get("allOf", []), branch]
+            return Draft202012Validator({**rest, "$defs": _schema()["$defs"]})
+    return None
+
+
+def _tag(def_name: str, instance: Any) -> str | None:
+    other = next((b for b in _schema()["$defs"][def_name].get("anyOf", []) if b.get("title") == "other"), None)
+    if other is None or not isinstance(instance, dict):
+        return None
+    tag = instance.get(other["required"][0])
+    return tag if isinstance(tag, str) else None
+
+
+def _schema_accepts(instance: Any, def_name: str) -> bool:
+    """Draft 2020-12 verdict of ``$defs[def_name]`` on ``instance``.
+
+    The same verdict as ``_validator(def_name).is_valid``, reached faster: on a tagged union
+    (an ``anyOf`` of ``const`` branches and an ``other`` branch that excludes them) a known tag
+    selects the one branch that can match, and a notification's ``update`` is judged apart from
+    its independent siblings.
+    """
+    if def_name == "UpdateSessionNotification" and isinstance(instance, dict) and "update" in instance:
+        return _schema_accepts(instance["update"], "SessionUpdate") and _validator(def_name).is_valid(
+            {**instance, "update": _STUB_UPDATE}
+        )
+    tag = _tag(def_name, instance)
+    narrowed = _narrowed_validator(def_name, tag) if tag is not None else None
+    return bool((narrowed or _validator(def_name)).is_valid(instance))
+
+
+def _change_subjects() -> list[Any]:
+    """``(model or union, $defs name, payload)`` of every reference example and sample."""
+    subjects: list[Any] = []
+    for param in _reference_examples():
+        kind, name, message = param.values
+        if message is None:
+            continue
+        target, payload = _example_target(kind, name, message)
+        def_name = name if kind == "def" else target.__name__
+        subjects.append(pytest.param(target, def_name, payload, id=param.id))
+    for sample in method_samples():
+        subjects.append(pytest.param(type(sample), type(sample).__name__, to_wire(sample), id=type(sample).__name__))
+    for sample in session_update_samples():
+        subjects.append(pytest.param(SessionUpdate, "SessionUpdate", to_wire(sample), id=type(sample).__name__))
+    return subjects
+
+
+def _accepts(target: Any, payload: Any, *, strict: bool) -> Any | None:
+    try:
+        return _parse(target, payload, strict=strict)
+    except ValidationError:
+        return None
+
+
+_ABSENT = object()
+
+
+def _child(parent: Any, step: str | int) -> Any:
+    """What ``parent`` (a model, dict or list) holds under the wire key or index ``step``."""
+    if isinstance(parent, BaseModel):
+        for attr, field in type(parent).model_fields.items():
+            if (field.alias or attr) == step:
+                return getattr(parent, attr)
+        return (parent.__pydantic_extra__ or {}).get(str(step), _ABSENT)
+    if isinstance(parent, dict):
+        return parent.get(step, _ABSENT)
+    if isinstance(parent, list) and isinstance(step, int) and step < len(parent):
+        return parent[step]
+    return _ABSENT
+
+
+@cache
+def _tag_keys() -> frozenset[str]:
+    """The keys that tag the schema's unions (``type``, ``sessionUpdate``, ...)."""
+    return frozenset(
+        branch["required"][0]
+        for definition in _schema()["$defs"].values()
+        for branch in definition.get("anyOf", [])
+        if branch.get("title") == "other" and branch.get("required")
+    )
+
+
+@cache
+def _variant_defs() -> frozenset[str]:
+    """``$defs`` entries used as a branch of a union, which may add keys of its own around them."""
+    names: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+        elif isinstance(node, dict):
+            for keyword in ("anyOf", "oneOf"):
+                for branch in node.get(keyword, []):
+                    for sub in branch.get("allOf", []):
+                        if "$ref" in sub:
+                            names.add(sub["$ref"].removeprefix("#/$defs/"))
+            for key, value in node.items():
+                walk(list(value.values()) if key == "properties" else value)
+
+    walk(_schema()["$defs"])
+    return frozenset(names)
+
+
+def _judge_locally(model: Any, path: tuple[str | int, ...]) -> tuple[str, int] | None:
+    """``($defs name, depth)`` of the deepest schema-named model on ``path`` that holds the change.
+
+    The rest of the payload is untouched and valid, so validating the changed subtree there
+    against that ``$defs`` entry is enough for the verdict, and far cheaper than judging the
+    whole message again for every change. The object whose own key changes is judged there
+    only if nothing around it adds rules: not for a union's tag, nor for a union member.
+    """
+    found = None
+    node = model
+    for depth, step in enumerate(path[:-1], start=1):
+        node = _child(node, step)
+        if node is _ABSENT:
+            break
+        name = type(node).__name__
+        if not isinstance(node, BaseModel) or name not in _schema()["$defs"]:
+            continue
+        if depth == len(path) - 1 and (path[-1] in _tag_keys() or name in _variant_defs()):
+            continue
+        found = (name, depth)
+    return found
+
+
+_STUB_UPDATE = {"sessionUpdate": "plan_removed", "planId": "p"}
+
+
+def _verdict(changed: Any, def_name: str, local: tuple[str, int] | None, path: tuple[str | int, ...]) -> bool:
+    if def_name == "UpdateSessionNotification" and path[0] != "update" and "update" in changed:
+        return _schema_accepts({**changed, "update": _STUB_UPDATE}, def_name)  # the update is untouched
+    if local is None:
+        return _schema_accepts(changed, def_name)
+    local_def, depth = local
+    subtree = changed
+    for step in path[:depth]:
+        subtree = subtree[step]
+    return _schema_accepts(subtree, local_def)
+
+
+@needs_schema
+@pytest.mark.parametrize(("target", "def_name", "payload"), _change_subjects())
+def test_single_key_changes_get_the_schema_verdict(target: Any, def_name: str, payload: Any) -> None:
+    assert _schema_accepts(payload, def_name)
+    original = _parse(target, payload)
+    disagreements: list[str] = []
+    for path, change in _changes(payload):
+        changed = _changed(payload, path, change)
+        where = "/".join("#" if isinstance(step, int) else step for step in path)
+        schema_says = _verdict(changed, def_name, _judge_locally(original, path), path)
+        model = _accepts(target, changed, strict=schema_says)
+        if schema_says == (model is not None):
+            if model is not None and to_wire(model) != changed:
+                assert _schema_accepts(to_wire(model), def_name), f"{change} {where}: re-serialized, fails the schema"
+            continue
+        if _schema_accepts(changed, def_name) != schema_says:  # a disagreement: judged on the whole message
+            continue
+        if schema_says:
+            disagreements.append(f"{change} {where}: the schema accepts, the model refuses")
+        elif not any(
+            change == lenient_change and (where == suffix or where.endswith("/" + suffix))
+            for lenient_change, suffix in _LENIENT
+        ):
+            disagreements.append(f"{change} {where}: the schema refuses, the model accepts")
+    assert not disagreements, "\n".join(disagreements)
+
+
+@needs_schema
+def test_null_as_empty_fields_are_the_schema_default_on_null_ones() -> None:
+    defs = _schema()["$defs"]
+    ours = {
+        (name, field.alias or attr)
+        for name in schema.__all__
+        if isinstance(cls := getattr(schema, name), type) and issubclass(cls, BaseModel)
+        for attr, field in cls.model_fields.items()
+        if EmptyIfNull in field.metadata
+    }
+    theirs = {
+        (name, prop)
+        for name, definition in defs.items()
+        for prop, node in definition.get("properties", {}).items()
+        if node.get("x-deserialize-default-on-null")
+    }
+    assert ours == theirs
+    assert {suffix.rsplit("/", 1)[-1] for change, suffix in _LENIENT if change == "null"} == {p for _, p in theirs}
