@@ -21,6 +21,7 @@ from .schema import (
     SessionCapabilities,
 )
 from .session import Session, StopReason
+from .store import SessionStore
 
 __all__ = ["Agent"]
 
@@ -33,7 +34,9 @@ class Agent:
     content beyond text and resource links the agent understands; ``mcp_stdio`` /
     ``mcp_http`` declare the MCP transports it can connect to. ``limits`` holds the
     resource limits of each connection (a ``limits=`` argument to :func:`~acp_agent.run_stdio`
-    wins over it).
+    wins over it). ``store`` is where sessions are kept (a ``store=`` argument wins over it;
+    by default ``run_stdio`` uses a SQLite file per agent and the in-memory test client a
+    :class:`~acp_agent.store.MemoryStore`).
     """
 
     name: ClassVar[str] = "acp-agent"
@@ -47,6 +50,7 @@ class Agent:
     mcp_http: ClassVar[bool] = False
     accepts_additional_directories: ClassVar[bool] = False
     limits: ClassVar[Limits] = DEFAULT_LIMITS
+    store: ClassVar[SessionStore | None] = None
 
     client: InitializeRequest | None = None
     """The client's ``initialize`` request (its info and capabilities), once received."""
