@@ -50,28 +50,34 @@ class RecordKeeper:
         return self.store.durable
 
     async def ready(self) -> SessionStore:
-        """The store, opened on first use; an unusable one is replaced by a :class:`MemoryStore`."""
+        """The store, opened on first use; an unusable one is replaced by a :class:`MemoryStore`.
+
+        Any other :class:`~acp_agent.errors.StoreError` (a database not reachable now) is raised,
+        and the next call tries again.
+        """
         while not self._ready:
             if self._opening is not None:
                 await self._opening.wait()
                 continue
-            self._opening = anyio.Event()
+            self._opening = opening = anyio.Event()
             try:
                 await self.store.open()
+                self._ready = True
             except StoreUnusableError as exc:
                 logger.error("acp: the session store cannot be used: %s. This agent keeps serving with its "
-                             "sessions in memory only (they are lost when it exits); the file was left as it is.",
+                             "sessions in memory only (they are lost when it exits); the store was left as it is.",
                              exc)
                 self.store = MemoryStore()
-            finally:
                 self._ready = True
-                self._opening.set()
+            finally:
+                self._opening = None
+                opening.set()
         return self.store
 
     async def save(self, record: SessionRecord) -> None:
         """Save ``record``; a failure is logged (the next save of it writes it in full), never raised."""
-        store = await self.ready()
         try:
+            store = await self.ready()
             await store.save(record)
         except StoreError as exc:
             logger.error("acp: %s (retried at the session's next save)", exc)
