@@ -196,3 +196,24 @@ async def test_two_processes_share_one_file(tmp_path: Path) -> None:
         await client.resume_session(sids["b"][7], cwd, replay=True)
         view = client.view(sids["b"][7])
         assert list(view.messages().values()) == ["b 7"]
+
+
+async def test_postgres_session_moves_between_processes(tmp_path: Path, postgres_dsn: str) -> None:
+    cwd = str(tmp_path)
+    env = {"ACP_TEST_PG_DSN": postgres_dsn}
+    async with spawn_agent(STORE_AGENT, env=env) as a, spawn_agent(STORE_AGENT, env=env) as b:
+        await a.initialize()
+        await b.initialize()
+        sid = await a.new_session(cwd)
+        await a.prompt_and_wait(sid, "title Made on A")
+        await a.prompt_and_wait(sid, "hello from A")
+        await a.close_session(sid)
+        listed = await b.list_sessions(cwd)
+        assert [(s["sessionId"], s.get("title")) for s in listed] == [(sid, "Made on A")]
+        await b.resume_session(sid, cwd, replay=True)
+        view = b.view(sid)
+        assert list(view.messages().values()) == ["titled", "hello from A"]
+        await b.prompt_and_wait(sid, "hello from B")
+        await b.close_session(sid)
+        await a.resume_session(sid, cwd, replay=True)
+        assert list(a.view(sid).messages().values())[-1] == "hello from B"

@@ -1,7 +1,8 @@
 """An agent for the store tests, run as a process: ``slow N`` streams N chunks 0.05 s apart;
 ``bgwait CMD`` leaves a listed terminal (and the tool call it ends) running after the turn;
 ``title T`` sets the session title; anything else is echoed. ``ACP_TEST_AGENT_NAME`` names it
-(the name picks its SQLite file)."""
+(the name picks its SQLite file); with ``ACP_TEST_PG_DSN`` it keeps its sessions in that
+PostgreSQL database instead."""
 
 from __future__ import annotations
 
@@ -41,4 +42,10 @@ class StoreAgent(Agent):
 
 
 if __name__ == "__main__":
-    run_stdio(StoreAgent())
+    dsn = os.environ.get("ACP_TEST_PG_DSN")
+    if dsn:
+        from acp_agent.store.postgres import PostgresStore
+
+        run_stdio(StoreAgent(), store=PostgresStore(dsn))
+    else:
+        run_stdio(StoreAgent())
