@@ -287,3 +287,19 @@ async def test_unusable_store_falls_back_to_memory(tmp_path: Path, caplog: pytes
             assert list(client.view(sid).messages().values()) == ["echo works"]
     assert "the session store cannot be used" in caplog.text
     assert path.read_text() == "not a database"
+
+
+async def test_an_imported_session_is_listed_and_resumed(make_store: StoreFactory) -> None:
+    store = make_store()
+    record = SessionRecord(session_id="sess_imported_42", cwd="/home/me/project", title="Imported thread")
+    record.history.record(UserMessage(message_id="u1", content=[TextContent(text="fix the bug")]))
+    record.history.record(AgentMessage(message_id="a1", content=[TextContent(text="Done.")]))
+    await store.save(record)
+    async with connect_agent(ScriptedAgent(), store=make_store()) as client:
+        await client.initialize()
+        [listed] = await client.list_sessions("/home/me/project")
+        assert listed["sessionId"] == "sess_imported_42" and listed["title"] == "Imported thread"
+        await client.resume_session("sess_imported_42", "/home/me/project", replay=True)
+        view = client.view("sess_imported_42")
+        assert list(view.messages("user_message").values()) == ["fix the bug"]
+        assert list(view.messages().values()) == ["Done."]
