@@ -4,10 +4,11 @@ Run: ``.venv/bin/python bench/store_rss.py [--sessions 2000] [--prompts 3] [--ag
 
 The driver launches ``examples/echo_agent.py`` (its default SQLite store, in a fresh
 ``ACP_AGENT_DATA_DIR``; ``PYTHONPATH`` is this checkout, so running the script of another
-checkout measures that one) and speaks v2 with a lean blocking client: for each session ``session/new``, N prompts (each waited to its ``idle``),
-``session/close``. It prints the agent's ``VmRSS`` after a warm-up of 100 sessions and at the
-end, and the growth. Closed sessions live in the store, so the growth should stay small
-(the target of issue 14: < 5 MB over 2,000 sessions).
+checkout measures that one) and speaks v2 with a lean blocking client: for each session
+``session/new``, N prompts (each waited to its ``idle``), ``session/close``. It prints the
+agent's ``VmRSS`` after a warm-up of 100 sessions and at the end, and the growth. Closed
+sessions live in the store, so the growth should stay small (the target of issue 14: < 5 MB
+over 2,000 sessions).
 """
 
 from __future__ import annotations
@@ -102,9 +103,10 @@ def main() -> None:
         process.wait(30)
         files = sum(p.stat().st_size for p in Path(data).glob("*"))
     print(f"sessions: {args.sessions} x {args.prompts} prompts, then closed ({elapsed:.1f} s)")
+    growth = end_rss - start_rss
+    per_session = growth * 1e3 / max(1, args.sessions - args.warmup)
     print(f"RSS after {args.warmup} sessions: {start_rss:.1f} MB; after {args.sessions}: {end_rss:.1f} MB; "
-          f"growth {end_rss - start_rss:+.1f} MB ({(end_rss - start_rss) * 1e3 / max(1, args.sessions - args.warmup):.2f} "
-          f"KB per session)")
+          f"growth {growth:+.1f} MB ({per_session:.2f} KB per session)")
     print(f"first page of session/list: {len(listed['sessions'])} sessions; data dir: {files / 1e6:.1f} MB on disk")
 
 
