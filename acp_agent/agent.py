@@ -29,6 +29,7 @@ from .schema import (
     UnknownAuthMethod,
 )
 from .session import Session, StopReason
+from .store import SessionStore
 
 __all__ = ["Agent"]
 
@@ -41,7 +42,9 @@ class Agent:
     content beyond text and resource links the agent understands; ``mcp_stdio`` /
     ``mcp_http`` declare the MCP transports it can connect to. ``limits`` holds the
     resource limits of each connection (a ``limits=`` argument to :func:`~acp_agent.run_stdio`
-    wins over it).
+    wins over it). ``store`` is where sessions are kept (a ``store=`` argument wins over it;
+    by default ``run_stdio`` uses a SQLite file per agent and the in-memory test client a
+    :class:`~acp_agent.store.MemoryStore`).
     """
 
     name: ClassVar[str] = "acp-agent"
@@ -58,6 +61,7 @@ class Agent:
     """[unstable] ``True`` accepts a client ``systemPrompt`` in ``append`` mode on new/resume/fork
     (``session.system_prompt``); ``"override"`` accepts ``override`` too."""
     limits: ClassVar[Limits] = DEFAULT_LIMITS
+    store: ClassVar[SessionStore | None] = None
 
     auth_methods: ClassVar[Sequence[AuthMethodAgent | AuthMethodTerminal | UnknownAuthMethod]] = ()
     """How a client can log in (``initialize``'s ``authMethods``); implement :meth:`login` with them."""

@@ -82,6 +82,8 @@ class SessionCore:
                            touched=record.touch)
         self.on_closed: list[Callable[[], None]] = []
         """Called once the session closed."""
+        self.persist: Callable[[], Awaitable[None]] | None = None
+        """Saves the session's record; awaited when foreground work ends, before its ``idle``."""
         self._tg: TaskGroup | None = None
         self._stopped = anyio.Event()
         self.closing = False
@@ -278,6 +280,8 @@ class SessionCore:
                     for child in children:
                         child.cancel()
                         tg.start_soon(child.wait_idle)  # its final updates precede our idle (R68)
+        if self.persist is not None:
+            await self.persist()  # a turn the client saw end is kept (the store's crash contract)
 
     def _end_raw_tool_call(self, entity: Entity, status: str) -> None:
         fields: dict[str, Any] = {"status": status}

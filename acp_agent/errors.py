@@ -18,6 +18,8 @@ __all__ = [
     "RequestError",
     "SessionClosedError",
     "SessionNotOpenError",
+    "StoreError",
+    "StoreUnusableError",
     "ToolCallStateError",
 ]
 
@@ -182,6 +184,23 @@ class ProcessStartError(AcpAgentError, OSError):
     Nothing was sent: the terminal was never announced and no tool call changed. ``errno``,
     ``strerror`` and ``filename`` are those of the underlying :class:`OSError`, which is also
     the ``__cause__``.
+    """
+
+
+class StoreError(AcpAgentError, RuntimeError):
+    """A session store could not read or write (I/O error, lock held too long, lost connection).
+
+    Nothing was sent because of it. The runtime logs it on stderr and keeps serving: a save
+    that failed is retried in full at the next save of that session.
+    """
+
+
+class StoreUnusableError(StoreError):
+    """A session store cannot be opened: the file is corrupt, not a database, or was written by a
+    newer acp-agent (its schema version is above the newest this version knows).
+
+    Raised by ``SessionStore.open``; nothing in the store was changed. ``run_stdio`` logs it on
+    stderr and serves with a fresh in-memory store instead (see the README, "Sessions on disk").
     """
 
 

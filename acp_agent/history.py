@@ -6,6 +6,10 @@ call with its patched state, a terminal with a bounded output tail), so a replay
 one update per entity, in the order the entities first appeared, each with its
 original id (R36). Live-only updates (``notice``, ``state_update``, usage, command and
 option lists) are not history (R37).
+
+For a durable store the history also knows what changed since it was last saved
+(:meth:`History.take_changes`): each entity is one entry with a sequence number (its place
+in the replay), and an entry is marked changed once per save, not per chunk.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from .schema import (
     SessionMessage,
     SessionMessageChunk,
     SubagentUpdate,
+    TerminalExitStatus,
     TerminalOutput,
     TerminalOutputChunk,
     TerminalUpdate,
@@ -42,13 +47,20 @@ from .schema import (
     UserMessageChunk,
 )
 
-__all__ = ["History", "HistoryItem"]
+__all__ = ["ITEM_CLASSES", "History", "HistoryChanges", "HistoryItem", "finalize_live_items"]
 
 HistoryItem = (
     UserMessage | AgentMessage | AgentThought | SessionMessage | ToolCallUpdate | TerminalUpdate | SubagentUpdate
     | PlanUpdate | CompactionUpdate
 )
 """One entry of a session's history: a whole message, tool call, terminal, child, plan or compaction."""
+
+ITEM_CLASSES: Final[dict[str, type[BaseModel]]] = {
+    cls.__name__: cls
+    for cls in (UserMessage, AgentMessage, AgentThought, SessionMessage, ToolCallUpdate, TerminalUpdate,
+                SubagentUpdate, PlanUpdate, CompactionUpdate)
+}
+"""Every history item class by its name (how a store writes an entry's kind)."""
 
 
 # full upsert class -> (name of its id field, name of the collection its chunks append to)
@@ -88,6 +100,8 @@ class _Entry:
     joined: int = 0  # leading pieces of ``text`` that are already joined runs of chunks
     join_at: int = 0  # length of ``text`` at which the newest run is joined
     output: _Tail | None = None  # terminals: retained output tail
+    seq: int = 0  # place in the replay order (kept by a store)
+    dirty: bool = True  # changed since the last save (only while changes are tracked)
 
     def add_text(self, text: str) -> None:
         """Append a plain-text chunk to the open run."""
@@ -107,12 +121,29 @@ class _Entry:
         self.join_at = self.joined + _TEXT_JOIN
 
 
+@dataclass(slots=True)
+class HistoryChanges:
+    """What changed in a history since it was last saved (see :meth:`History.take_changes`)."""
+
+    full: bool
+    """True when ``entries`` is the whole history (the first save): stored entries not in it go."""
+    entries: list[tuple[int, HistoryItem]]
+    """``(sequence number, item)`` of every new or changed entry."""
+    removed: list[int]
+    """Sequence numbers of entries that left the history (a replaced or removed plan)."""
+
+
 class History:
     """The replayable history of one session."""
 
     def __init__(self, terminal_tail: int = DEFAULT_TERMINAL_TAIL) -> None:
         self._entries: dict[tuple[type[BaseModel], str], _Entry] = {}
         self._terminal_tail = terminal_tail
+        self._seq = 0
+        self._tracking = False  # changes are tracked once a store saved this history
+        self._full = True  # the next save writes everything
+        self._dirty: list[_Entry] = []
+        self._removed: list[int] = []
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -131,6 +162,7 @@ class History:
                 name: list(value) if isinstance(value, list) else value
                 for name, value in entry.fields.items()
             }
+            other._seq += 1
             other._entries[key] = _Entry(
                 entry.kind,
                 fields,
@@ -138,6 +170,7 @@ class History:
                 entry.joined,
                 entry.join_at,
                 entry.output.copy() if entry.output is not None else None,
+                other._seq,
             )
         return other
 
@@ -154,10 +187,10 @@ class History:
             self._append_output(entry, base64.b64decode(update.data))  # type: ignore[attr-defined]
         elif kind is PlanUpdate:
             plan_id = str(getattr(update.plan, "plan_id", ""))  # type: ignore[attr-defined]
-            self._entries.pop((PlanUpdate, plan_id), None)
-            self._entries[(PlanUpdate, plan_id)] = _Entry(PlanUpdate, {"plan": update.plan})  # type: ignore[attr-defined]
+            self._drop((PlanUpdate, plan_id))
+            self._add((PlanUpdate, plan_id), _Entry(PlanUpdate, {"plan": update.plan}))  # type: ignore[attr-defined]
         elif kind is PlanRemoved:
-            self._entries.pop((PlanUpdate, update.plan_id), None)  # type: ignore[attr-defined]
+            self._drop((PlanUpdate, update.plan_id))  # type: ignore[attr-defined]
 
     def replay(self, start: int = 0) -> Iterator[HistoryItem]:
         """One full update per retained entity, in order of first appearance (from the ``start``-th)."""
@@ -199,13 +232,87 @@ class History:
             return None
         return self._rebuild(entry)
 
+    # -- saving ------------------------------------------------------------------------
+
+    def take_changes(self) -> HistoryChanges:
+        """What changed since the last call (everything, the first time), now marked saved.
+
+        From the first call on, changes are tracked (each changed entry once per save). If
+        saving what this returned fails, call :meth:`unsaved` so the next save writes all.
+        """
+        if self._full or not self._tracking:
+            self._tracking, self._full = True, False
+            self._dirty.clear()
+            self._removed.clear()
+            for entry in self._entries.values():
+                entry.dirty = False
+            return HistoryChanges(True, [(e.seq, self._rebuild(e)) for e in self._entries.values()], [])
+        dirty, self._dirty = self._dirty, []
+        removed, self._removed = self._removed, []
+        changed: list[tuple[int, HistoryItem]] = []
+        for entry in dirty:
+            entry.dirty = False
+            if self._entries.get(_key_of(entry)) is entry:
+                changed.append((entry.seq, self._rebuild(entry)))
+        return HistoryChanges(False, changed, removed)
+
+    @property
+    def changed(self) -> bool:
+        """Whether something changed since the last :meth:`take_changes`."""
+        return self._full or not self._tracking or bool(self._dirty or self._removed)
+
+    def unsaved(self) -> None:
+        """Saving the last changes failed: the next :meth:`take_changes` returns everything."""
+        self._full = True
+
+    def restore(self, entries: Iterator[tuple[int, HistoryItem]] | list[tuple[int, HistoryItem]]) -> None:
+        """Rebuild a saved history from its ``(sequence number, item)`` entries, in order.
+
+        The result counts as saved: only later changes are returned by :meth:`take_changes`.
+        """
+        for seq, item in entries:
+            kind: type[BaseModel] = type(item)
+            key: tuple[type[BaseModel], str]
+            if kind is PlanUpdate:
+                key = (PlanUpdate, str(getattr(item.plan, "plan_id", "")))  # type: ignore[union-attr]
+            else:
+                key = (kind, getattr(item, _UPSERTS[kind][0]))
+            if kind is PlanUpdate:
+                self.record(item)
+            else:
+                self._apply_upsert(kind, item)
+            entry = self._entries[key]
+            entry.fields.pop("session_update", None)
+            entry.seq = seq
+            self._seq = max(self._seq, seq)
+        for entry in self._entries.values():
+            entry.dirty = False
+        self._tracking, self._full = True, False
+        self._dirty.clear()
+        self._removed.clear()
+
     # -- folding -----------------------------------------------------------------------
+
+    def _add(self, key: tuple[type[BaseModel], str], entry: _Entry) -> None:
+        self._seq += 1
+        entry.seq = self._seq
+        self._entries[key] = entry
+        if self._tracking:
+            self._dirty.append(entry)
+
+    def _drop(self, key: tuple[type[BaseModel], str]) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None and self._tracking:
+            self._removed.append(entry.seq)
 
     def _entry(self, kind: type[BaseModel], key: str) -> _Entry:
         entry = self._entries.get((kind, key))
         if entry is None:
             entry = _Entry(kind, {_UPSERTS[kind][0]: key})
-            self._entries[(kind, key)] = entry
+            self._add((kind, key), entry)
+        elif not entry.dirty:
+            entry.dirty = True
+            self._dirty.append(entry)
         return entry
 
     def append_text(self, thought: bool, message_id: str, text: str) -> None:
@@ -285,6 +392,34 @@ class _Tail:
         other.chunks = deque(self.chunks)
         other.size = self.size
         return other
+
+
+def _key_of(entry: _Entry) -> tuple[type[BaseModel], str]:
+    if entry.kind is PlanUpdate:
+        return (PlanUpdate, str(getattr(entry.fields["plan"], "plan_id", "")))
+    return (entry.kind, entry.fields[_UPSERTS[entry.kind][0]])
+
+
+def finalize_live_items(history: History) -> int:
+    """End, in ``history`` only, every tool call and terminal it still shows live; returns how many.
+
+    For a session loaded from a store: the process that ran its work is gone (it closed, or
+    crashed), so nothing it shows running will ever end. A tool call not in a final status
+    becomes ``failed``, a terminal without an exit status exited with an unknown status
+    (``{"exitCode": null, "signal": null}``); both lose the ``cancel`` capability.
+    """
+    ended = 0
+    for item in list(history.replay()):
+        if isinstance(item, ToolCallUpdate) and item.status not in ("completed", "failed", "cancelled"):
+            fields: dict[str, Any] = {"capabilities": None} if getattr(item, "capabilities", None) else {}
+            history.record(ToolCallUpdate(tool_call_id=item.tool_call_id, status="failed", **fields))
+            ended += 1
+        elif isinstance(item, TerminalUpdate) and getattr(item, "exit_status", None) is None:
+            fields = {"capabilities": None} if getattr(item, "capabilities", None) else {}
+            history.record(TerminalUpdate(terminal_id=item.terminal_id,
+                                          exit_status=TerminalExitStatus(exit_code=None, signal=None), **fields))
+            ended += 1
+    return ended
 
 
 def _patch_meta(stored: dict[str, Any] | None, patch: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -26,15 +26,21 @@ class SessionRecord:
     additional_directories: list[str] = field(default_factory=list)
     title: str | None = None
     updated_at: str = field(default_factory=now_text)
+    created_at: str = field(default_factory=now_text)
+    archived: bool = False
+    meta: dict[str, Any] | None = None
+    """The session's ``_meta`` as last set with ``session.update_info(meta=...)``."""
     history: History = field(default_factory=History)
     config_options: list[SessionConfigOption] = field(default_factory=list)
     available_commands: list[AvailableCommand] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     """The author's ``Session.data``."""
-    meta: dict[str, Any] | None = None
+    request_meta: dict[str, Any] | None = None
     """The ``_meta`` of the latest ``session/new``, ``session/resume`` or ``session/fork`` for the session."""
     system_prompt: SystemPrompt | None = None
     """[unstable] The client's system prompt for the session, if it gave one."""
+    deleted: bool = False
+    """Set once ``session/delete`` removed the session: stores no longer write it."""
 
     def touch(self) -> None:
         """Note activity now (``updatedAt``)."""

@@ -1,7 +1,8 @@
 """The protocol side of one client connection: ACP methods mapped onto an :class:`Agent`.
 
 ``AgentRuntime`` answers ``initialize`` (version negotiation, capabilities), owns the
-sessions active on the connection and the store of sessions this process holds, and
+sessions active on the connection, keeps sessions in its store (``acp_agent/store``: a
+closed session leaves memory for the store and comes back on ``session/resume``), and
 routes every session-scoped request to its :class:`Session`.
 """
 
@@ -28,7 +29,7 @@ from .core import SessionCore, record_ended
 from .errors import ErrorCode, RequestError
 from .extensions import extensions_of
 from .history import History
-from .ids import new_id
+from .ids import new_session_id
 from .limits import Limits, ProcessSlots, limit_error
 from .peer import ClientPeer
 from .records import SessionRecord
@@ -64,6 +65,8 @@ from .schema import (
     SystemPrompt,
 )
 from .session import Session, core_of
+from .store import MemoryStore, SessionStore, StoredSession
+from .store.keeper import RecordKeeper
 from .subagents import CHILD_MUTATION_REFUSED, child_cancellable
 from .turns import ForegroundJob
 
@@ -89,7 +92,7 @@ class AgentRuntime:
     """
 
     def __init__(self, agent: Agent, receive: ByteReceiveStream, send: ByteSendStream, *,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, store: SessionStore | None = None) -> None:
         self.agent = agent
         self.limits = limits if limits is not None else agent.limits
         """The :class:`Limits` of this connection (the argument, else ``agent.limits``)."""
@@ -107,7 +110,12 @@ class AgentRuntime:
         self._closing: dict[str, anyio.Event] = {}  # sessions whose close is in progress
         """Sessions active on this connection."""
         self.records: dict[str, SessionRecord] = {}
-        """Every session this process holds (active or not), for list and resume."""
+        """The records of the sessions active on this connection (the others are in the store)."""
+        chosen = store if store is not None else agent.store if agent.store is not None else MemoryStore()
+        self.keeper = RecordKeeper(chosen, terminal_tail=self.limits.terminal_output_bytes)
+        """Where sessions are kept (``store``, else ``agent.store``, else a :class:`MemoryStore`)."""
+        self._flushing = False
+        self._loading: dict[str, anyio.Event] = {}  # stored sessions being brought back by a resume
         self.protocol_version: int | None = None
         self._initializing = False
         self._other_request_seen = False
@@ -253,7 +261,7 @@ class AgentRuntime:
 
     def _new_record(self, cwd: str, additional: list[str] | None, **fields: Any) -> SessionRecord:
         fields.setdefault("history", History(self.limits.terminal_output_bytes))
-        return SessionRecord(session_id=new_id("sess"), cwd=cwd, additional_directories=list(additional or []),
+        return SessionRecord(session_id=new_session_id(), cwd=cwd, additional_directories=list(additional or []),
                              **fields)
 
     async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False) -> Session:
@@ -270,11 +278,16 @@ class AgentRuntime:
             self._opening -= 1
         self.sessions[record.session_id] = session
         self.records[record.session_id] = record
+        if self.keeper.durable:
+            core.persist = partial(self.keeper.save, record)
+            if not self._flushing:
+                self._flushing = True
+                self.connection.task_group.start_soon(self.keeper.run, self.records)
         return session
 
     async def _new_session(self, request: NewSessionRequest) -> Reply:
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
-        record = self._new_record(request.cwd, request.additional_directories, meta=request.meta,
+        record = self._new_record(request.cwd, request.additional_directories, request_meta=request.meta,
                                   system_prompt=self._check_system_prompt(request.system_prompt))
         session = await self._open(record, request.mcp_servers, new=True)
         try:
@@ -282,6 +295,7 @@ class AgentRuntime:
         except BaseException:
             await self._discard(session)
             raise
+        await self.keeper.save(record)
         # What the hook sent for the session goes out right after the answer that names it.
         return Reply(NewSessionResponse(session_id=session.id, **_lists(session)), core_of(session).sink.release)
 
@@ -296,7 +310,7 @@ class AgentRuntime:
             config_options=[o.model_copy(deep=True) for o in source.config_options],
             available_commands=list(source.available_commands),
             data=dict(source.data),
-            meta=request.meta,
+            request_meta=request.meta,
             system_prompt=self._check_system_prompt(request.system_prompt),
         )
         record_ended(record.history, core_of(source).registry.entities.values())  # the fork runs none of it
@@ -306,14 +320,32 @@ class AgentRuntime:
         except BaseException:
             await self._discard(session)
             raise
+        await self.keeper.save(record)
         return Reply(ForkSessionResponse(session_id=session.id, **_lists(session)), core_of(session).sink.release)
 
     async def _resume(self, request: ResumeSessionRequest) -> ResumeSessionResponse:
-        if request.session_id in self.sessions:
-            self._active(request.session_id)  # children cannot be resumed by the client
-        record = self.records.get(request.session_id)
-        if record is None:
-            raise RequestError.session_not_found(request.session_id)
+        sid = request.session_id
+        if sid in self.sessions:
+            self._active(sid)  # children cannot be resumed by the client
+        closing = self._closing.get(sid)
+        if closing is not None:
+            await closing.wait()  # resumed once its close saved it
+        while (loading := self._loading.get(sid)) is not None:
+            await loading.wait()  # another resume is bringing it back from the store
+        record = self.records.get(sid)
+        if record is not None:
+            return await self._resume_record(request, record)
+        loading = self._loading[sid] = anyio.Event()
+        try:
+            record = await self.keeper.load(sid)
+            if record is None:
+                raise RequestError.session_not_found(sid)
+            return await self._resume_record(request, record)
+        finally:
+            del self._loading[sid]
+            loading.set()
+
+    async def _resume_record(self, request: ResumeSessionRequest, record: SessionRecord) -> ResumeSessionResponse:
         replay = _replay_mode(request.replay_from)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
         session = self.sessions.get(request.session_id)
@@ -322,7 +354,7 @@ class AgentRuntime:
         system_prompt = self._check_system_prompt(request.system_prompt)
         record.cwd = request.cwd
         record.additional_directories = list(request.additional_directories or [])
-        record.meta, record.system_prompt = request.meta, system_prompt
+        record.request_meta, record.system_prompt = request.meta, system_prompt
         if session is None:
             session = await self._open(record, request.mcp_servers)
             await self.agent.resume_session(session)
@@ -361,7 +393,7 @@ class AgentRuntime:
                 done.set()
         return {}
 
-    async def _stop(self, session: Session, *, finalize: bool = False) -> None:
+    async def _stop(self, session: Session, *, finalize: bool = False, keep: bool = True) -> None:
         if finalize:
             await core_of(session).close(self.shutdown_timeout, finalize=True)
         else:
@@ -370,33 +402,39 @@ class AgentRuntime:
             await self.agent.close_session(session)
         except Exception:
             logger.exception("acp: close_session hook failed for %s", session.id)
+        record = core_of(session).record
+        if keep:
+            await self.keeper.save(record)  # the closed session leaves memory for the store
+        if session.id not in self.sessions and self.records.get(session.id) is record:
+            del self.records[session.id]
 
     async def _discard(self, session: Session) -> None:
         self.sessions.pop(session.id, None)
-        self.records.pop(session.id, None)
+        record = self.records.pop(session.id, None)
         with anyio.CancelScope(shield=True):
             await core_of(session).close()
+            if record is not None and self.keeper.durable:
+                await self.keeper.delete(session.id, record)  # in case a periodic save wrote it already
 
     async def _delete(self, request: DeleteSessionRequest) -> dict[str, Any]:
         if request.session_id in self.sessions:
             self._active(request.session_id)  # children cannot be deleted by the client
         session = self.sessions.pop(request.session_id, None)
         if session is not None:
-            await self._stop(session)
-        if self.records.pop(request.session_id, None) is not None:
+            await self._stop(session, keep=False)
+        record = self.records.pop(request.session_id, None)
+        if await self.keeper.delete(request.session_id, record) or record is not None:
             await self.agent.delete_session(request.session_id)
         return {}
 
     async def _list(self, request: ListSessionsRequest) -> ListSessionsResponse:
         if request.cwd is not None and not os.path.isabs(request.cwd):
             raise RequestError.invalid_params("cwd must be an absolute path", {"cwd": request.cwd})  # R34
-        records = [r for r in self.records.values() if request.cwd is None or r.cwd == request.cwd]
         start = _decode_cursor(request.cursor) if request.cursor is not None else 0
-        if start > len(records):
-            raise RequestError.invalid_params("unknown cursor")
-        page = records[start : start + LIST_PAGE_SIZE]
-        fields: dict[str, Any] = {"sessions": [_info(r) for r in page]}
-        if start + LIST_PAGE_SIZE < len(records):
+        page = await self.keeper.list(request.cwd, start, LIST_PAGE_SIZE + 1)
+        # An active session's record in memory is newer than its last save.
+        fields: dict[str, Any] = {"sessions": [_info(self.records.get(s.session_id, s)) for s in page[:LIST_PAGE_SIZE]]}
+        if len(page) > LIST_PAGE_SIZE:
             fields["next_cursor"] = _encode_cursor(start + LIST_PAGE_SIZE)
         return ListSessionsResponse(**fields)
 
@@ -541,12 +579,14 @@ def _lists(session: Session) -> dict[str, Any]:
     return fields
 
 
-def _info(record: SessionRecord) -> SessionInfo:
+def _info(record: SessionRecord | StoredSession) -> SessionInfo:
     fields: dict[str, Any] = {"session_id": record.session_id, "cwd": record.cwd, "updated_at": record.updated_at}
     if record.additional_directories:
         fields["additional_directories"] = list(record.additional_directories)
     if record.title is not None:
         fields["title"] = record.title
+    if record.meta is not None:
+        fields["meta"] = record.meta
     return SessionInfo(**fields)
 
 

@@ -162,7 +162,7 @@ class Session:
     @property
     def meta(self) -> dict[str, Any] | None:
         """The ``_meta`` of the latest ``session/new``, ``session/resume`` or ``session/fork`` for this session."""
-        return self._core.record.meta
+        return self._core.record.request_meta
 
     @property
     def prompt_meta(self) -> dict[str, Any] | None:
@@ -207,8 +207,9 @@ class Session:
         """Free space for agent code to keep per-session state.
 
         It is kept with the session's record, not the live object: it survives
-        ``session/close`` and a later ``session/resume`` in the same agent process, and a
-        ``session/fork`` starts with a shallow copy of its source's. ``session/delete`` drops it.
+        ``session/close`` and a later ``session/resume`` (after a restart too, with a durable
+        store, if it is JSON-serializable), and a ``session/fork`` starts with a shallow copy
+        of its source's. ``session/delete`` drops it.
         """
         return self._core.record.data
 

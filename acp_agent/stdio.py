@@ -30,6 +30,7 @@ from .limits import Limits, resolve_limits
 from .loop_monitor import watch_event_loop
 from .processes import kill_all_process_groups
 from .runtime import SHUTDOWN_TIMEOUT, AgentRuntime
+from .store import SessionStore, SqliteStore
 from .v1 import negotiating_streams
 
 __all__ = [
@@ -128,14 +129,16 @@ async def serve(
     *,
     limits: Limits | None = None,
     max_message_bytes: int | None = None,
+    store: SessionStore | None = None,
 ) -> None:
     """Serve ``agent`` on any pair of anyio byte streams until the input ends (v1 clients via the bridge).
 
     ``limits`` (default: ``agent.limits``) bounds the connection; ``max_message_bytes``
-    overrides its field of that name.
+    overrides its field of that name. ``store`` keeps the sessions (default: ``agent.store``,
+    else a fresh :class:`~acp_agent.store.MemoryStore` for this connection).
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
-    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen)
+    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store)
     await runtime.connection.run()
 
 
@@ -145,6 +148,7 @@ async def serve_stdio(
     limits: Limits | None = None,
     max_message_bytes: int | None = None,
     shutdown_timeout: float | None = None,
+    store: SessionStore | None = None,
 ) -> None:
     """Serve ``agent`` on stdin/stdout until EOF, SIGTERM or SIGINT, then shut down cleanly.
 
@@ -158,14 +162,17 @@ async def serve_stdio(
     reading (see the README, "Shutdown"). While it serves, agent code that blocks the event
     loop for longer than ``ACP_AGENT_BLOCK_WARNING`` seconds (0.5 by default; ``off``
     disables it) gets a warning on stderr naming the function (:mod:`acp_agent.loop_monitor`).
+    ``store`` keeps the sessions (default: ``agent.store``, else the agent's SQLite file,
+    :meth:`SqliteStore.for_agent <acp_agent.store.SqliteStore.for_agent>`); it is closed at the end.
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
     timeout = _shutdown_timeout(shutdown_timeout)
+    kept = store if store is not None else agent.store if agent.store is not None else SqliteStore.for_agent(agent.name)
     with _protocol_stdout() as out_fd:
         stdin_fd = os.dup(0)
         receive = FdReceiveStream(stdin_fd)
         send = FdSendStream(out_fd)
-        runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen)
+        runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=kept)
         runtime.shutdown_timeout = timeout
         connection = runtime.connection
         began = anyio.Event()
@@ -187,6 +194,8 @@ async def serve_stdio(
                 tg.cancel_scope.cancel()
         finally:
             watchdog.cancel()
+        with anyio.CancelScope(shield=True):
+            await runtime.keeper.store.close()
         os.close(stdin_fd)
         await send.aclose()
 
@@ -256,7 +265,9 @@ def run_stdio(agent: Agent, *, backend: str | None = None, **options: Any) -> No
 
     ``backend`` is ``"asyncio"`` (default) or ``"trio"``; the ``ACP_AGENT_BACKEND``
     environment variable can choose it too. ``limits=Limits(...)`` sets the connection's
-    resource limits (default: ``agent.limits``). Logging goes to stderr.
+    resource limits (default: ``agent.limits``); ``store=`` where sessions are kept (default:
+    ``agent.store``, else a SQLite file per agent under ``$ACP_AGENT_DATA_DIR`` or the user data
+    directory). Logging goes to stderr.
     """
     if not logging.getLogger().handlers:
         logging.basicConfig(

@@ -14,6 +14,7 @@ Run: ``make bench`` (sets up ``bench/.venv-anchors`` and ``bench/node_modules``)
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import datetime
 import gc
@@ -56,6 +57,9 @@ Message = dict[str, Any]
 # at each start-up, PYTHONDEVMODE/PYTHONASYNCIODEBUG/PYTHONTRACEMALLOC slow everything down).
 STRIPPED_ENV = sorted(name for name in os.environ if name.startswith("PYTHON"))
 AGENT_ENV = {name: value for name, value in os.environ.items() if not name.startswith("PYTHON")}
+# acp-agent keeps sessions in a SQLite file (its default store): in a directory of this run, not the user's.
+AGENT_ENV["ACP_AGENT_DATA_DIR"] = tempfile.mkdtemp(prefix="acp-bench-data-")
+atexit.register(shutil.rmtree, AGENT_ENV["ACP_AGENT_DATA_DIR"], ignore_errors=True)
 
 
 class BenchError(Exception):

@@ -27,6 +27,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from ..connection import Connection, Method
 from ..errors import ErrorCode, RequestError
 from ..limits import Limits
+from ..store import SessionStore
 from .checker import WireChecker
 from .streams import byte_pipe
 
@@ -636,10 +637,12 @@ class Client:
 
 
 @asynccontextmanager
-async def connect_agent(agent: Any, *, limits: Limits | None = None, **client_options: Any) -> AsyncIterator[Client]:
+async def connect_agent(agent: Any, *, limits: Limits | None = None, store: SessionStore | None = None,
+                        **client_options: Any) -> AsyncIterator[Client]:
     """Serve ``agent`` in this process and yield a :class:`Client` connected to it.
 
-    ``limits`` is passed to :func:`~acp_agent.serve` (default: ``agent.limits``).
+    ``limits`` and ``store`` are passed to :func:`~acp_agent.serve` (defaults: ``agent.limits``;
+    ``agent.store``, else a fresh in-memory store).
 
     When the block ends normally, the transcript is judged by the client's
     :class:`~acp_agent.testing.checker.WireChecker` (pass ``check=False`` to skip).
@@ -654,7 +657,7 @@ async def connect_agent(agent: Any, *, limits: Limits | None = None, **client_op
 
         async def run_agent() -> None:
             try:
-                await serve(agent, to_agent_receive, to_client_send, limits=limits)
+                await serve(agent, to_agent_receive, to_client_send, limits=limits, store=store)
             finally:
                 await to_client_send.aclose()
                 agent_done.set()

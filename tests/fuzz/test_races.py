@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,6 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_agent import RequestError, SessionClosedError, ToolCallStateError, processes
+from acp_agent.schema import TerminalUpdate, ToolCallUpdate
+from acp_agent.store import SessionStore, SqliteStore
 from acp_agent.testing.checker import WireChecker
 from acp_agent.testing.client import Client, connect_agent
 from tests.helpers.properties import PropAgent
@@ -136,13 +139,16 @@ def after_close(client: Client, sid: str) -> list[Any]:
     return late
 
 
-async def race(bursts: list[list[tuple[int, tuple[Any, ...]]]]) -> list[str]:
-    """Run one example; return every problem found (empty when the wire is right)."""
+async def race(bursts: list[list[tuple[int, tuple[Any, ...]]]], store: SessionStore | None = None) -> list[str]:
+    """Run one example; return every problem found (empty when the wire is right).
+
+    With a durable ``store``, the session it kept must also show every item ended.
+    """
     problems: list[str] = []
     agent = PropAgent()
     sid = ""
     with anyio.fail_after(60):  # a hang anywhere, shutdown included, fails the example
-        async with connect_agent(agent, check=False) as client:
+        async with connect_agent(agent, check=False, store=store) as client:
             await client.initialize()
             sid = await client.new_session("/tmp")
             driver = RaceDriver(client, agent, sid)
@@ -178,6 +184,16 @@ async def race(bursts: list[list[tuple[int, tuple[Any, ...]]]]) -> list[str]:
     checker.feed_transcript(client.transcript)
     checker.finish()
     problems += [str(v) for v in checker.violations]
+    if store is not None:
+        record = await store.load(sid)
+        if record is None:
+            problems.append("the closed session is not in the store")
+        else:
+            for item in record.history.replay():
+                if isinstance(item, ToolCallUpdate) and item.status not in FINAL:
+                    problems.append(f"stored tool call {item.tool_call_id} is not final: {item.status}")
+                if isinstance(item, TerminalUpdate) and item.exit_status is None:
+                    problems.append(f"stored terminal {item.terminal_id} has no exit status")
     return problems
 
 
@@ -192,6 +208,24 @@ def test_racing_cancels_closes_and_completions_keep_the_wire_rules(
 
     async def main() -> None:
         found.append(await race(bursts))
+
+    anyio.run(main, backend=backend)
+    assert not found[0], "\n".join(found[0])
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@settings(max_examples=int(os.environ.get("ACP_RACE_STORE_EXAMPLES", "12")), deadline=None, derandomize=True,
+          database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(bursts=BURSTS)
+def test_races_on_a_sqlite_store_keep_it_consistent(
+    backend: str, tmp_path: Path, bursts: list[list[tuple[int, tuple[Any, ...]]]]
+) -> None:
+    found: list[list[str]] = []
+    store = SqliteStore(tmp_path / "races.sqlite3")  # one file for every example: sessions pile up
+
+    async def main() -> None:
+        found.append(await race(bursts, store))
+        await store.close()
 
     anyio.run(main, backend=backend)
     assert not found[0], "\n".join(found[0])

@@ -1,0 +1,125 @@
+"""The ``SessionStore`` interface: where sessions live when they are not active.
+
+A store holds what ``session/list``, ``session/resume`` and replay need: each session's
+metadata (:class:`~acp_agent.records.SessionRecord` without its live parts) and its compact
+history. Every method is async (anyio): stores backed by blocking drivers run them in worker
+threads, so they work on asyncio and trio alike.
+
+Saving is incremental: :meth:`SessionStore.save` writes the metadata and only the history
+entries that changed since the record was last saved (``History.take_changes``). Stores
+backed by blocking drivers run them with :meth:`SessionStore.in_thread` under
+:meth:`SessionStore.lock`, so saves land in the order their changes were taken.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+import anyio
+import anyio.lowlevel
+
+from ..records import SessionRecord
+
+__all__ = ["SessionStore", "StoredSession"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """One session as ``session/list`` shows it (no history)."""
+
+    session_id: str
+    cwd: str
+    updated_at: str
+    created_at: str
+    title: str | None = None
+    additional_directories: list[str] = field(default_factory=list)
+    archived: bool = False
+    meta: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, record: SessionRecord) -> StoredSession:
+        """The listing of ``record``."""
+        return cls(record.session_id, record.cwd, record.updated_at, record.created_at, record.title,
+                   list(record.additional_directories), record.archived, record.meta)
+
+
+class SessionStore(ABC):
+    """Where sessions are kept between their active spells (and across restarts, if durable).
+
+    Subclass it to keep sessions elsewhere; :class:`~acp_agent.store.MemoryStore`,
+    :class:`~acp_agent.store.SqliteStore` and ``acp_agent.store.postgres.PostgresStore`` are
+    the stores that come with acp-agent. Session ids are unique, so one store can be shared
+    by every connection (and, for a shared database, every process) of an agent; a session
+    is active in one process at a time.
+    """
+
+    durable: ClassVar[bool] = True
+    """Whether records outlive the process (a durable store is saved to at the end of each turn)."""
+
+    def __init__(self) -> None:
+        self._thread_lock = threading.Lock()  # one blocking call at a time (a driver connection)
+        self._loop_lock: tuple[anyio.lowlevel.EventLoopToken, anyio.Lock] | None = None
+
+    async def open(self) -> None:
+        """Make the store ready (create or migrate its schema); called before first use, idempotent.
+
+        Raises :class:`~acp_agent.errors.StoreUnusableError` for a store that must not be used.
+        """
+        return None
+
+    async def close(self) -> None:
+        """Release what the store holds open (it opens again on next use)."""
+        return None
+
+    @abstractmethod
+    async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
+        """The stored session ``session_id`` (a new record object), or ``None`` if there is none.
+
+        ``terminal_tail`` is how many bytes of output each terminal of its history keeps.
+        """
+
+    @abstractmethod
+    async def save(self, record: SessionRecord) -> None:
+        """Write ``record``: its metadata, its ``data`` if JSON-serializable, and its history's changes.
+
+        Also how an agent adds sessions of its own (e.g. imported from another tool's history):
+        build a :class:`~acp_agent.records.SessionRecord`, record its items into its history, and
+        save it; ``session/list`` then offers it and ``session/resume`` replays it.
+        Raises :class:`~acp_agent.errors.StoreError` if it could not be written.
+        """
+
+    @abstractmethod
+    async def delete(self, session_id: str) -> bool:
+        """Remove a session and its history; ``False`` if there was none."""
+
+    @abstractmethod
+    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50) -> list[StoredSession]:
+        """Stored sessions in creation order (only those in ``cwd`` if given), from the ``offset``-th."""
+
+    # -- for stores backed by blocking drivers -------------------------------------------------
+
+    def lock(self) -> anyio.Lock:
+        """The store's lock on the running event loop: hold it from taking a record's changes to
+        writing them, so a later save of a record never lands before an earlier one (FIFO)."""
+        token = anyio.lowlevel.current_token()
+        if self._loop_lock is None or self._loop_lock[0] != token:
+            self._loop_lock = (token, anyio.Lock())  # the store may outlive an event loop (tests)
+        return self._loop_lock[1]
+
+    async def in_thread(self, func: Callable[..., T], *args: Any) -> T:
+        """Run blocking ``func(*args)`` in a worker thread, one call at a time; never cancelled
+        once started (a write is never left half-done)."""
+
+        def locked() -> T:
+            with self._thread_lock:
+                return func(*args)
+
+        with anyio.CancelScope(shield=True):
+            result = await anyio.to_thread.run_sync(locked)
+        return result

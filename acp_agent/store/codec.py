@@ -1,0 +1,86 @@
+"""How a durable store writes a session: JSON for metadata, one JSON document per history entry.
+
+Shared by the SQLite and PostgreSQL stores. Items are written exactly as the wire carries
+them (camelCase, unset fields omitted), so a stored history reads like a replay.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any, Final
+
+import orjson
+from pydantic import BaseModel
+
+from ..history import ITEM_CLASSES, History, HistoryItem
+from ..records import SessionRecord
+from ..schema import AvailableCommand, SessionConfigOption
+
+__all__ = ["decode_item", "encode_info", "encode_item", "encode_state", "record_from"]
+
+logger = logging.getLogger(__name__)
+
+_warned: Final[set[str]] = set()  # sessions whose data could not be written (warned once each)
+
+
+def encode_item(item: BaseModel) -> bytes:
+    """One history item as JSON."""
+    return item.__pydantic_serializer__.to_json(item, by_alias=True, exclude_unset=True)
+
+
+def decode_item(kind: str, data: bytes | str) -> HistoryItem:
+    """A history item written by :func:`encode_item`; ``kind`` is its class name."""
+    return ITEM_CLASSES[kind].model_validate_json(data)  # type: ignore[return-value]
+
+
+def encode_info(record: SessionRecord) -> bytes:
+    """What ``session/list`` shows besides the columns: extra directories and ``_meta``."""
+    return orjson.dumps({"additionalDirectories": record.additional_directories, "meta": record.meta})
+
+
+def encode_state(record: SessionRecord) -> bytes:
+    """Config options, commands and the author's ``data`` (left out, with a warning, if it is not JSON)."""
+    state: dict[str, Any] = {
+        "configOptions": [_dump(o) for o in record.config_options],
+        "availableCommands": [_dump(c) for c in record.available_commands],
+        "data": record.data,
+    }
+    try:
+        return orjson.dumps(state)
+    except TypeError as exc:
+        if record.session_id not in _warned:
+            _warned.add(record.session_id)
+            logger.warning("acp: session.data of %s is not JSON-serializable (%s); it is not stored, so it "
+                           "is lost once the session leaves memory", record.session_id, exc)
+        state["data"] = None
+        return orjson.dumps(state)
+
+
+def _dump(model: BaseModel) -> Any:
+    return orjson.loads(model.__pydantic_serializer__.to_json(model, by_alias=True, exclude_unset=True))
+
+
+def record_from(
+    columns: dict[str, Any], info: bytes | str | dict[str, Any], state: bytes | str | dict[str, Any],
+    entries: Iterable[tuple[int, str, bytes | str]], *, terminal_tail: int | None,
+) -> SessionRecord:
+    """Rebuild a record from its stored columns, JSON documents and ``(seq, kind, item)`` history rows."""
+    info_doc = info if isinstance(info, dict) else orjson.loads(info)
+    state_doc = state if isinstance(state, dict) else orjson.loads(state)
+    history = History(terminal_tail) if terminal_tail is not None else History()
+    history.restore([(seq, decode_item(kind, item)) for seq, kind, item in entries])
+    return SessionRecord(
+        session_id=columns["session_id"],
+        cwd=columns["cwd"],
+        additional_directories=list(info_doc.get("additionalDirectories") or []),
+        title=columns.get("title"),
+        updated_at=columns["updated_at"],
+        created_at=columns["created_at"],
+        archived=bool(columns.get("archived")),
+        meta=info_doc.get("meta"),
+        history=history,
+        config_options=[SessionConfigOption.model_validate(o) for o in state_doc.get("configOptions") or []],
+        available_commands=[AvailableCommand.model_validate(c) for c in state_doc.get("availableCommands") or []],
+        data=dict(state_doc.get("data") or {}),
+    )

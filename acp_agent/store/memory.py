@@ -1,0 +1,52 @@
+"""``MemoryStore``: sessions kept in the agent process only (the test client's default)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..records import SessionRecord
+from .base import SessionStore, StoredSession
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(SessionStore):
+    """Keeps the record objects themselves: nothing is copied or serialized, nothing outlives the process.
+
+    A closed session stays in memory (so it can be resumed), exactly as a record in the
+    store; ``session/delete`` drops it.
+    """
+
+    durable: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._records: dict[str, SessionRecord] = {}
+
+    async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
+        """The record itself (not a copy)."""
+        return self._records.get(session_id)
+
+    async def save(self, record: SessionRecord) -> None:
+        """Keep ``record`` (the object, from now on)."""
+        if not record.deleted:
+            self._records[record.session_id] = record
+
+    async def delete(self, session_id: str) -> bool:
+        """Drop the record."""
+        return self._records.pop(session_id, None) is not None
+
+    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50) -> list[StoredSession]:
+        """Records in the order they were first saved."""
+        page: list[StoredSession] = []
+        skipped = 0
+        for record in self._records.values():
+            if cwd is not None and record.cwd != cwd:
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            if len(page) >= limit:
+                break
+            page.append(StoredSession.of(record))
+        return page

@@ -1,0 +1,51 @@
+"""An agent for the store tests, run as a process: ``slow N`` streams N chunks 0.05 s apart;
+``bgwait CMD`` leaves a listed terminal (and the tool call it ends) running after the turn;
+``title T`` sets the session title; anything else is echoed. ``ACP_TEST_AGENT_NAME`` names it
+(the name picks its SQLite file); with ``ACP_TEST_PG_DSN`` it keeps its sessions in that
+PostgreSQL database instead."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+
+from acp_agent import Agent, ContentBlock, Session, StopReason, TextContent, run_stdio
+
+
+class StoreAgent(Agent):
+    """See the module docstring."""
+
+    name = os.environ.get("ACP_TEST_AGENT_NAME", "store-test-agent")
+
+    async def new_session(self, session: Session) -> None:
+        session.data["turns"] = 0
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        text = " ".join(b.text for b in prompt if isinstance(b, TextContent))
+        command, _, arg = text.partition(" ")
+        session.data["turns"] = session.data.get("turns", 0) + 1
+        if command == "slow":
+            stream = session.message()
+            for i in range(int(arg)):
+                await stream.write(f"c{i} ")
+                await anyio.sleep(0.05)
+        elif command == "bgwait":
+            tool = await session.start_tool_call(arg, kind="execute", status="in_progress")
+            await session.start_terminal(["sh", "-c", arg], tool_call=tool, ends_tool_call=True, detach=True)
+        elif command == "title":
+            await session.update_info(title=arg)
+            await session.say("titled")
+        else:
+            await session.say(text)
+        return "end_turn"
+
+
+if __name__ == "__main__":
+    dsn = os.environ.get("ACP_TEST_PG_DSN")
+    if dsn:
+        from acp_agent.store.postgres import PostgresStore
+
+        run_stdio(StoreAgent(), store=PostgresStore(dsn))
+    else:
+        run_stdio(StoreAgent())

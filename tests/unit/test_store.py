@@ -1,0 +1,305 @@
+"""Session stores: the ``SessionStore`` contract (memory, SQLite, PostgreSQL), the history's change
+tracking, and the runtime keeping sessions in a store (closed sessions leave memory, restarts)."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_agent import AgentMessage, ToolCallUpdate, UserMessage
+from acp_agent.history import History, finalize_live_items
+from acp_agent.ids import new_session_id
+from acp_agent.records import SessionRecord
+from acp_agent.schema import (
+    AvailableCommand,
+    PlanEntry,
+    PlanItems,
+    PlanRemoved,
+    PlanUpdate,
+    TerminalOutputChunk,
+    TerminalUpdate,
+    TextContent,
+)
+from acp_agent.store import SCHEMA_VERSION, MemoryStore, SessionStore, SqliteStore, StoreUnusableError, data_dir
+from acp_agent.testing.client import connect_agent
+from tests.helpers.agents import ForkingAgent, ScriptedAgent
+
+pytestmark = pytest.mark.anyio
+
+StoreFactory = Callable[[], SessionStore]
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """Makes store objects on one place: each call is a new store object (a restarted agent)."""
+    if request.param == "memory":
+        store = MemoryStore()
+        return lambda: store
+    if request.param == "sqlite":
+        return lambda: SqliteStore(tmp_path / "agent.sqlite3")
+    dsn = request.getfixturevalue("postgres_dsn")
+    from acp_agent.store.postgres import PostgresStore
+
+    return lambda: PostgresStore(dsn)
+
+
+@pytest.fixture
+async def store(make_store: StoreFactory) -> AsyncIterator[SessionStore]:
+    opened = make_store()
+    yield opened
+    await opened.close()
+
+
+def dump(history: History) -> list[dict[str, Any]]:
+    return [item.model_dump(mode="json", by_alias=True, exclude_unset=True) for item in history.replay()]
+
+
+def sample_record(session_id: str = "sess_sample", cwd: str = "/work") -> SessionRecord:
+    record = SessionRecord(session_id=session_id, cwd=cwd, additional_directories=["/extra"], title="Sample",
+                           meta={"origin": "test"}, data={"conversation": [{"role": "user", "text": "hi"}], "n": 1},
+                           available_commands=[AvailableCommand(name="plan", description="Make a plan")])
+    history = record.history
+    history.record(UserMessage(message_id="u1", content=[TextContent(text="hi")]))
+    for word in ("hello", " ", "there"):
+        history.append_text(False, "m1", word)
+    history.record(ToolCallUpdate(tool_call_id="t1", title="Run", kind="execute", status="in_progress"))
+    history.record(TerminalUpdate(terminal_id="term1", command="ls"))
+    history.record(TerminalOutputChunk(terminal_id="term1", data=base64.b64encode(b"a.txt\n").decode()))
+    history.record(PlanUpdate(plan=PlanItems(plan_id="p1", entries=[
+        PlanEntry(content="look", priority="high", status="pending")])))
+    return record
+
+
+async def test_save_and_load_keep_everything(store: SessionStore) -> None:
+    record = sample_record()
+    await store.save(record)
+    loaded = await store.load("sess_sample")
+    assert loaded is not None
+    assert dump(loaded.history) == dump(record.history)
+    for name in ("cwd", "additional_directories", "title", "meta", "data", "created_at", "updated_at",
+                 "available_commands", "config_options"):
+        assert getattr(loaded, name) == getattr(record, name), name
+    assert await store.load("sess_unknown") is None
+
+
+async def test_saves_are_incremental_and_follow_every_change(store: SessionStore, make_store: StoreFactory) -> None:
+    record = sample_record()
+    await store.save(record)
+    history = record.history
+    history.append_text(False, "m1", "!")  # an entry changed
+    history.record(ToolCallUpdate(tool_call_id="t1", status="completed"))
+    history.record(AgentMessage(message_id="m2", content=[TextContent(text="second")]))  # a new one
+    history.record(PlanUpdate(plan=PlanItems(plan_id="p1", entries=[
+        PlanEntry(content="look", priority="high", status="completed")])))  # replaced: moves to the end
+    record.title = "Renamed"
+    await store.save(record)
+    history.record(PlanRemoved(plan_id="p1"))
+    await store.save(record)
+    again = make_store()  # a restarted agent reads it
+    loaded = await again.load("sess_sample")
+    assert loaded is not None and loaded.title == "Renamed"
+    assert dump(loaded.history) == dump(history)
+    assert [type(i).__name__ for i in loaded.history.replay()] == [
+        "UserMessage", "AgentMessage", "ToolCallUpdate", "TerminalUpdate", "AgentMessage"]
+    # A loaded history goes on from where it was: its next changes are saved on top.
+    loaded.history.append_text(False, "m3", "third")
+    await again.save(loaded)
+    final = await make_store().load("sess_sample")
+    assert final is not None and dump(final.history) == dump(loaded.history)
+    await again.close()
+
+
+async def test_list_filters_pages_and_deletes(store: SessionStore) -> None:
+    for i in range(7):
+        await store.save(SessionRecord(session_id=f"sess_{i}", cwd="/a" if i % 2 else "/b"))
+    listed = await store.list_sessions()
+    assert [s.session_id for s in listed] == [f"sess_{i}" for i in range(7)]
+    assert [s.session_id for s in await store.list_sessions(cwd="/a")] == ["sess_1", "sess_3", "sess_5"]
+    assert [s.session_id for s in await store.list_sessions(offset=2, limit=3)] == ["sess_2", "sess_3", "sess_4"]
+    assert [s.session_id for s in await store.list_sessions(cwd="/b", offset=3)] == ["sess_6"]
+    await store.save(SessionRecord(session_id="sess_0", cwd="/b", title="kept in place"))  # an update keeps order
+    assert (await store.list_sessions(limit=1))[0].title == "kept in place"
+    assert await store.delete("sess_3") is True
+    assert await store.delete("sess_3") is False
+    assert await store.load("sess_3") is None
+    assert "sess_3" not in [s.session_id for s in await store.list_sessions()]
+
+
+async def test_data_that_is_not_json_is_warned_about(make_store: StoreFactory,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    store = make_store()
+    record = SessionRecord(session_id=new_session_id(), cwd="/", data={"handle": object()})
+    with caplog.at_level(logging.WARNING):
+        await store.save(record)
+    loaded = await store.load(record.session_id)
+    assert loaded is not None
+    if store.durable:
+        assert loaded.data == {} and "not JSON-serializable" in caplog.text
+    await store.close()
+
+
+# -- history change tracking ---------------------------------------------------------------
+
+
+def test_take_changes_marks_each_entry_once_per_save() -> None:
+    history = sample_record().history
+    first = history.take_changes()
+    assert first.full and len(first.entries) == len(history)
+    assert not history.changed
+    for i in range(1000):
+        history.append_text(False, "m1", f"{i}")
+    second = history.take_changes()
+    assert not second.full and [seq for seq, _ in second.entries] == [2]
+    history.record(PlanRemoved(plan_id="p1"))
+    third = history.take_changes()
+    assert third.removed == [5] and third.entries == []
+    history.unsaved()
+    assert history.take_changes().full
+
+
+def test_finalize_live_items_ends_what_the_gone_process_ran() -> None:
+    history = sample_record().history
+    history.record(TerminalUpdate(terminal_id="term1", capabilities={"cancel": {}}))
+    assert finalize_live_items(history) == 2
+    items = {type(i).__name__: i for i in history.replay()}
+    assert items["ToolCallUpdate"].status == "failed"
+    terminal = items["TerminalUpdate"]
+    assert terminal.exit_status is not None and terminal.exit_status.exit_code is None
+    assert terminal.capabilities is None
+    assert finalize_live_items(history) == 0
+
+
+# -- SQLite specifics ----------------------------------------------------------------------
+
+
+async def test_sqlite_file_is_wal_and_versioned(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "deep" / "dir" / "a.sqlite3")
+    await store.save(sample_record())
+    await store.close()
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert [r[0] for r in db.execute("SELECT version FROM schema_migrations")] == [SCHEMA_VERSION]
+
+
+async def test_sqlite_refuses_newer_schema_and_corrupt_files(tmp_path: Path) -> None:
+    newer = tmp_path / "newer.sqlite3"
+    await SqliteStore(newer).open()
+    with sqlite3.connect(newer) as db:
+        db.execute("INSERT INTO schema_migrations VALUES (?, 'later')", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreUnusableError, match="newer"):
+        await SqliteStore(newer).open()
+    corrupt = tmp_path / "corrupt.sqlite3"
+    corrupt.write_bytes(b"\x00garbage" * 1000)
+    with pytest.raises(StoreUnusableError, match="not a usable session database"):
+        await SqliteStore(corrupt).open()
+    assert corrupt.read_bytes() == b"\x00garbage" * 1000
+
+
+def test_data_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ACP_AGENT_DATA_DIR", str(tmp_path))
+    assert data_dir() == tmp_path
+    assert SqliteStore.for_agent("My Agent/2").path == tmp_path / "My_Agent_2.sqlite3"
+    monkeypatch.delenv("ACP_AGENT_DATA_DIR")
+    assert data_dir().name == "acp-agent"
+
+
+# -- the runtime on a store ----------------------------------------------------------------
+
+
+async def test_sessions_outlive_the_connection_and_closed_ones_leave_memory(make_store: StoreFactory) -> None:
+    store = make_store()
+    async with connect_agent(ScriptedAgent(), store=store) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        await client.set_config_option(sid, "model", "smart")
+        await client.prompt_and_wait(sid, "extras")
+        await client.prompt_and_wait(sid, "echo second")
+        await client.resume_session(sid, "/tmp", replay=True)
+        live_replay = [u for u in client.view(sid).updates[-6:]]
+        closed = await client.new_session("/elsewhere")
+        await client.close_session(closed)
+    if not store.durable:
+        return  # a memory store ends with its process: nothing to restart from
+    async with connect_agent(ScriptedAgent(), store=make_store()) as client:
+        await client.initialize()
+        listed = {s["sessionId"]: s for s in await client.list_sessions()}
+        assert set(listed) == {sid, closed}
+        assert listed[sid]["title"] == "A title" and listed[sid]["cwd"] == "/tmp"
+        answer = await client.resume_session(sid, "/tmp", replay=True)
+        assert {o["configId"]: o["currentValue"] for o in answer["configOptions"]} == {"model": "smart",
+                                                                                         "verbose": False}
+        view = client.view(sid)
+        assert view.updates == live_replay
+        assert list(view.messages().values()) == ["echo second"]
+        await client.prompt_and_wait(sid, "echo third")  # new ids next to the old ones
+        assert list(view.messages("user_message").values()) == ["extras", "echo second", "echo third"]
+        await client.request("session/delete", {"sessionId": closed})
+    async with connect_agent(ScriptedAgent(), store=make_store()) as client:
+        await client.initialize()
+        assert [s["sessionId"] for s in await client.list_sessions()] == [sid]
+        await client.resume_session(sid, "/tmp", replay=True)
+        assert list(client.view(sid).messages().values()) == ["echo second", "echo third"]
+
+
+async def test_list_pages_through_the_store(make_store: StoreFactory) -> None:
+    store = make_store()
+    async with connect_agent(ScriptedAgent(), store=store) as client:
+        await client.initialize()
+        made = []
+        for i in range(120):
+            made.append(await client.new_session("/a" if i % 3 else "/b"))
+            if i % 2:
+                await client.close_session(made[-1])
+        first = await client.request("session/list", {})
+        assert len(first["sessions"]) == 50 and "nextCursor" in first
+        assert [s["sessionId"] for s in await client.list_sessions()] == made
+        assert [s["sessionId"] for s in await client.list_sessions("/b")] == made[::3]
+
+
+async def test_forks_are_kept(make_store: StoreFactory) -> None:
+    store = make_store()
+    async with connect_agent(ForkingAgent(), store=store) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        await client.prompt_and_wait(sid, "echo original")
+        fork = await client.fork_session(sid, "/tmp")
+        await client.close_session(fork)
+        await client.resume_session(fork, "/tmp", replay=True)
+        assert list(client.view(fork).messages().values()) == ["echo original"]
+
+
+async def test_unusable_store_falls_back_to_memory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "bad.sqlite3"
+    path.write_text("not a database")
+    with caplog.at_level(logging.ERROR):
+        async with connect_agent(ScriptedAgent(), store=SqliteStore(path)) as client:
+            await client.initialize()
+            sid = await client.new_session("/tmp")
+            await client.prompt_and_wait(sid, "echo works")
+            await client.close_session(sid)
+            await client.resume_session(sid, "/tmp", replay=True)
+            assert list(client.view(sid).messages().values()) == ["echo works"]
+    assert "the session store cannot be used" in caplog.text
+    assert path.read_text() == "not a database"
+
+
+async def test_an_imported_session_is_listed_and_resumed(make_store: StoreFactory) -> None:
+    store = make_store()
+    record = SessionRecord(session_id="sess_imported_42", cwd="/home/me/project", title="Imported thread")
+    record.history.record(UserMessage(message_id="u1", content=[TextContent(text="fix the bug")]))
+    record.history.record(AgentMessage(message_id="a1", content=[TextContent(text="Done.")]))
+    await store.save(record)
+    async with connect_agent(ScriptedAgent(), store=make_store()) as client:
+        await client.initialize()
+        [listed] = await client.list_sessions("/home/me/project")
+        assert listed["sessionId"] == "sess_imported_42" and listed["title"] == "Imported thread"
+        await client.resume_session("sess_imported_42", "/home/me/project", replay=True)
+        view = client.view("sess_imported_42")
+        assert list(view.messages("user_message").values()) == ["fix the bug"]
+        assert list(view.messages().values()) == ["Done."]
