@@ -27,9 +27,7 @@ import {
   agentMessages,
   check,
   checkResponses,
-  CheckFailed,
   clientMessages,
-  describeError,
   lastClientRequest,
   reportError,
   responseTo,
@@ -38,7 +36,15 @@ import {
   setup,
   show,
 } from "./harness.mjs";
-import { QuestionDesk } from "./questions.mjs";
+import {
+  askAnswered,
+  askCancelled,
+  checkEveryQuestionAnswered,
+  clientAnswersTo,
+  QuestionDesk,
+  rejectsWith,
+  settle,
+} from "./questions.mjs";
 
 const OVERALL_TIMEOUT_MS = 45_000;
 const EXPECTED_AGENT_NAME = "login-agent";
@@ -57,7 +63,6 @@ setup({
 // Client app: handlers for everything an agent may send, so nothing is left unhandled.
 
 const sessionsCreated = new Set();
-const lastState = new Map(); // sessionId -> the state of the latest state_update the client received
 const desk = new QuestionDesk();
 
 const app = client({ name: "acp-agent-interop-login" })
@@ -74,7 +79,6 @@ const app = client({ name: "acp-agent-interop-login" })
     if (!sessionsCreated.has(params.sessionId)) {
       reportError(`session/update for a session this client never created: ${show(params)}`);
     }
-    if (params.update.sessionUpdate === "state_update") lastState.set(params.sessionId, params.update.state);
   })
   .onNotification("elicitation/complete", ({ params }) => {
     reportError(`unexpected elicitation/complete (no url elicitation was asked): ${show(params)}`);
@@ -85,60 +89,6 @@ const app = client({ name: "acp-agent-interop-login" })
 
 // ---------------------------------------------------------------------------------------------------------------
 // Scenario helpers.
-
-function settle(promise) {
-  return promise.then(
-    (value) => ({ ok: true, value }),
-    (error) => ({ ok: false, error }),
-  );
-}
-
-async function rejectsWith(promise, code, label) {
-  try {
-    await promise;
-  } catch (error) {
-    check(error instanceof RequestError && error.code === code, `${label}: expected error ${code}`, describeError(error));
-    return error.code;
-  }
-  throw new CheckFailed(`${label}: the agent accepted it, expected error ${code}`);
-}
-
-/** Reads session updates until `done(update, message)` holds; returns every update read, the matching one last. */
-async function readUntil(session, done) {
-  const updates = [];
-  for (;;) {
-    const message = await session.nextUpdate();
-    updates.push(message.update);
-    if (done(message.update, message)) return updates;
-  }
-}
-
-const isState = (state) => (update) => update.sessionUpdate === "state_update" && update.state === state;
-const statesIn = (updates) => updates.filter((u) => u.sessionUpdate === "state_update").map((u) => u.state);
-const isAgentOutput = (update) =>
-  ["agent_message", "agent_message_chunk", "agent_thought", "agent_thought_chunk"].includes(update.sessionUpdate);
-
-/** The agent's message text in `updates` (full messages replace, chunks append), by messageId, in order. */
-function agentTexts(updates) {
-  const texts = new Map();
-  for (const update of updates) {
-    if (update.sessionUpdate === "agent_message") {
-      texts.set(update.messageId, (update.content ?? []).map((b) => (b.type === "text" ? b.text : "")).join(""));
-    } else if (update.sessionUpdate === "agent_message_chunk") {
-      const block = update.content;
-      texts.set(update.messageId, (texts.get(update.messageId) ?? "") + (block.type === "text" ? block.text : ""));
-    }
-  }
-  return [...texts.values()];
-}
-
-/** `$/cancel_request` notifications the agent sent for `requestId`. */
-function withdrawalsOf(requestId) {
-  return agentMessages().filter(
-    (entry) =>
-      entry.message.method === "$/cancel_request" && isDeepStrictEqual(entry.message.params?.requestId, requestId),
-  );
-}
 
 /** Checks the shape of the name form, and the scope it names: `{sessionId}` or `{requestId}`. */
 function checkNameForm(question, scope, label) {
@@ -176,79 +126,9 @@ async function loginWithForm(ctx, label, result) {
   check(responseTo(loginRequest) === undefined, `${label}: the login was answered before its form`);
   question.answer(result);
   const outcome = await login;
-  const answerEntry = clientMessages().find((e) => !("method" in e.message) && isDeepStrictEqual(e.message.id, question.requestId));
+  const [answerEntry] = clientAnswersTo(question.requestId);
   check(answerEntry && answerEntry.seq < responseTo(loginRequest).seq, `${label}: the login was answered before the form's answer`);
   return { outcome, question };
-}
-
-/**
- * Prompts `/ask` and reads up to the `requires_action` snapshot and the form the foreground waits on; checks that
- * the client sees `requires_action` while the form is pending.
- */
-async function askAndWait(session, label) {
-  setStep(`${label}: /ask`);
-  const prompt = settle(session.prompt("/ask"));
-  const toBlocked = await readUntil(session, isState("requires_action"));
-  const question = await desk.next();
-  checkNameForm(question, { sessionId: session.sessionId }, label);
-  check(question.pending, `${label}: the form is not pending`);
-  check(lastState.get(session.sessionId) === "requires_action", `${label}: the client does not see requires_action while the form waits`, {
-    state: lastState.get(session.sessionId),
-  });
-  check(isDeepStrictEqual(statesIn(toBlocked), ["running", "requires_action"]), `${label}: states before the form`, toBlocked);
-  const answered = await prompt;
-  if (!answered.ok) throw answered.error;
-  check(typeof answered.value.messageId === "string", `${label}: bad prompt response`, answered.value);
-  return { question, toBlocked };
-}
-
-/** `/ask` answered with `result`; returns what the turn showed after the answer. */
-async function askAnswered(session, label, result, expectedStop) {
-  const { question, toBlocked } = await askAndWait(session, label);
-  setStep(`${label}: answer`);
-  question.answer(result);
-  const after = await readUntil(session, (_, message) => message.kind === "stop" && message.stopReason != null);
-  const stop = after.at(-1);
-  check(stop.stopReason === expectedStop, `${label}: the turn did not end ${expectedStop}`, stop);
-  check(isDeepStrictEqual(statesIn(after), ["running", "idle"]), `${label}: states after the answer`, after);
-  const resumed = after.findIndex(isState("running"));
-  check(!after.slice(0, resumed).some(isAgentOutput), `${label}: agent output while requires_action`, after);
-  check(withdrawalsOf(question.requestId).length === 0, `${label}: the answered form was withdrawn`);
-  return {
-    states: statesIn([...toBlocked, ...after]),
-    said: agentTexts(after),
-    stopReason: stop.stopReason,
-  };
-}
-
-/** `/ask`, then `session/cancel` while the form waits: the agent withdraws the form and ends idle cancelled. */
-async function askCancelled(ctx, session, label) {
-  const { question, toBlocked } = await askAndWait(session, label);
-  setStep(`${label}: session/cancel`);
-  await ctx.notify("session/cancel", { sessionId: session.sessionId });
-  const cancelEntry = clientMessages().findLast((e) => e.message.method === "session/cancel");
-  const after = await readUntil(session, (_, message) => message.kind === "stop" && message.stopReason != null);
-  const stop = after.at(-1);
-  check(stop.stopReason === "cancelled", `${label}: the turn did not end cancelled`, stop);
-  await question.withdrawal;
-  check(question.withdrawn && !question.answered, `${label}: the form was not withdrawn`);
-  const withdrawals = withdrawalsOf(question.requestId);
-  check(withdrawals.length === 1, `${label}: expected one $/cancel_request for the form`, withdrawals);
-  const idleEntry = agentMessages().findLast(
-    (e) => e.message.method === "session/update" && e.message.params?.update?.stopReason === "cancelled",
-  );
-  check(
-    cancelEntry.seq < withdrawals[0].seq && withdrawals[0].seq < idleEntry.seq,
-    `${label}: $/cancel_request is not between session/cancel and the idle`,
-    { cancel: cancelEntry.seq, withdrawal: withdrawals[0].seq, idle: idleEntry.seq },
-  );
-  check(!after.some(isAgentOutput), `${label}: agent output after session/cancel`, after);
-  return {
-    states: statesIn([...toBlocked, ...after]),
-    withdrawn: question.withdrawn,
-    withdrawals: withdrawals.length,
-    stopReason: stop.stopReason,
-  };
 }
 
 async function scenario(ctx) {
@@ -280,13 +160,15 @@ async function scenario(ctx) {
   const session = await ctx.buildSession(process.cwd()).start();
   sessionsCreated.add(session.sessionId);
 
-  const accept = await askAnswered(session, "/ask accepted", { action: "accept", content: { name: USER_NAME } }, "end_turn");
+  const form = (label) => (question) => checkNameForm(question, { sessionId: session.sessionId }, label);
+  const ask = (label, result, stop) => askAnswered(desk, session, label, "/ask", form(label), result, stop);
+  const accept = await ask("/ask accepted", { action: "accept", content: { name: USER_NAME } }, "end_turn");
   check(isDeepStrictEqual(accept.said, [`Hello, ${USER_NAME}`]), "/ask accepted: the agent did not greet", accept.said);
-  const decline = await askAnswered(session, "/ask declined", { action: "decline" }, "end_turn");
+  const decline = await ask("/ask declined", { action: "decline" }, "end_turn");
   check(isDeepStrictEqual(decline.said, ["You declined to answer."]), "/ask declined: the agent said", decline.said);
-  const dismissed = await askAnswered(session, "/ask answered cancel", { action: "cancel" }, "cancelled");
+  const dismissed = await ask("/ask answered cancel", { action: "cancel" }, "cancelled");
   check(dismissed.said.length === 0, "/ask answered cancel: the agent said something", dismissed.said);
-  const cancelled = await askCancelled(ctx, session, "/ask + session/cancel");
+  const cancelled = await askCancelled(ctx, desk, session, "/ask + session/cancel", "/ask", form("/ask + session/cancel"));
 
   setStep("auth/logout");
   const loggedOut = await ctx.request("auth/logout", {});
@@ -294,7 +176,6 @@ async function scenario(ctx) {
   setStep("after logout");
   const newAfterLogout = await rejectsWith(ctx.buildSession(process.cwd()).start(), AUTH_REQUIRED, "session/new after logout");
   const promptAfterLogout = await rejectsWith(session.prompt("hello"), AUTH_REQUIRED, "session/prompt after logout");
-  check(desk.untaken.length === 0, "questions the scenario never took", desk.untaken.map((q) => q.params));
   session.dispose();
 
   return {
@@ -308,10 +189,15 @@ async function scenario(ctx) {
       questionScope: Object.keys(accepted.question.params).filter((k) => k === "requestId" || k === "sessionId"),
       requestIdIsLogin: isDeepStrictEqual(accepted.question.params.requestId, lastClientRequest("auth/login").message.id),
     },
-    accept,
-    decline,
-    dismissed,
-    cancelled,
+    accept: { states: accept.states, said: accept.said, stopReason: accept.stopReason },
+    decline: { states: decline.states, said: decline.said, stopReason: decline.stopReason },
+    dismissed: { states: dismissed.states, said: dismissed.said, stopReason: dismissed.stopReason },
+    cancelled: {
+      states: cancelled.states,
+      withdrawn: cancelled.withdrawn,
+      withdrawals: cancelled.withdrawals,
+      stopReason: cancelled.stopReason,
+    },
     logout: { result: loggedOut, newSession: newAfterLogout, prompt: promptAfterLogout },
   };
 }
@@ -319,13 +205,7 @@ async function scenario(ctx) {
 /** Checks over the whole wire log, once the agent has exited and its stdout is fully read. */
 function checkWire() {
   checkResponses({ noStrayResponses: true });
-  // Every question the agent asked was answered by the client exactly once (withdrawn ones with `cancel`).
-  for (const question of desk.questions) {
-    const answers = clientMessages().filter(
-      (e) => !("method" in e.message) && isDeepStrictEqual(e.message.id, question.requestId),
-    );
-    check(answers.length === 1, "a question did not get exactly one answer", { params: question.params, answers });
-  }
+  checkEveryQuestionAnswered(desk);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
