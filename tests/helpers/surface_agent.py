@@ -27,7 +27,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from acp_agent import (  # noqa: E402
+from acp_agent import (
     Agent,
     ClientPeer,
     ContentBlock,
