@@ -106,6 +106,7 @@ def K(sid: str) -> dict[str, str]:
 
 
 TEXT = [{"type": "text", "text": "hi"}]
+CHILD = "sess_child"
 OPTIONS = [{"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
            {"optionId": "deny", "name": "Reject", "kind": "reject_once"}]
 ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow"}}
@@ -464,8 +465,74 @@ CREATED_FIRST: list[Step] = init(caps={"session": {"fork": {}}}) + [
     ok(4),
 ]
 
+FORM = {"mode": "form", "message": "Your name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}
+URL = {"mode": "url", "message": "Sign in", "url": "https://example.com/sign-in"}
+ASKS = init(client_caps={"elicitation": {"form": {}, "url": {}}},
+            authMethods=[{"type": "agent", "methodId": "agent-login", "name": "Log in"}]) + [
+    # a login that asks a request-scoped form first: no session, no state
+    rq(1, "auth/login", methodId="agent-login"),
+    areq("e0", "elicitation/create", requestId=1, **FORM),
+    cans("e0", {"action": "accept", "content": {"name": "ada"}}),
+    ok(1),
+] + new(rid=2) + [
+    # a form the foreground waits on: requires_action (announced before the request), running after
+    rq(3, "session/prompt", sessionId=SID, prompt=TEXT), ok(3, {"messageId": "u1"}),
+    up("user_message", messageId="u1", content=TEXT), st("running", background=[]),
+    st("requires_action", background=[]),
+    areq("e1", "elicitation/create", sessionId=SID, **FORM),
+    cans("e1", {"action": "accept", "content": {"name": "Ada"}}),
+    st("running", background=[]),
+    up("agent_message", messageId="a1", content=[{"type": "text", "text": "Hello, Ada"}]),
+    st("idle", stopReason="end_turn", background=[]),
+    # a url flow, completed out of band
+    rq(4, "session/prompt", sessionId=SID, prompt=TEXT), ok(4, {"messageId": "u2"}),
+    up("user_message", messageId="u2", content=TEXT), st("running", background=[]),
+    areq("e2", "elicitation/create", sessionId=SID, elicitationId="flow-1", **URL),
+    cans("e2", {"action": "accept"}),
+    st("requires_action", background=[]),  # sent before the agent read the answer
+    st("running", background=[]),
+    anote("elicitation/complete", elicitationId="flow-1"),
+    st("idle", stopReason="end_turn", background=[]),
+    # a question for listed background work stays open on session/cancel; the foreground one is withdrawn
+    rq(5, "session/prompt", sessionId=SID, prompt=TEXT), ok(5, {"messageId": "u3"}),
+    up("user_message", messageId="u3", content=TEXT), st("running", background=[]),
+    tool("t1", title="watch", status="in_progress"), st("running", background=[T("t1")]),
+    areq("e3", "elicitation/create", sessionId=SID, toolCallId="t1", **FORM),
+    st("running", background=[T("t1")]),  # the foreground goes on: no requires_action for e3 (R61)
+    st("requires_action", background=[T("t1")]),
+    areq("e4", "elicitation/create", sessionId=SID, **FORM),
+    nt("session/cancel", sessionId=SID),
+    anote("$/cancel_request", requestId="e4"),
+    st("idle", stopReason="cancelled", background=[T("t1")]),
+    cans("e4", {"action": "cancel"}),
+    cans("e3", {"action": "decline"}),
+    tool("t1", status="completed"), st("idle", background=[]),
+    # a child's question blocks the parent's whole foreground
+    rq(6, "session/prompt", sessionId=SID, prompt=TEXT), ok(6, {"messageId": "u4"}),
+    up("user_message", messageId="u4", content=TEXT), st("running", background=[]),
+    up("subagent_update", sessionId=CHILD, title="explore"),
+    st("running", CHILD), up("subagent_update", sessionId=CHILD, state={"state": "running"}),
+    st("requires_action", CHILD), up("subagent_update", sessionId=CHILD, state={"state": "requires_action"}),
+    st("requires_action", background=[]),
+    areq("e5", "elicitation/create", sessionId=CHILD, **FORM),
+    cans("e5", {"action": "decline"}),
+    st("running", CHILD), up("subagent_update", sessionId=CHILD, state={"state": "running"}),
+    st("running", background=[]),
+    st("idle", CHILD, stopReason="end_turn"),
+    up("subagent_update", sessionId=CHILD, state={"state": "idle", "stopReason": "end_turn"}),
+    st("idle", stopReason="end_turn", background=[]),
+    # a session resumed while it waits on a question asked on an earlier connection
+    rq(7, "session/resume", sessionId="s9", cwd="/p"),
+    st("requires_action", "s9", background=[]),
+    ok(7),
+    st("running", "s9", background=[]),
+    st("idle", "s9", stopReason="cancelled", background=[]),
+]
+
 GOOD = {
     "worked-example-11.16": WORKED_EXAMPLE,
+    "questions": ASKS,
     "terminal-exit-once": EXIT_ONCE,
     "created-before-named": CREATED_FIRST,
     "cancel-reaches-next-prompt": CANCEL_REACHES_NEXT_PROMPT,
@@ -497,8 +564,8 @@ def test_updates_before_the_answer_break_only_the_sdk_should() -> None:
 
 MSG = {"messageId": "m1", "content": [{"type": "text", "text": "x"}]}
 CHUNK = {"messageId": "m1", "content": {"type": "text", "text": "x"}}
-CHILD = "sess_child"
 ELICIT = {"mode": "form", "message": "db?", "requestedSchema": {"type": "object", "properties": {}}}
+FORMS = init(client_caps={"elicitation": {"form": {}, "url": {}}}) + new()
 STDIO = {"type": "stdio", "name": "m", "command": "/bin/m", "args": [], "env": []}
 
 BAD: list[Any] = [
@@ -611,9 +678,31 @@ BAD: list[Any] = [
                     up("agent_message_chunk", **CHUNK), st("running"), st("idle", stopReason="end_turn")],
      "output-while-blocked"),
     ("R60", OPEN + [st("running"), perm("p1"), st("requires_action"), cans("p1", ALLOW)], "left-blocked"),
+    ("R60", FORMS + [st("running"), st("requires_action"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT),
+                     up("agent_message_chunk", **CHUNK), cans("e1", {"action": "decline"}), st("running"),
+                     st("idle", stopReason="end_turn")], "output-while-form-waits"),
+    ("R60", FORMS + [st("running"), st("requires_action"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT),
+                     cans("e1", {"action": "accept", "content": {}})], "left-blocked-after-form"),
+    ("R59", OPEN + [st("running"), st("requires_action"), st("running"), st("idle", stopReason="end_turn")],
+     "nothing-asked"),
+    ("R59", OPEN + [st("running"), st("requires_action")], "nothing-asked-at-the-end"),
+    ("R59", FORMS + [st("running"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT),
+                     cans("e1", {"action": "decline"}), st("running"), st("requires_action"), st("running"),
+                     st("idle", stopReason="end_turn")], "after-the-answer-was-seen"),
+    ("R59", FORMS + new("other", rid=2) + [st("running"), areq("e1", "elicitation/create", sessionId="other",
+                                                               **ELICIT),
+                                           st("requires_action"), cans("e1", {"action": "decline"}), st("running"),
+                                           st("idle", stopReason="end_turn")], "another-sessions-question"),
     ("R61", OPEN + [tool("t1", title="watch", status="in_progress"), st("idle", background=[T("t1")]),
                     perm("p1", subject=tc_subject("t1")), st("requires_action", background=[T("t1")])],
      "background-request"),
+    ("R61", FORMS + [tool("t1", title="watch", status="in_progress"), st("idle", background=[T("t1")]),
+                     areq("e1", "elicitation/create", sessionId=SID, toolCallId="t1", **ELICIT),
+                     st("requires_action", background=[T("t1")])], "background-elicitation"),
+    ("R61", FORMS + [st("running"), rq(5, "auth/login", methodId="m"),
+                     areq("e1", "elicitation/create", requestId=5, **ELICIT), st("requires_action"),
+                     cans("e1", {"action": "decline"}), err(5, -32000), st("running"),
+                     st("idle", stopReason="end_turn")], "request-scoped-elicitation"),
     ("R62", OPEN + [st("running"), st("idle", stopReason="end_turn"), st("idle", stopReason="cancelled")],
      "new-stop-reason"),
     ("R62", OPEN + [st("idle", stopReason="end_turn")], "completion-without-work"),
@@ -634,6 +723,14 @@ BAD: list[Any] = [
         st("running"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT), st("requires_action"),
         nt("session/cancel", sessionId=SID), st("idle", stopReason="cancelled"), cans("e1", {"action": "cancel"})],
      "elicitation-not-withdrawn"),
+    ("R70", FORMS + [st("running"), st("requires_action"),
+                     areq("e1", "elicitation/create", sessionId=SID, elicitationId="f1", mode="url", message="Sign in",
+                          url="https://example.com/sign-in"),
+                     nt("session/cancel", sessionId=SID), st("idle", stopReason="cancelled")],
+     "url-flow-not-withdrawn"),
+    ("R44", FORMS + [st("running"), st("requires_action"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT),
+                     rq(5, "session/close", sessionId=SID), st("idle", stopReason="cancelled"), ok(5),
+                     cans("e1", {"action": "cancel"})], "elicitation-left-open"),
     # updates
     ("R71", OPEN + [tool("t1", title="x", status="in_progress"), tool("t1", status=None)], "null-status"),
     ("R73", OPEN + [up("agent_message_chunk", content={"type": "text", "text": "x"})], "no-message-id"),
@@ -656,6 +753,9 @@ BAD: list[Any] = [
     # background work
     ("R85", OPEN + [st("running"), tool("t1", title="deploy", status="pending"), perm("p1", subject=tc_subject("t1")),
                     st("requires_action", background=[T("t1")])], "awaited-item-listed"),
+    ("R85", FORMS + [st("running"), tool("t1", title="deploy", status="pending"),
+                     areq("e1", "elicitation/create", sessionId=SID, toolCallId="t1", **ELICIT),
+                     st("requires_action", background=[T("t1")])], "awaited-item-of-a-form-listed"),
     ("R87", OPEN + [st("idle", background=[{"type": "terminal"}])], "malformed"),
     ("R87", OPEN + [tool("t1", title="x", status="completed"), st("idle", background=[T("t1")])], "final-listed"),
     ("R87", OPEN + new("other", rid=2) + [term("x1", "other", command="ls", cwd="/p"),
