@@ -6,13 +6,15 @@
 //   node tests/interop/login_client.mjs <python> <path/to/examples/login_agent.py>
 //
 // Scenario: `initialize` (form elicitation advertised; `authMethods` offers `agent-login`); `session/new` before
-// login is -32000; `auth/login` whose form is declined is -32000 and the gate stays closed; `auth/login` whose form
-// is accepted is `{}` (the form carries `requestId` = the login's id and no `sessionId`); `session/new`; `/ask`
-// accepted (`requires_action` while the form waits, `running` after, "Hello, <name>", idle end_turn); `/ask`
-// declined; `/ask` answered `cancel`; `/ask` then `session/cancel` while it waits (the agent withdraws the form
-// with `$/cancel_request` and ends idle cancelled); `auth/logout` is `{}`; then `session/new` and a prompt on the
-// open session are -32000 again. Exit 0 and a one-line JSON summary on stdout on success; exit 1 with a message on
-// stderr on any failed check, any error the SDK reports, or a timeout. Optional environment variables:
+// login is -32000; `auth/login` whose form is declined is -32000 and the gate stays closed; `auth/login` withdrawn
+// by the client (`$/cancel_request`) while its form waits (the agent withdraws the form too, and answers the login
+// -32800); `auth/login` whose form is accepted is `{}` (the form carries `requestId` = the login's id and no
+// `sessionId`); `session/new`; `/ask` accepted (`requires_action` while the form waits, `running` after,
+// "Hello, <name>", idle end_turn); `/ask` declined; `/ask` answered `cancel`; `/ask` then `session/cancel` while it
+// waits (the agent withdraws the form with `$/cancel_request` and ends idle cancelled); `auth/logout` is `{}`; then
+// `session/new` and a prompt on the open session are -32000 again. Exit 0 and a one-line JSON summary on stdout on
+// success; exit 1 with a message on stderr on any failed check, any error the SDK reports, or a timeout. Optional
+// environment variables:
 //   ACP_INTEROP_TRANSCRIPT         file that receives every byte the agent wrote to stdout (verbatim)
 //   ACP_INTEROP_CLIENT_TRANSCRIPT  file that receives every line the client SDK wrote to the agent's stdin
 //   ACP_INTEROP_WIRE               file that receives both directions as JSON lines {"from", "message"}, in the
@@ -44,6 +46,7 @@ import {
   QuestionDesk,
   rejectsWith,
   settle,
+  withdrawalsOf,
 } from "./questions.mjs";
 
 const OVERALL_TIMEOUT_MS = 45_000;
@@ -131,6 +134,27 @@ async function loginWithForm(ctx, label, result) {
   return { outcome, question };
 }
 
+/**
+ * `auth/login` withdrawn by the client (`$/cancel_request`) while its form waits: the agent withdraws the form in
+ * turn, still answers the login once (R16), and the gate stays closed.
+ */
+async function loginWithdrawn(ctx) {
+  const label = "auth/login withdrawn while its form waits";
+  setStep(label);
+  const withdraw = new AbortController();
+  const login = settle(ctx.request("auth/login", { methodId: "agent-login" }, { cancellationSignal: withdraw.signal }));
+  const question = await desk.next();
+  const loginRequest = lastClientRequest("auth/login");
+  checkNameForm(question, { requestId: loginRequest.message.id }, label);
+  withdraw.abort();
+  await question.withdrawal;
+  const outcome = await login;
+  check(!outcome.ok, `${label}: the login succeeded`, outcome.value);
+  check(question.withdrawn && !question.answered, `${label}: the form was not withdrawn`);
+  check(withdrawalsOf(question.requestId).length === 1, `${label}: expected one $/cancel_request for the form`);
+  return { code: outcome.error?.code, formWithdrawn: question.withdrawn };
+}
+
 async function scenario(ctx) {
   setStep("initialize");
   const init = await ctx.request("initialize", {
@@ -151,6 +175,10 @@ async function scenario(ctx) {
   const declinedCode = await rejectsWith(Promise.reject(declined.outcome.error), AUTH_REQUIRED, "declined login");
   setStep("session/new after a refused login");
   const afterRefused = await rejectsWith(ctx.buildSession(process.cwd()).start(), AUTH_REQUIRED, "session/new after a refused login");
+
+  const withdrawnLogin = await loginWithdrawn(ctx);
+  setStep("session/new after a withdrawn login");
+  const afterWithdrawn = await rejectsWith(ctx.buildSession(process.cwd()).start(), AUTH_REQUIRED, "session/new after a withdrawn login");
 
   const accepted = await loginWithForm(ctx, "auth/login, form accepted", { action: "accept", content: { name: LOGIN_NAME } });
   if (!accepted.outcome.ok) throw accepted.outcome.error;
@@ -185,6 +213,8 @@ async function scenario(ctx) {
     login: {
       declined: declinedCode,
       afterRefused,
+      withdrawn: withdrawnLogin,
+      afterWithdrawn,
       accepted: accepted.outcome.value,
       questionScope: Object.keys(accepted.question.params).filter((k) => k === "requestId" || k === "sessionId"),
       requestIdIsLogin: isDeepStrictEqual(accepted.question.params.requestId, lastClientRequest("auth/login").message.id),

@@ -2,7 +2,8 @@
 
 tests/interop/login_client.mjs (experimental v2 client API of the pinned @agentclientprotocol/sdk) goes through the
 auth gate (``session/new`` before ``auth/login`` and after ``auth/logout`` is -32000), a login that asks a
-request-scoped form (declined: -32000; accepted: ``{}``), and forms asked by ``/ask`` (accepted, declined, answered
+request-scoped form (declined: -32000; the login withdrawn by the client while its form waits: the agent withdraws
+the form and answers -32800; accepted: ``{}``), and forms asked by ``/ask`` (accepted, declined, answered
 ``cancel``, and withdrawn by the agent with ``$/cancel_request`` after ``session/cancel``), answering them through
 the SDK's ``elicitation/create`` handler. It fails on any check or any error the SDK reports. This module runs it
 once per agent event loop, checks its summary, validates every agent message against the official unstable v2
@@ -34,6 +35,8 @@ def test_official_typescript_client_logs_in_and_answers_forms(tmp_path: Path, ba
     login = summary["login"]
     assert login["declined"] == -32000
     assert login["afterRefused"] == -32000
+    assert login["withdrawn"] == {"code": -32800, "formWithdrawn": True}  # R16: still answered, once
+    assert login["afterWithdrawn"] == -32000
     assert login["accepted"] == {}
     assert login["questionScope"] == ["requestId"]
     assert login["requestIdIsLogin"] is True
@@ -54,13 +57,14 @@ def test_official_typescript_client_logs_in_and_answers_forms(tmp_path: Path, ba
     assert cancelled["stopReason"] == "cancelled"
 
     assert summary["logout"] == {"result": {}, "newSession": -32000, "prompt": -32000}
-    assert summary["questions"] == 6
+    assert summary["questions"] == 7
     assert summary["agentExitCode"] == 0
 
-    # The raw wire, as the schema validator saw it: one request-scoped form per login, four session-scoped ones.
+    # The raw wire, as the schema validator saw it: one request-scoped form per login, four session-scoped ones;
+    # the agent withdrew the form of the withdrawn login and the form of the cancelled turn.
     forms = [m["params"] for m in run.agent_messages if m.get("method") == "elicitation/create"]
-    assert ["requestId" in f for f in forms] == [True, True, False, False, False, False]
+    assert ["requestId" in f for f in forms] == [True, True, True, False, False, False, False]
     assert all(f["mode"] == "form" for f in forms)
     withdrawn = [m["params"]["requestId"] for m in run.agent_messages if m.get("method") == "$/cancel_request"]
     asked = [m["id"] for m in run.agent_messages if m.get("method") == "elicitation/create"]
-    assert withdrawn == [asked[-1]]
+    assert withdrawn == [asked[1], asked[-1]]
