@@ -11,7 +11,8 @@
 // API), `/call-missing` (the client answers -32601), `/call-slow` (the agent gives up after its timeout and
 // withdraws the call with `$/cancel_request`), `/call-wait` + `session/cancel` (withdrawn the same way; the turn
 // ends cancelled); `/url` accepted (`requires_action` while it waits, then `elicitation/complete` for its
-// elicitationId), declined, answered `cancel`, and withdrawn after `session/cancel`; `session/close`. Exit 0 and a
+// elicitationId), declined, answered `cancel`, and withdrawn after `session/cancel`; `session/resume` with `_meta`
+// (the agent sees the new one); `/url` + `session/close` (withdrawn before the close answer). Exit 0 and a
 // one-line JSON summary on stdout on success; exit 1 with a message on stderr on any failed check, any error the SDK
 // reports, or a timeout. Optional environment variables:
 //   ACP_INTEROP_TRANSCRIPT         file that receives every byte the agent wrote to stdout (verbatim)
@@ -32,6 +33,7 @@ import {
   clientMessages,
   lastClientRequest,
   reportError,
+  responseTo,
   run,
   setStep,
   setup,
@@ -39,12 +41,14 @@ import {
 } from "./harness.mjs";
 import {
   agentTexts,
+  askAndWait,
   askAnswered,
   askCancelled,
   checkEveryQuestionAnswered,
   clientAnswersTo,
   promptTurn,
   QuestionDesk,
+  readUntil,
   readUntilStop,
   rejectsWith,
   statesIn,
@@ -160,8 +164,9 @@ async function extensionsFromTheClient(ctx) {
   return { echoed, unknown };
 }
 
-async function meta(ctx, session) {
-  setStep("/meta");
+/** `/meta` with `_meta` on the prompt request and its text block; what the agent reports it saw. */
+async function meta(ctx, session, label) {
+  setStep(label);
   const [response, updates] = await Promise.all([
     ctx.request("session/prompt", {
       sessionId: session.sessionId,
@@ -170,8 +175,8 @@ async function meta(ctx, session) {
     }),
     readUntilStop(session),
   ]);
-  check(typeof response.messageId === "string", "/meta: bad prompt response", response);
-  const seen = JSON.parse(saidIn(updates, "/meta"));
+  check(typeof response.messageId === "string", `${label}: bad prompt response`, response);
+  const seen = JSON.parse(saidIn(updates, label));
   const message = updates.find((u) => u.sessionUpdate === "agent_message");
   return { seen, messageMeta: message?._meta ?? null };
 }
@@ -239,6 +244,27 @@ async function urlQuestions(ctx, session) {
   };
 }
 
+/** `/url`, then `session/close` while it waits: the question is withdrawn and the turn ends before the answer. */
+async function closeWhileAsking(ctx, session) {
+  const label = "/url + session/close";
+  const { question } = await askAndWait(desk, session, label, "/url", urlQuestion(session, label, new Set()));
+  setStep(`${label}: session/close`);
+  const closed = await ctx.request("session/close", { sessionId: session.sessionId });
+  check(isDeepStrictEqual(closed, {}), "session/close: result is not {}", closed);
+  const closeAnswer = responseTo(lastClientRequest("session/close"));
+  await question.withdrawal;
+  const [withdrawal] = withdrawalsOf(question.requestId);
+  const idle = agentMessages().findLast(
+    (e) => e.message.method === "session/update" && e.message.params?.update?.stopReason === "cancelled",
+  );
+  check(withdrawal && withdrawal.seq < closeAnswer.seq, `${label}: the question was not withdrawn before the answer`);
+  check(
+    idle && idle.seq > question.wireEntry.seq && idle.seq < closeAnswer.seq,
+    `${label}: no idle cancelled between the question and the close answer`,
+  );
+  return { result: closed, withdrawn: question.withdrawn };
+}
+
 async function scenario(ctx) {
   setStep("initialize");
   const init = await ctx.request("initialize", {
@@ -260,15 +286,25 @@ async function scenario(ctx) {
   );
 
   const pings = JSON.parse(saidIn(await promptTurn(session, "/pings", "/pings"), "/pings"));
-  const metaSeen = await meta(ctx, session);
+  const metaSeen = await meta(ctx, session, "/meta");
+  setStep("session/resume with _meta");
+  const resumed = await ctx.request("session/resume", { sessionId: session.sessionId, cwd: process.cwd(), _meta: { trace: "resume-1" } });
+  check(resumed !== null && typeof resumed === "object", "session/resume: bad result", resumed);
+  await readUntil(session, (_, message) => message.kind === "stop"); // the resume snapshot (R39), already queued
+  const afterResume = await meta(ctx, session, "/meta after session/resume");
   const called = await calls(ctx, session);
   const url = await urlQuestions(ctx, session);
 
-  setStep("session/close");
-  const closed = await ctx.request("session/close", { sessionId: session.sessionId });
-  check(isDeepStrictEqual(closed, {}), "session/close: result is not {}", closed);
+  const closing = await closeWhileAsking(ctx, session);
   session.dispose();
-  return { agent: init.info, extensions: { ...extensions, pings }, meta: metaSeen, calls: called, url, close: closed };
+  return {
+    agent: init.info,
+    extensions: { ...extensions, pings },
+    meta: { ...metaSeen, afterResume: afterResume.seen },
+    calls: called,
+    url,
+    close: closing,
+  };
 }
 
 /** Checks over the whole wire log, once the agent has exited and its stdout is fully read. */

@@ -2,13 +2,13 @@
 
 tests/interop/surface_client.mjs (experimental v2 client API of the pinned @agentclientprotocol/sdk) covers the rest
 of the stable v2 surface an agent author reaches through acp-agent: URL-mode questions (accepted, with
-``elicitation/complete``; declined; answered ``cancel``; withdrawn after ``session/cancel``), extension methods in
-both directions (the agent's ``@extension`` request and notification, an unknown ``_`` method, the agent calling the
-client's methods through ``session.client.request``, with a timeout and with ``session/cancel`` withdrawing the
-call) and ``_meta`` on ``session/new``, ``session/prompt`` and a prompt block reaching the agent, and on the
-agent's message reaching the client. This module runs it once per agent event loop, checks its summary, validates
-every agent message against the official unstable v2 JSON Schema and judges the whole exchange with the
-``WireChecker``.
+``elicitation/complete``; declined; answered ``cancel``; withdrawn after ``session/cancel`` and on
+``session/close``), extension methods in both directions (the agent's ``@extension`` request and notification, an
+unknown ``_`` method, the agent calling the client's methods through ``session.client.request``, with a timeout and
+with ``session/cancel`` withdrawing the call), and ``_meta`` on ``session/new``, ``session/resume``,
+``session/prompt`` and a prompt block reaching the agent, and on the agent's message reaching the client. This
+module runs it once per agent event loop, checks its summary, validates every agent message against the official
+unstable v2 JSON Schema and judges the whole exchange with the ``WireChecker``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def test_official_typescript_client_url_questions_extensions_and_meta(tmp_path: 
     assert summary["meta"] == {
         "seen": {"session": {"trace": "new-1"}, "prompt": {"trace": "prompt-1"}, "blocks": [{"block": 1}]},
         "messageMeta": {"echo": {"trace": "prompt-1"}},
+        "afterResume": {"session": {"trace": "resume-1"}, "prompt": {"trace": "prompt-1"}, "blocks": [{"block": 1}]},
     }
     assert summary["calls"] == {
         "call": {"from": "typescript-sdk", "hello": 1},
@@ -59,11 +60,11 @@ def test_official_typescript_client_url_questions_extensions_and_meta(tmp_path: 
     assert url["cancelled"]["states"][-1] == "idle"
     assert url["cancelled"]["withdrawals"] == 1
     assert url["cancelled"]["stopReason"] == "cancelled"
-    assert summary["close"] == {}
-    assert summary["questions"] == 4
+    assert summary["close"] == {"result": {}, "withdrawn": True}  # R44, R42: withdrawn and idle before the answer
+    assert summary["questions"] == 5
     assert summary["agentExitCode"] == 0
 
     # Only the advertised mode went out (R83 is judged too), each flow with its own elicitationId.
     questions = [m["params"] for m in run.agent_messages if m.get("method") == "elicitation/create"]
     assert {q["mode"] for q in questions} == {"url"}
-    assert len({q["elicitationId"] for q in questions}) == 4
+    assert len({q["elicitationId"] for q in questions}) == 5
