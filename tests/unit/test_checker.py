@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import pytest
 
 from acp_agent.testing import checker as checker_module
@@ -1010,3 +1011,65 @@ async def test_real_sdk_conversation_has_no_violations() -> None:
     checker.finish()
     assert checker.violations == [], [str(v) for v in checker.violations]
     assert len(client.transcript) > 20
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["permission", "elicitation"])
+async def test_real_sdk_foreground_question_while_a_background_one_waits(kind: str) -> None:
+    """The SDK reports ``requires_action`` right before it sends the foreground question; a question for
+    listed work is already open then. Neither R61 (judged over the whole stretch) nor R59 may fire."""
+    from acp_agent import Agent, ContentBlock, PermissionOption, Session, StopReason, ToolCall
+    from acp_agent.testing import connect_agent
+
+    options = [PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+               PermissionOption(option_id="deny", name="Reject", kind="reject_once")]
+    form = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
+    clients: list[Any] = []
+
+    def open_questions() -> dict[Any, Any]:
+        client = clients[0]
+        return client.pending_permissions if kind == "permission" else client.pending_elicitations  # type: ignore[no-any-return]
+
+    class Asker(Agent):
+        name = "asker"
+
+        async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+            async def watch(tool: ToolCall) -> None:
+                if kind == "permission":
+                    await tool.request_permission("Keep watching?", options)
+                else:
+                    await session.ask("Keep watching?", form, tool_call=tool)
+
+            tool = await session.start_tool_call("watch", kind="other")
+            tool.run(watch)  # listed at once; its question is owned by that work
+            while not open_questions():  # the background question is on the wire first
+                await anyio.sleep(0.01)
+            if kind == "permission":
+                await session.request_permission("Go on?", options)
+            else:
+                await session.ask("Go on?", form)
+            await session.say("done")
+            return "end_turn"
+
+    async with connect_agent(Asker(), permission_policy=None, elicitation_policy=None) as client:
+        clients.append(client)
+        await client.initialize(capabilities={"elicitation": {"form": {}}})
+        sid = await client.new_session("/tmp")
+        await client.prompt(sid, "go")
+        await client.wait_for(lambda: len(open_questions()) == 2)
+        assert client.view(sid).state == "requires_action"
+        first, second = open_questions()
+        if kind == "permission":
+            client.answer_permission(second, "allow")
+        else:
+            client.answer_elicitation(second, "accept", {"go": True})
+        await client.wait_idle(sid)
+        if kind == "permission":
+            client.answer_permission(first, "deny")
+        else:
+            client.answer_elicitation(first, "decline")
+        await client.wait_for(lambda: client.view(sid).background == [])
+    checker = WireChecker(raise_on_violation=False)
+    checker.feed_transcript(client.transcript)
+    checker.finish()
+    assert checker.violations == [], [str(v) for v in checker.violations]
