@@ -79,6 +79,8 @@ SUPPORTED_VERSIONS: Final = [2]
 LIST_PAGE_SIZE: Final = 50
 _GATED: Final = ("session/", "tool_call/", "terminal/")
 """Methods a login gates (:attr:`Agent.require_login`)."""
+_UNGATED: Final = frozenset({"session/cancel", "session/close"})
+"""Stopping work is never gated: after ``auth/logout`` a client can still cancel and close (R68)."""
 SHUTDOWN_TIMEOUT: Final = 5.0
 """Default seconds the end of the connection (EOF, SIGTERM, SIGINT) waits for agent code and
 processes to stop before it kills what is left and reports it ended (``ACP_AGENT_SHUTDOWN_TIMEOUT``)."""
@@ -183,7 +185,7 @@ class AgentRuntime:
             raise RequestError.invalid_request("the connection is not initialized")
         if is_request:
             self._other_request_seen = True
-        if self.agent.require_login and not self.logged_in and method.startswith(_GATED):
+        if self.agent.require_login and not self.logged_in and method.startswith(_GATED) and method not in _UNGATED:
             raise RequestError.auth_required()  # no hook runs before a login (notifications: dropped)
 
     async def _initialize(self, request: InitializeRequest) -> InitializeResponse:

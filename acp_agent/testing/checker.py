@@ -39,17 +39,27 @@ Judged with approximations (details in :data:`RULES`):
   (outside a resume) under an id no successful prompt answer returned.
 - R57: an accepted prompt that arrived while the session was idle, and no ``running`` /
   ``requires_action`` followed (unless the session was closed).
+- R59 (the "only when" half): a ``requires_action`` stretch (up to the next other state, or the
+  end) during which no request naming the session or one of its children, other than questions for
+  listed background work, was pending or sent, and none was answered since the snapshot before it
+  (the agent may not have read that answer yet). A stretch that a resume starts is not judged (its
+  question may belong to an earlier connection). Whether the whole foreground waits (the "when"
+  half) is not visible.
 - R60: agent message/thought output while ``requires_action``, or a session left in
   ``requires_action`` at the end although its requests were answered.
+- R61: a ``requires_action`` stretch (as for R59) in which the only questions in play named listed
+  background work (a permission subject, an elicitation's ``toolCallId``, listed when it was asked),
+  or were request-scoped elicitations (``requestId``).
 - R62 follows the reference literally: a repeated idle MAY repeat the last stop reason, so
   only a *different* stop reason (or any ``usage``) on a repeated/resume idle is flagged.
 - R68: no idle after a ``session/cancel`` of active work; or, after the idle that ends the
   cancelled work, a message chunk/update of a message that work started, or a ``cancelled``
   status for a tool call of that work (announced before the cancel, never listed, not
   covered by a listed terminal, no ``tool_call/cancel``).
-- R85: a permission request that was sent while its subject was not listed, still pending,
-  when a ``requires_action`` snapshot starts listing the subject (the foreground waits on
-  it). Anything else about "is the foreground waiting on this item" is not visible.
+- R85: a permission request (or an elicitation naming a ``toolCallId``) that was sent while its
+  subject was not listed, still pending, when a ``requires_action`` snapshot starts listing the
+  subject (the foreground waits on it). Anything else about "is the foreground waiting on this item"
+  is not visible.
 - R88: a listed tool call whose content is only ``terminal`` items, all naming terminals
   listed in the same snapshot.
 - R90: a listed child whose latest known state (own ``state_update`` or the parent's mirror)
@@ -86,7 +96,8 @@ Judged with approximations (details in :data:`RULES`):
 
 Not judged (not visible on the wire): R4 (byte interleaving shows up as R1/R2), R5, R14,
 R18, R19 (R44/R67 judge the visible part), R24, R36, R37, R38, R41 (see R42/R44/R45), R43
-(see R8/R45), R48, R56 (holding vs inserting is invisible), R59, R64, R65, R66, R72,
+(see R8/R45), R48, R56 (holding vs inserting is invisible), R64, R65, R66 (R68 sees an agent that
+keeps waiting, R67/R70 the withdrawal), R72,
 R76 (shape; use the schema validator), R78, R82 (subjects are applied as tool call patches,
 so R71/R97 see them), R86, R96, R98, R99, R108, R109.
 """
@@ -158,8 +169,10 @@ RULES: dict[str, str] = {
     "R55": "a prompt made only of text / resource_link blocks is not rejected with -32602",
     "R57": "an accepted prompt on an idle session is followed by running / requires_action",
     "R58": "the idle that ends work carries a stopReason; stopReason error carries an error object",
+    "R59": "requires_action only while a question of the session (permission, elicitation) waits on the user",
     "R60": "no agent output while requires_action; not left in requires_action after its requests were answered",
-    "R61": "requests only for listed background work do not put the session in requires_action",
+    "R61": "requests only for listed background work, and request-scoped elicitations, do not put the session in "
+           "requires_action",
     "R62": "a repeated or resume idle carries no new stop reason and no usage",
     "R63": "state values are running / requires_action / idle / unknown (or _custom)",
     "R67": "foreground permission requests still pending when a cancelled work ends were withdrawn",
@@ -176,7 +189,8 @@ RULES: dict[str, str] = {
     "R81": "permission requests have a title, >= 1 option with unique optionIds; command subjects an absolute cwd",
     "R83": "elicitation modes are used only when the client advertised them",
     "R84": "unknown methods, update kinds, enum values and item types start with _",
-    "R85": "work the foreground waits on (pending foreground permission) is not listed in requires_action",
+    "R85": "work the foreground waits on (a pending foreground permission request or elicitation) is not listed in "
+           "requires_action",
     "R87": "background items are well-formed, unique, and name live entities of this session / its children",
     "R88": "a tool call whose content is only listed terminals is not listed next to them",
     "R89": "a listed pending / paused tool call leaves the list only after a final status",
@@ -208,7 +222,7 @@ RULES: dict[str, str] = {
 }
 
 SHOULD_RULES: frozenset[str] = frozenset({
-    "R44", "R46", "R58", "R67", "R70", "R74", "R80", "R92", "R95", "R100", "S3",
+    "R44", "R46", "R58", "R59", "R67", "R70", "R74", "R80", "R92", "R95", "R100", "S3",
 })
 
 _STATES = frozenset({"running", "requires_action", "idle", "unknown"})
@@ -339,6 +353,16 @@ def _custom(value: Any) -> bool:
     return isinstance(value, str) and value.startswith("_")
 
 
+def _for_background(req: _Req) -> bool:
+    """A question asked on behalf of work that was listed when it was asked (R61, R107)."""
+    return bool(req.refs & req.listed_at_send)
+
+
+def _request_scoped(req: _Req) -> bool:
+    """An elicitation scoped to a client request (``requestId``), not to a session."""
+    return req.method == "elicitation/create" and req.session_id is None and "requestId" in req.params
+
+
 def _snapshot(state: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in state.items() if k not in ("sessionUpdate", "_meta")}
 
@@ -418,9 +442,22 @@ class _Resume:
 
 
 @dataclass(eq=False)
+class _Blocked:
+    """A ``requires_action`` stretch of a session, judged when the next other state is reported (R59, R61)."""
+
+    message: Any
+    asked: bool  # a foreground question naming the session (or one of its children) was in play
+    exempt: bool  # started by a resume: questions asked on an earlier connection are not visible
+    background: list[Any] = field(default_factory=list)  # questions for listed background work in play
+    request_scoped: list[Any] = field(default_factory=list)  # request-scoped elicitations in play
+
+
+@dataclass(eq=False)
 class _Session:
     id: str
     state: str | None = None  # None: unknown
+    state_at: int = -1  # index of its latest state_update
+    blocked: _Blocked | None = None
     last_stop_reason: str | None = None
     active: bool = False
     closed: bool = False
@@ -587,6 +624,7 @@ class WireChecker:
         self._r54_rejected_echoes()
         self._r57_prompt_work()
         for s in self._sessions.values():
+            self._r59_r61_blocked_ends(s, None)
             self._r60_stuck(s)
             self._r68_no_idle(s)
             self._r92_stale_list(s)
@@ -927,6 +965,25 @@ class WireChecker:
             self._r83_elicitation_mode(req)
             tool = params.get("toolCallId")
             req.refs = frozenset({("tool_call", tool)} if isinstance(tool, str) else ())
+            if s is not None:
+                req.listed_at_send = frozenset(req.refs & self._covered(s, s.last_list or []))
+        self._note_question(req)
+
+    def _note_question(self, req: _Req) -> None:
+        """A request the agent sent is in play for the ``requires_action`` stretches it can explain."""
+        if req.session_id is not None:
+            for sid in self._lineage(req.session_id):
+                blocked = self._sessions[sid].blocked if sid in self._sessions else None
+                if blocked is None:
+                    continue
+                if _for_background(req):
+                    blocked.background.append(req.message)
+                else:
+                    blocked.asked = True
+        elif _request_scoped(req):
+            for s in self._sessions.values():
+                if s.blocked is not None:
+                    s.blocked.request_scoped.append(req.message)
 
     def _r6_request_id(self, message: dict[str, Any]) -> IdKey | None:
         """R6: agent request ids are strings/integers, not reused while pending."""
@@ -1643,9 +1700,9 @@ class WireChecker:
         state = update.get("state")
         self._r63_state_value(state, message)
         keys = self._background(s, update, message, state)
-        if state == "requires_action":
-            self._r61_background_requests(s, keys, message)
         prev = s.state
+        if isinstance(state, str) and state != "requires_action" and s.blocked is not None:
+            self._r59_r61_blocked_ends(s, message)
         if state == "idle":
             self._idle(s, update, message, prev)
         elif isinstance(state, str):
@@ -1658,8 +1715,10 @@ class WireChecker:
             s.last_active_at = self._n
             if state == "requires_action" and prev != "requires_action":
                 s.requires_action_at = self._n
+                s.blocked = self._blocked_starts(s, message)
         if isinstance(state, str):
             s.state = state
+        s.state_at = self._n
         s.cancel_for_next = False  # only the very next snapshot can show work the cancel reached
         if s.cancel is not None and not s.cancel.was_active:
             s.cancel = None
@@ -1669,6 +1728,41 @@ class WireChecker:
             s.child_state_at = self._n
         if s.resume is not None:
             s.resume.snapshots.append((self._n, message, keys))
+
+    def _lineage(self, sid: str) -> list[str]:
+        """``sid`` and the sessions it is a child of, innermost first."""
+        out = [sid]
+        while (s := self._sessions.get(out[-1])) is not None and s.parent is not None and s.parent not in out:
+            out.append(s.parent)
+        return out
+
+    def _blocked_starts(self, s: _Session, message: Any) -> _Blocked:
+        """A ``requires_action`` stretch starts: note the questions already in play (R59, R61).
+
+        A question answered since the session's previous snapshot counts too: the agent may have
+        reported ``requires_action`` before it read that answer (wire order is the client's).
+        """
+        pending = [r for r in self._agent_pending.values() if not r.withdrawn]
+        mine = [r for r in pending if r.session_id is not None and s.id in self._lineage(r.session_id)]
+        asked = s.request_answered_at > s.state_at or any(not _for_background(r) for r in mine)
+        return _Blocked(message, asked, s.resume is not None, [r.message for r in mine if _for_background(r)],
+                        [r.message for r in pending if _request_scoped(r)])
+
+    def _r59_r61_blocked_ends(self, s: _Session, message: Any) -> None:
+        """R59 / R61: a ``requires_action`` stretch had a question of the session waiting on the user."""
+        blocked, s.blocked = s.blocked, None
+        if blocked is None or blocked.asked or blocked.exempt:
+            return
+        ending = () if message is None else (message,)
+        if blocked.background:
+            self._flag("R61", "requires_action while only questions for listed background work waited",
+                       *blocked.background, blocked.message, *ending)
+        elif blocked.request_scoped:
+            self._flag("R61", "requires_action while only a request-scoped elicitation waited on the user",
+                       *blocked.request_scoped, blocked.message, *ending)
+        else:
+            self._flag("R59", "requires_action while no question of the session waited on the user",
+                       blocked.message, *ending)
 
     def _r63_state_value(self, state: Any, message: Any) -> None:
         """R63: standard states (or ``_custom``)."""
@@ -1753,14 +1847,6 @@ class WireChecker:
         return [r for r in self._agent_pending.values()
                 if r.session_id == s.id and not r.withdrawn
                 and r.method in ("session/request_permission", "elicitation/create")]
-
-    def _r61_background_requests(self, s: _Session, keys: list[ItemKey] | None, message: Any) -> None:
-        """R61: requests only for listed background work do not make the session ``requires_action``."""
-        pending = self._pending_of(s)
-        listed = self._covered(s, keys if keys is not None else s.last_list or [])
-        if pending and all(r.refs & r.listed_at_send & listed for r in pending):
-            self._flag("R61", "requires_action while only background work waits on the user",
-                       *(r.message for r in pending), message)
 
     # background list -------------------------------------------------------------------
 
@@ -1888,18 +1974,19 @@ class WireChecker:
                            message)
 
     def _new_listings(self, s: _Session, keys: list[ItemKey], message: Any, state: Any) -> None:
-        """R85 / R110: pending permission requests whose subject only now gets listed."""
+        """R85 / R110: pending questions (R110: permission requests) whose subject only now gets listed."""
         new = set(keys) - set(s.last_list or [])
         if not new:
             return
         for req in self._pending_of(s):
             hit = req.refs & new
-            if not hit or hit & req.listed_at_send or req.method != "session/request_permission":
+            if not hit or hit & req.listed_at_send:
                 continue
             if state == "requires_action":
-                self._flag("R85", f"{sorted(hit)} listed while the foreground waits on its permission",
+                what = "permission" if req.method == "session/request_permission" else "elicitation"
+                self._flag("R85", f"{sorted(hit)} listed while the foreground waits on its {what}",
                            req.message, message)
-            else:
+            elif req.method == "session/request_permission":
                 self._flag("R110", f"permission request for {sorted(hit)} sent before a snapshot listed it",
                            req.message, message)
 

@@ -172,9 +172,12 @@ class InteropRun:
     client_messages: list[Message]
 
 
-def run_official_client(tmp_path: Path, script: Path, agent: Path, *, wire: bool = False) -> InteropRun:
+def run_official_client(
+    tmp_path: Path, script: Path, agent: Path, *, wire: bool = False, backend: str | None = None
+) -> InteropRun:
     """Run a ``tests/interop`` script against ``agent``; validate every agent message against the official
-    schema and, with ``wire``, judge the ordered log of both directions with the ``WireChecker``."""
+    schema and, with ``wire``, judge the ordered log of both directions with the ``WireChecker``.
+    ``backend`` (``"asyncio"`` / ``"trio"``) is the agent process's event loop (``ACP_AGENT_BACKEND``)."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not on PATH")
@@ -189,6 +192,8 @@ def run_official_client(tmp_path: Path, script: Path, agent: Path, *, wire: bool
     }
     if wire:
         env["ACP_INTEROP_WIRE"] = str(wire_log)
+    if backend is not None:
+        env["ACP_AGENT_BACKEND"] = backend
     proc = subprocess.run(
         [node, str(script), sys.executable, str(agent)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )

@@ -1,6 +1,7 @@
-// Shared harness for the interop clients (echo_client.mjs, background_client.mjs, subagent_client.mjs): spawns the
-// agent, wraps its stdio with the SDK's ndjson stream, logs the wire in both directions, makes every error the SDK
-// reports fatal, and runs a scenario under an overall timeout, printing a JSON summary or a failure report.
+// Shared harness for the interop clients (echo_client.mjs, background_client.mjs, subagent_client.mjs,
+// login_client.mjs, surface_client.mjs): spawns the agent, wraps its stdio with the SDK's ndjson stream, logs the wire
+// in both directions, makes every error the SDK reports fatal, and runs a scenario under an overall timeout, printing
+// a JSON summary or a failure report.
 //
 // Usage: call `setup(...)` once (it parses argv, spawns the agent and installs the fatal-error hooks), build the
 // client app, then `process.exit(await run(...))`. Optional environment variables:
@@ -187,14 +188,27 @@ function recordAgentLine(line, unterminated = false) {
   }
 }
 
+let expectedClientError = () => false;
+
+/** Lets the client answer agent requests for which `predicate(agentRequest, errorResponse)` holds with an error. */
+export function allowClientErrors(predicate) {
+  expectedClientError = predicate;
+}
+
 function recordClientLine(line) {
   const message = JSON.parse(line);
   logWire("client", message);
   // The client SDK answers an agent message it cannot accept (invalid JSON, not JSON-RPC, a request whose params
-  // fail validation, an unknown method, a throwing handler) with a JSON-RPC error. None is expected here.
-  if ("error" in message && !("method" in message)) {
+  // fail validation, an unknown method, a throwing handler) with a JSON-RPC error. None is expected here, except
+  // the ones a scenario asked for with `allowClientErrors`.
+  if ("error" in message && !("method" in message) && !expectedClientError(agentRequestFor(message.id), message)) {
     reportError(`the client SDK rejected a message from the agent and answered: ${show(message)}`);
   }
+}
+
+/** The agent request (the message) with JSON-RPC id `id`, if the agent sent one. */
+function agentRequestFor(id) {
+  return agentMessages().find((entry) => "method" in entry.message && isDeepStrictEqual(entry.message.id, id))?.message;
 }
 
 /** The last request (with an id) the client sent for `method`. */

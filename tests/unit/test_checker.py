@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import pytest
 
 from acp_agent.testing import checker as checker_module
@@ -106,6 +107,7 @@ def K(sid: str) -> dict[str, str]:
 
 
 TEXT = [{"type": "text", "text": "hi"}]
+CHILD = "sess_child"
 OPTIONS = [{"optionId": "allow", "name": "Allow once", "kind": "allow_once"},
            {"optionId": "deny", "name": "Reject", "kind": "reject_once"}]
 ALLOW = {"outcome": {"outcome": "selected", "optionId": "allow"}}
@@ -464,8 +466,74 @@ CREATED_FIRST: list[Step] = init(caps={"session": {"fork": {}}}) + [
     ok(4),
 ]
 
+FORM = {"mode": "form", "message": "Your name?",
+        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}
+URL = {"mode": "url", "message": "Sign in", "url": "https://example.com/sign-in"}
+ASKS = init(client_caps={"elicitation": {"form": {}, "url": {}}},
+            authMethods=[{"type": "agent", "methodId": "agent-login", "name": "Log in"}]) + [
+    # a login that asks a request-scoped form first: no session, no state
+    rq(1, "auth/login", methodId="agent-login"),
+    areq("e0", "elicitation/create", requestId=1, **FORM),
+    cans("e0", {"action": "accept", "content": {"name": "ada"}}),
+    ok(1),
+] + new(rid=2) + [
+    # a form the foreground waits on: requires_action (announced before the request), running after
+    rq(3, "session/prompt", sessionId=SID, prompt=TEXT), ok(3, {"messageId": "u1"}),
+    up("user_message", messageId="u1", content=TEXT), st("running", background=[]),
+    st("requires_action", background=[]),
+    areq("e1", "elicitation/create", sessionId=SID, **FORM),
+    cans("e1", {"action": "accept", "content": {"name": "Ada"}}),
+    st("running", background=[]),
+    up("agent_message", messageId="a1", content=[{"type": "text", "text": "Hello, Ada"}]),
+    st("idle", stopReason="end_turn", background=[]),
+    # a url flow, completed out of band
+    rq(4, "session/prompt", sessionId=SID, prompt=TEXT), ok(4, {"messageId": "u2"}),
+    up("user_message", messageId="u2", content=TEXT), st("running", background=[]),
+    areq("e2", "elicitation/create", sessionId=SID, elicitationId="flow-1", **URL),
+    cans("e2", {"action": "accept"}),
+    st("requires_action", background=[]),  # sent before the agent read the answer
+    st("running", background=[]),
+    anote("elicitation/complete", elicitationId="flow-1"),
+    st("idle", stopReason="end_turn", background=[]),
+    # a question for listed background work stays open on session/cancel; the foreground one is withdrawn
+    rq(5, "session/prompt", sessionId=SID, prompt=TEXT), ok(5, {"messageId": "u3"}),
+    up("user_message", messageId="u3", content=TEXT), st("running", background=[]),
+    tool("t1", title="watch", status="in_progress"), st("running", background=[T("t1")]),
+    areq("e3", "elicitation/create", sessionId=SID, toolCallId="t1", **FORM),
+    st("running", background=[T("t1")]),  # the foreground goes on: no requires_action for e3 (R61)
+    st("requires_action", background=[T("t1")]),
+    areq("e4", "elicitation/create", sessionId=SID, **FORM),
+    nt("session/cancel", sessionId=SID),
+    anote("$/cancel_request", requestId="e4"),
+    st("idle", stopReason="cancelled", background=[T("t1")]),
+    cans("e4", {"action": "cancel"}),
+    cans("e3", {"action": "decline"}),
+    tool("t1", status="completed"), st("idle", background=[]),
+    # a child's question blocks the parent's whole foreground
+    rq(6, "session/prompt", sessionId=SID, prompt=TEXT), ok(6, {"messageId": "u4"}),
+    up("user_message", messageId="u4", content=TEXT), st("running", background=[]),
+    up("subagent_update", sessionId=CHILD, title="explore"),
+    st("running", CHILD), up("subagent_update", sessionId=CHILD, state={"state": "running"}),
+    st("requires_action", CHILD), up("subagent_update", sessionId=CHILD, state={"state": "requires_action"}),
+    st("requires_action", background=[]),
+    areq("e5", "elicitation/create", sessionId=CHILD, **FORM),
+    cans("e5", {"action": "decline"}),
+    st("running", CHILD), up("subagent_update", sessionId=CHILD, state={"state": "running"}),
+    st("running", background=[]),
+    st("idle", CHILD, stopReason="end_turn"),
+    up("subagent_update", sessionId=CHILD, state={"state": "idle", "stopReason": "end_turn"}),
+    st("idle", stopReason="end_turn", background=[]),
+    # a session resumed while it waits on a question asked on an earlier connection
+    rq(7, "session/resume", sessionId="s9", cwd="/p"),
+    st("requires_action", "s9", background=[]),
+    ok(7),
+    st("running", "s9", background=[]),
+    st("idle", "s9", stopReason="cancelled", background=[]),
+]
+
 GOOD = {
     "worked-example-11.16": WORKED_EXAMPLE,
+    "questions": ASKS,
     "terminal-exit-once": EXIT_ONCE,
     "created-before-named": CREATED_FIRST,
     "cancel-reaches-next-prompt": CANCEL_REACHES_NEXT_PROMPT,
@@ -497,8 +565,8 @@ def test_updates_before_the_answer_break_only_the_sdk_should() -> None:
 
 MSG = {"messageId": "m1", "content": [{"type": "text", "text": "x"}]}
 CHUNK = {"messageId": "m1", "content": {"type": "text", "text": "x"}}
-CHILD = "sess_child"
 ELICIT = {"mode": "form", "message": "db?", "requestedSchema": {"type": "object", "properties": {}}}
+FORMS = init(client_caps={"elicitation": {"form": {}, "url": {}}}) + new()
 STDIO = {"type": "stdio", "name": "m", "command": "/bin/m", "args": [], "env": []}
 
 BAD: list[Any] = [
@@ -611,9 +679,31 @@ BAD: list[Any] = [
                     up("agent_message_chunk", **CHUNK), st("running"), st("idle", stopReason="end_turn")],
      "output-while-blocked"),
     ("R60", OPEN + [st("running"), perm("p1"), st("requires_action"), cans("p1", ALLOW)], "left-blocked"),
+    ("R60", FORMS + [st("running"), st("requires_action"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT),
+                     up("agent_message_chunk", **CHUNK), cans("e1", {"action": "decline"}), st("running"),
+                     st("idle", stopReason="end_turn")], "output-while-form-waits"),
+    ("R60", FORMS + [st("running"), st("requires_action"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT),
+                     cans("e1", {"action": "accept", "content": {}})], "left-blocked-after-form"),
+    ("R59", OPEN + [st("running"), st("requires_action"), st("running"), st("idle", stopReason="end_turn")],
+     "nothing-asked"),
+    ("R59", OPEN + [st("running"), st("requires_action")], "nothing-asked-at-the-end"),
+    ("R59", FORMS + [st("running"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT),
+                     cans("e1", {"action": "decline"}), st("running"), st("requires_action"), st("running"),
+                     st("idle", stopReason="end_turn")], "after-the-answer-was-seen"),
+    ("R59", FORMS + new("other", rid=2) + [st("running"), areq("e1", "elicitation/create", sessionId="other",
+                                                               **ELICIT),
+                                           st("requires_action"), cans("e1", {"action": "decline"}), st("running"),
+                                           st("idle", stopReason="end_turn")], "another-sessions-question"),
     ("R61", OPEN + [tool("t1", title="watch", status="in_progress"), st("idle", background=[T("t1")]),
                     perm("p1", subject=tc_subject("t1")), st("requires_action", background=[T("t1")])],
      "background-request"),
+    ("R61", FORMS + [tool("t1", title="watch", status="in_progress"), st("idle", background=[T("t1")]),
+                     areq("e1", "elicitation/create", sessionId=SID, toolCallId="t1", **ELICIT),
+                     st("requires_action", background=[T("t1")])], "background-elicitation"),
+    ("R61", FORMS + [st("running"), rq(5, "auth/login", methodId="m"),
+                     areq("e1", "elicitation/create", requestId=5, **ELICIT), st("requires_action"),
+                     cans("e1", {"action": "decline"}), err(5, -32000), st("running"),
+                     st("idle", stopReason="end_turn")], "request-scoped-elicitation"),
     ("R62", OPEN + [st("running"), st("idle", stopReason="end_turn"), st("idle", stopReason="cancelled")],
      "new-stop-reason"),
     ("R62", OPEN + [st("idle", stopReason="end_turn")], "completion-without-work"),
@@ -634,6 +724,14 @@ BAD: list[Any] = [
         st("running"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT), st("requires_action"),
         nt("session/cancel", sessionId=SID), st("idle", stopReason="cancelled"), cans("e1", {"action": "cancel"})],
      "elicitation-not-withdrawn"),
+    ("R70", FORMS + [st("running"), st("requires_action"),
+                     areq("e1", "elicitation/create", sessionId=SID, elicitationId="f1", mode="url", message="Sign in",
+                          url="https://example.com/sign-in"),
+                     nt("session/cancel", sessionId=SID), st("idle", stopReason="cancelled")],
+     "url-flow-not-withdrawn"),
+    ("R44", FORMS + [st("running"), st("requires_action"), areq("e1", "elicitation/create", sessionId=SID, **ELICIT),
+                     rq(5, "session/close", sessionId=SID), st("idle", stopReason="cancelled"), ok(5),
+                     cans("e1", {"action": "cancel"})], "elicitation-left-open"),
     # updates
     ("R71", OPEN + [tool("t1", title="x", status="in_progress"), tool("t1", status=None)], "null-status"),
     ("R73", OPEN + [up("agent_message_chunk", content={"type": "text", "text": "x"})], "no-message-id"),
@@ -656,6 +754,9 @@ BAD: list[Any] = [
     # background work
     ("R85", OPEN + [st("running"), tool("t1", title="deploy", status="pending"), perm("p1", subject=tc_subject("t1")),
                     st("requires_action", background=[T("t1")])], "awaited-item-listed"),
+    ("R85", FORMS + [st("running"), tool("t1", title="deploy", status="pending"),
+                     areq("e1", "elicitation/create", sessionId=SID, toolCallId="t1", **ELICIT),
+                     st("requires_action", background=[T("t1")])], "awaited-item-of-a-form-listed"),
     ("R87", OPEN + [st("idle", background=[{"type": "terminal"}])], "malformed"),
     ("R87", OPEN + [tool("t1", title="x", status="completed"), st("idle", background=[T("t1")])], "final-listed"),
     ("R87", OPEN + new("other", rid=2) + [term("x1", "other", command="ls", cwd="/p"),
@@ -910,3 +1011,65 @@ async def test_real_sdk_conversation_has_no_violations() -> None:
     checker.finish()
     assert checker.violations == [], [str(v) for v in checker.violations]
     assert len(client.transcript) > 20
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["permission", "elicitation"])
+async def test_real_sdk_foreground_question_while_a_background_one_waits(kind: str) -> None:
+    """The SDK reports ``requires_action`` right before it sends the foreground question; a question for
+    listed work is already open then. Neither R61 (judged over the whole stretch) nor R59 may fire."""
+    from acp_agent import Agent, ContentBlock, PermissionOption, Session, StopReason, ToolCall
+    from acp_agent.testing import connect_agent
+
+    options = [PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+               PermissionOption(option_id="deny", name="Reject", kind="reject_once")]
+    form = {"type": "object", "properties": {"go": {"type": "boolean"}}, "required": ["go"]}
+    clients: list[Any] = []
+
+    def open_questions() -> dict[Any, Any]:
+        client = clients[0]
+        return client.pending_permissions if kind == "permission" else client.pending_elicitations  # type: ignore[no-any-return]
+
+    class Asker(Agent):
+        name = "asker"
+
+        async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+            async def watch(tool: ToolCall) -> None:
+                if kind == "permission":
+                    await tool.request_permission("Keep watching?", options)
+                else:
+                    await session.ask("Keep watching?", form, tool_call=tool)
+
+            tool = await session.start_tool_call("watch", kind="other")
+            tool.run(watch)  # listed at once; its question is owned by that work
+            while not open_questions():  # the background question is on the wire first
+                await anyio.sleep(0.01)
+            if kind == "permission":
+                await session.request_permission("Go on?", options)
+            else:
+                await session.ask("Go on?", form)
+            await session.say("done")
+            return "end_turn"
+
+    async with connect_agent(Asker(), permission_policy=None, elicitation_policy=None) as client:
+        clients.append(client)
+        await client.initialize(capabilities={"elicitation": {"form": {}}})
+        sid = await client.new_session("/tmp")
+        await client.prompt(sid, "go")
+        await client.wait_for(lambda: len(open_questions()) == 2)
+        assert client.view(sid).state == "requires_action"
+        first, second = open_questions()
+        if kind == "permission":
+            client.answer_permission(second, "allow")
+        else:
+            client.answer_elicitation(second, "accept", {"go": True})
+        await client.wait_idle(sid)
+        if kind == "permission":
+            client.answer_permission(first, "deny")
+        else:
+            client.answer_elicitation(first, "decline")
+        await client.wait_for(lambda: client.view(sid).background == [])
+    checker = WireChecker(raise_on_violation=False)
+    checker.feed_transcript(client.transcript)
+    checker.finish()
+    assert checker.violations == [], [str(v) for v in checker.violations]

@@ -349,3 +349,18 @@ async def test_no_system_prompt_capability_without_opting_in() -> None:
             await client.request("auth/login", {"methodId": "x"})
         assert no_login.value.code == -32601
     await anyio.sleep(0)
+
+
+async def test_after_logout_running_work_can_still_be_cancelled_and_closed() -> None:
+    agent = Everything()
+    async with connect_agent(agent) as client:  # the client's checker judges R68
+        await client.initialize(capabilities=FORMS)
+        await login(client)
+        sid = await client.new_session("/tmp")
+        await client.prompt(sid, "/ask")
+        await client.wait_for(lambda: bool(client.pending_elicitations))
+        await client.request("auth/logout", {})
+        client.cancel(sid)
+        view = await client.wait_idle(sid)
+        assert view.stop_reason == "cancelled"
+        await client.close_session(sid)
