@@ -33,7 +33,8 @@ from .runtime import SHUTDOWN_TIMEOUT, AgentRuntime
 from .v1 import negotiating_streams
 
 __all__ = [
-    "EXIT_MARGIN", "SHUTDOWN_TIMEOUT", "FdReceiveStream", "FdSendStream", "run_stdio", "serve", "serve_stdio",
+    "EXIT_MARGIN", "SHUTDOWN_TIMEOUT", "FdReceiveStream", "FdSendStream", "open_runtime", "run_stdio", "serve",
+    "serve_stdio",
 ]
 
 logger = logging.getLogger(__name__)
@@ -134,9 +135,24 @@ async def serve(
     ``limits`` (default: ``agent.limits``) bounds the connection; ``max_message_bytes``
     overrides its field of that name.
     """
+    await open_runtime(agent, receive, send, limits=limits, max_message_bytes=max_message_bytes).connection.run()
+
+
+def open_runtime(
+    agent: Agent,
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    *,
+    limits: Limits | None = None,
+    max_message_bytes: int | None = None,
+) -> AgentRuntime:
+    """Build the runtime of one client connection over a pair of byte streams, ready to run.
+
+    The same for every transport: the v1 bridge watches the first lines, ``limits`` (default:
+    ``agent.limits``) bounds the connection. ``await runtime.connection.run()`` serves it.
+    """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
-    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen)
-    await runtime.connection.run()
+    return AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen)
 
 
 async def serve_stdio(
