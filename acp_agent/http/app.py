@@ -32,7 +32,6 @@ from .connections import (
     ConnectionLimitError,
     ConnectionRegistry,
     RemoteConnection,
-    Route,
     credential_digest,
     id_key,
 )
@@ -271,14 +270,11 @@ class AcpApp:
         header_session = headers.get("acp-session-id")
         method = message.get("method")
         if method is None:
-            # A response to a request of the agent: it must name the session the request was for.
+            # An answer to a request of the agent: a session header, if sent, must name that request's session.
             key = id_key(message.get("id"))
             route = connection.client_response_routes.get(key) if key is not None else None
-            if route is not None:
-                if not header_session:
-                    return "Missing Acp-Session-Id"
-                if header_session != route:
-                    return "Mismatched Acp-Session-Id"
+            if header_session and route is not None and header_session != route:
+                return "Mismatched Acp-Session-Id"
             if key is not None:
                 connection.client_response_routes.pop(key, None)
         else:
@@ -290,9 +286,8 @@ class AcpApp:
                 return "Missing Acp-Session-Id"
             if header_session and params_session is not None and header_session != params_session:
                 return "Mismatched Acp-Session-Id"
-            route: Route = header_session or params_session
-            if route is not None:
-                connection.check_id("Session ID", route)
+            if header_session:
+                connection.check_id("Session ID", header_session)
             if "id" in message:
                 request_id = message["id"]
                 if isinstance(request_id, str):
@@ -300,9 +295,6 @@ class AcpApp:
                 # An answer adds output: wait until the clients have read enough to make room.
                 await connection.wait_for_room()
                 await connection.wait_for_writer()
-                key = id_key(request_id)
-                if key is not None:
-                    connection.pending_routes[key] = None if method == "session/load" else route
         connection.touch()
         if connection.closing:
             raise anyio.ClosedResourceError

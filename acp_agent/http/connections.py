@@ -2,11 +2,13 @@
 
 A :class:`RemoteConnection` runs an :class:`~acp_agent.runtime.AgentRuntime` over a
 :class:`~acp_agent.http.streams.MessageInbox` and an :class:`~acp_agent.http.streams.OutputStream`.
-Over HTTP each line the runtime writes is routed the way the TypeScript SDK's server routes it:
-an answer to the stream its request came in on (the ``Acp-Session-Id`` it carried), a request or
-notification carrying ``params.sessionId`` to that session's stream, anything else to the
-connection's stream. Over WebSocket every line goes to the socket. Nothing here is shared between
-connections: each has its own runtime, sessions, streams and routes.
+Over HTTP every line the runtime writes goes, in order, to the connection's event stream: the
+RFD's single-stream model, so a client sees exactly the order a stdio client sees (answers, a
+session's updates and a subagent's updates interleave as the agent wrote them). The TypeScript
+SDK's client also opens one stream per session (``Acp-Session-Id`` on the GET); those are
+accepted, one reader each (409 for a second), and carry only keep-alive comments. Over WebSocket
+every line goes to the socket. Nothing here is shared between connections: each has its own
+runtime, sessions, streams and routes.
 """
 
 from __future__ import annotations
@@ -35,13 +37,15 @@ SHUTDOWN_MARGIN: Final = 2.0
 """Seconds past the shutdown timeout before a closing connection's remaining work is cancelled."""
 
 Route = str | None
-"""Where an answer goes: a session id (that session's stream) or ``None`` (the connection stream)."""
+"""The session a message belongs to (``None``: the connection itself)."""
+
+_HEAD_NOTIFY: Final = b'{"jsonrpc":"2.0","method":'  # how the runtime's notifications begin
 
 Transport = Literal["http", "websocket"]
 
 
 class ConnectionLimitError(Exception):
-    """A client went past a connection limit (an over-long id, too many buffered session streams)."""
+    """A client went past a connection limit (an over-long id)."""
 
 
 def id_key(value: Any) -> str | None:
@@ -93,8 +97,8 @@ class RemoteConnection:
         # HTTP routing (see the module docstring).
         self.connection_stream = Mailbox(self._queued, self._taken)
         self.session_streams: dict[str, Mailbox] = {}
-        self.pending_routes: dict[str, Route] = {}
         self.client_response_routes: dict[str, Route] = {}
+        """The session of each request the agent sent and the client has not answered yet."""
         self.buffered_bytes = 0
         self._progress = anyio.Event()
         self.receivers = 0
@@ -182,10 +186,7 @@ class RemoteConnection:
         if self._send_text is not None:
             await self._send_websocket(line)
             return
-        try:
-            self._route(line)
-        except ConnectionLimitError as exc:
-            self.fail(str(exc))
+        self._route(line)
 
     async def _send_websocket(self, line: bytes) -> None:
         assert self._send_text is not None
@@ -236,39 +237,16 @@ class RemoteConnection:
         self._progress = anyio.Event()
 
     def _route(self, line: bytes) -> None:
-        message = orjson.loads(line)
-        if not isinstance(message, dict):
-            self.connection_stream.push(line)
-            return
-        if "method" not in message:
-            key = id_key(message.get("id"))
-            route = self.pending_routes.pop(key, None) if key is not None else None
-            result = message.get("result")
-            if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
-                self.check_id("Session ID", result["sessionId"])
-            self._stream_for(route).push(line)
-            return
-        params = message.get("params")
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        route = session_id if isinstance(session_id, str) else None
-        if "id" in message:
-            key = id_key(message["id"])
-            if key is not None:
-                self.client_response_routes[key] = route
-        self._stream_for(route).push(line)
-
-    def _stream_for(self, route: Route) -> Mailbox:
-        if route is None:
-            return self.connection_stream
-        stream = self.session_streams.get(route)
-        if stream is None:
-            self.check_id("Session ID", route)
-            unread = sum(1 for s in self.session_streams.values() if not s.has_receiver)
-            if unread >= self.options.max_buffered_session_streams:
-                raise ConnectionLimitError(
-                    f"connection exceeds max_buffered_session_streams ({self.options.max_buffered_session_streams})")
-            stream = self.session_streams[route] = Mailbox(self._queued, self._taken)
-        return stream
+        if b'"method"' in line and not line.startswith(_HEAD_NOTIFY):
+            # A request of the agent: remember its session, so the client's answer can be checked.
+            message = orjson.loads(line)
+            if isinstance(message, dict) and "id" in message and "method" in message:
+                key = id_key(message["id"])
+                params = message.get("params")
+                session_id = params.get("sessionId") if isinstance(params, dict) else None
+                if key is not None:
+                    self.client_response_routes[key] = session_id if isinstance(session_id, str) else None
+        self.connection_stream.push(line)
 
     def _mailboxes(self) -> Iterator[Mailbox]:
         yield self.connection_stream
@@ -282,7 +260,8 @@ class RemoteConnection:
             raise ConnectionLimitError(f"{label} exceeds max_id_length ({self.options.max_id_length})")
 
     def acquire(self, session_id: str | None) -> tuple[Mailbox, object] | None:
-        """Attach an SSE receiver to the connection stream or a session's; ``None`` if one is attached."""
+        """Attach an SSE receiver to the connection stream or a session's (which stays quiet);
+        ``None`` if one is attached already."""
         if session_id is None:
             mailbox = self.connection_stream
         else:
@@ -299,7 +278,7 @@ class RemoteConnection:
         return mailbox, token
 
     def release(self, session_id: str | None, mailbox: Mailbox, token: object) -> None:
-        """Detach an SSE receiver; a session stream with nothing queued is forgotten."""
+        """Detach an SSE receiver; a session stream is forgotten."""
         mailbox.release(token)
         self.receivers -= 1
         self.touch()

@@ -49,8 +49,6 @@ class HttpOptions:
     anything; then it is closed (the stalled-client policy)."""
     max_id_length: int = 1024
     """Longest session id or string request id accepted in headers and messages."""
-    max_buffered_session_streams: int = 1024
-    """Session streams of one HTTP connection that may buffer output with nobody reading them."""
     keepalive: float = 15.0
     """Seconds between SSE comments sent on an idle event stream."""
     limits: Limits | None = None
@@ -61,15 +59,14 @@ class HttpOptions:
     """Headers added to every HTTP answer (for example a ``Set-Cookie`` for load-balancer affinity)."""
 
     def __post_init__(self) -> None:
-        for name in ("max_connections", "max_body_bytes", "max_buffered_bytes", "max_id_length",
-                     "max_buffered_session_streams"):
+        for name in ("max_connections", "max_body_bytes", "max_buffered_bytes", "max_id_length"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"HttpOptions.{name} must be a positive integer, got {value!r}")
         for name in ("idle_timeout", "max_output_stall", "keepalive", "shutdown_timeout"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-                if not (name == "shutdown_timeout" and value == 0):
-                    raise ValueError(f"HttpOptions.{name} must be a positive number, got {value!r}")
+            lowest_ok = 0 if name == "shutdown_timeout" else 1e-9
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= lowest_ok:
+                raise ValueError(f"HttpOptions.{name} must be a positive number, got {value!r}")
         if self.path is not None and not self.path.startswith("/"):
             raise ValueError(f"HttpOptions.path must start with '/', got {self.path!r}")
