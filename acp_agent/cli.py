@@ -112,6 +112,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-connections", type=int, default=1000, help="client connections at once")
     serve.add_argument("--idle-timeout", type=float, default=300.0,
                        help="seconds an HTTP connection nobody reads is kept (default 300)")
+    serve.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024,
+                       help="largest POST body or WebSocket message (default 16 MiB)")
     serve.add_argument("--ssl-certfile", default=None, help="TLS certificate (PEM): serve https/wss")
     serve.add_argument("--ssl-keyfile", default=None, help="TLS private key (PEM)")
     return parser
@@ -151,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_http(
             source, host=args.host, port=args.port, path=args.path, token=token,
             allowed_origins=tuple(args.allow_origin), max_connections=args.max_connections,
-            idle_timeout=args.idle_timeout, ready=ready, uvicorn_settings=settings,
+            idle_timeout=args.idle_timeout, max_body_bytes=args.max_body_bytes, ready=ready, uvicorn_settings=settings,
         )
     except OSError as exc:
         sys.stderr.write(f"acp: cannot serve on {args.host}:{args.port}: {exc}\n")

@@ -509,6 +509,11 @@ class AcpApp:
                     self._close_socket(connection, state, 1002, "Initialize request must include an ID")
                     return
                 state.initialize_seen = True
+            elif _is_initialize(message):
+                refusal = RequestError.invalid_request("Initialize not allowed on existing connection")
+                connection.runtime.connection.send_raw(
+                    orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": refusal.to_dict()}) + b"\n")
+                continue
             if "method" in message and "id" in message:
                 request_id = message["id"]
                 if isinstance(request_id, str) and len(request_id) > self.options.max_id_length:
