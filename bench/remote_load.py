@@ -88,6 +88,9 @@ def main() -> int:
                     print(f"{server} {transport} N={n}: client failed\n{client.stderr[-2000:]}", file=sys.stderr)
                     continue
                 result = json.loads(client.stdout.strip().splitlines()[-1])
+                if result["failures"]:
+                    reasons = sorted(set(client.stderr.splitlines()))[:5]
+                    print(f"{server} {transport} N={n}: failures: {reasons}", file=sys.stderr)
                 result.update(server=server, serverCpuSeconds=cpu, peakRssMB=rss)
                 result["echoPerSecond"] = result["echoTurns"] / result["runSeconds"]
                 result["turnsPerCpuSecond"] = (result["echoTurns"] + n) / cpu if cpu else float("nan")

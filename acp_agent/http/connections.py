@@ -87,7 +87,7 @@ class RemoteConnection:
         self._send_text = send_text
         self.inbox = MessageInbox()
         self.runtime: AgentRuntime = open_runtime(
-            agent, self.inbox, OutputStream(self._deliver, self._after_output), limits=options.limits
+            agent, self.inbox, OutputStream(self._write), limits=options.limits
         )
         self.runtime.shutdown_timeout = options.shutdown_timeout
         self.initialized = False
@@ -174,35 +174,33 @@ class RemoteConnection:
 
     # -- output ------------------------------------------------------------------------------------
 
-    async def _deliver(self, line: bytes) -> None:
-        if self.discarding:
+    async def _write(self, lines: list[bytes]) -> None:
+        if self.discarding or not lines:
             return
         if not self.initialized:
             self.initialized = True
             if self.transport == "http":
-                self.initial_response = line
+                self.initial_response = lines.pop(0)
                 self._initial.set()
-                return
         if self._send_text is not None:
-            await self._send_websocket(line)
+            await self._send_websocket(lines)
             return
-        self._route(line)
+        for line in lines:
+            self._route(line)
+        await self.wait_for_room()
 
-    async def _send_websocket(self, line: bytes) -> None:
+    async def _send_websocket(self, lines: list[bytes]) -> None:
         assert self._send_text is not None
         with anyio.move_on_after(self.options.max_output_stall) as scope:
             try:
-                await self._send_text(line.decode("utf-8", "replace"))
+                for line in lines:
+                    await self._send_text(line.decode("utf-8", "replace"))
             except Exception as exc:  # the server's "client disconnected" errors vary
                 self.shutdown(discard=True)
                 raise anyio.BrokenResourceError from exc
         if scope.cancelled_caught:
             self.fail(f"output stalled for max_output_stall ({self.options.max_output_stall:g} s)")
             raise anyio.BrokenResourceError
-
-    async def _after_output(self) -> None:
-        if self.transport == "http":
-            await self.wait_for_room()
 
     async def wait_for_room(self) -> None:
         """Wait while clients hold ``max_buffered_bytes`` unread; close the connection if they stall."""

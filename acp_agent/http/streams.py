@@ -2,7 +2,7 @@
 
 A runtime reads and writes newline-delimited JSON on anyio byte streams, exactly as on stdio.
 Over HTTP and WebSocket the transport hands it whole messages instead: :class:`MessageInbox`
-turns them into a byte stream (one message a line), :class:`OutputStream` hands each line the
+turns them into a byte stream (one message a line), :class:`OutputStream` hands the lines the
 runtime writes to its connection, and a :class:`Mailbox` holds the lines waiting for the client
 that reads one SSE stream.
 """
@@ -56,29 +56,21 @@ class MessageInbox(ByteReceiveStream):
 
 
 class OutputStream(ByteSendStream):
-    """The runtime's output: every line it writes is handed to ``deliver``, then ``after`` is awaited.
+    """The runtime's output: each chunk it writes is handed to ``write`` as a list of message lines.
 
-    ``deliver`` routes or sends one message (raising ``anyio.BrokenResourceError`` when the
-    client is gone); ``after`` is where the runtime's writer waits while clients are behind.
+    ``write`` routes or sends them (raising ``anyio.BrokenResourceError`` when the client is gone)
+    and is where the runtime's writer waits while clients are behind.
     """
 
-    def __init__(self, deliver: Callable[[bytes], Awaitable[None]], after: Callable[[], Awaitable[None]]) -> None:
-        self._deliver = deliver
-        self._after = after
+    def __init__(self, write: Callable[[list[bytes]], Awaitable[None]]) -> None:
+        self._write = write
 
     async def send(self, item: bytes) -> None:
-        """Hand each line of ``item`` over, in order."""
-        start = 0
-        while True:
-            end = item.find(b"\n", start)
-            if end < 0:
-                if start < len(item):
-                    await self._deliver(item[start:])
-                break
-            if end > start:
-                await self._deliver(item[start:end])
-            start = end + 1
-        await self._after()
+        """Hand the lines of ``item`` over, in order."""
+        lines = item.split(b"\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        await self._write([line for line in lines if line])
 
     async def aclose(self) -> None:
         """Nothing to release: the connection owns the transport."""
