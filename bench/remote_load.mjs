@@ -146,7 +146,7 @@ await Promise.all(
       }
     } catch (error) {
       failures += 1;
-      process.stderr.write(`connection failed: ${error}\n`);
+      process.stderr.write(`connection failed: ${error} ${error?.cause ?? ""}\n`);
     }
   }),
 );

@@ -106,6 +106,9 @@ async def serve_http(
         "access_log": False,
         "ws_max_size": settings.max_body_bytes,
         "ws_per_message_deflate": False,
+        # Longer than clients keep idle connections (undici: 4 s), so a client never reuses a socket the server is
+        # closing (a POST would fail with a reset under load).
+        "timeout_keep_alive": 65,
         "timeout_graceful_shutdown": int(settings.shutdown_timeout + 2 * SHUTDOWN_MARGIN) + 1,
         **extra,
     }
