@@ -34,7 +34,8 @@ from .store import SessionStore, SqliteStore
 from .v1 import negotiating_streams
 
 __all__ = [
-    "EXIT_MARGIN", "SHUTDOWN_TIMEOUT", "FdReceiveStream", "FdSendStream", "run_stdio", "serve", "serve_stdio",
+    "EXIT_MARGIN", "SHUTDOWN_TIMEOUT", "FdReceiveStream", "FdSendStream", "open_runtime", "run_stdio", "serve",
+    "serve_stdio",
 ]
 
 logger = logging.getLogger(__name__)
@@ -137,9 +138,27 @@ async def serve(
     overrides its field of that name. ``store`` keeps the sessions (default: ``agent.store``,
     else a fresh :class:`~acp_agent.store.MemoryStore` for this connection).
     """
-    chosen = resolve_limits(agent.limits, limits, max_message_bytes)
-    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store)
+    runtime = open_runtime(agent, receive, send, limits=limits, max_message_bytes=max_message_bytes, store=store)
     await runtime.connection.run()
+
+
+def open_runtime(
+    agent: Agent,
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    *,
+    limits: Limits | None = None,
+    max_message_bytes: int | None = None,
+    store: SessionStore | None = None,
+) -> AgentRuntime:
+    """Build the runtime of one client connection over a pair of byte streams, ready to run.
+
+    The same for every transport: the v1 bridge watches the first lines, ``limits`` (default:
+    ``agent.limits``) bounds the connection, ``store`` keeps its sessions (as for :func:`serve`).
+    ``await runtime.connection.run()`` serves it.
+    """
+    chosen = resolve_limits(agent.limits, limits, max_message_bytes)
+    return AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store)
 
 
 async def serve_stdio(

@@ -173,11 +173,14 @@ class InteropRun:
 
 
 def run_official_client(
-    tmp_path: Path, script: Path, agent: Path, *, wire: bool = False, backend: str | None = None
+    tmp_path: Path, script: Path, agent: Path, *, wire: bool = False, backend: str | None = None,
+    remote: tuple[str, str] | None = None, env: dict[str, str] | None = None,
 ) -> InteropRun:
     """Run a ``tests/interop`` script against ``agent``; validate every agent message against the official
     schema and, with ``wire``, judge the ordered log of both directions with the ``WireChecker``.
-    ``backend`` (``"asyncio"`` / ``"trio"``) is the agent process's event loop (``ACP_AGENT_BACKEND``)."""
+    ``backend`` (``"asyncio"`` / ``"trio"``) is the agent process's event loop (``ACP_AGENT_BACKEND``);
+    ``remote`` is ``(url, "http" | "ws")``: the script connects to an agent served there instead of spawning it.
+    """
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not on PATH")
@@ -187,6 +190,7 @@ def run_official_client(
     agent_transcript, client_transcript, wire_log = (tmp_path / f"{n}.jsonl" for n in ("agent", "client", "wire"))
     env = {
         **os.environ,
+        **(env or {}),
         "ACP_INTEROP_TRANSCRIPT": str(agent_transcript),
         "ACP_INTEROP_CLIENT_TRANSCRIPT": str(client_transcript),
     }
@@ -194,6 +198,8 @@ def run_official_client(
         env["ACP_INTEROP_WIRE"] = str(wire_log)
     if backend is not None:
         env["ACP_AGENT_BACKEND"] = backend
+    if remote is not None:
+        env["ACP_INTEROP_URL"], env["ACP_INTEROP_TRANSPORT"] = remote
     proc = subprocess.run(
         [node, str(script), sys.executable, str(agent)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )

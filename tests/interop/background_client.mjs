@@ -38,7 +38,7 @@ const OVERALL_TIMEOUT_MS = 30_000;
 const EXPECTED_AGENT_NAME = "background-agent";
 const BG_COMMAND = "sleep 30";
 
-setup({
+await setup({
   name: "background_client",
   usage: "usage: node background_client.mjs <python> <path/to/background_agent.py>",
   wireEnv: true,

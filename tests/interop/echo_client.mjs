@@ -35,7 +35,7 @@ const FIRST_PROMPT = "hello interop";
 const CANCEL_PROMPT = Array.from({ length: 200 }, (_, i) => `word${i}`).join(" ");
 const AFTER_CANCEL_PROMPT = "still here after cancel";
 
-setup({
+await setup({
   name: "echo_client",
   usage: "usage: node echo_client.mjs <python> <path/to/echo_agent.py>",
   detailedLineErrors: true,

@@ -8,6 +8,10 @@
 //   ACP_INTEROP_TRANSCRIPT         file that receives every byte the agent wrote to stdout (verbatim)
 //   ACP_INTEROP_CLIENT_TRANSCRIPT  file that receives every line the client SDK wrote to the agent's stdin
 //   ACP_INTEROP_WIRE               (with `wireEnv`) both directions as JSON lines {"from", "message"}
+//   ACP_INTEROP_URL                serve over a remote transport instead of spawning the agent: the URL of a
+//                                  running `python -m acp_agent serve` (`<agent script>` is then only reported)
+//   ACP_INTEROP_TRANSPORT          with ACP_INTEROP_URL: `http` (createHttpStream) or `ws` (createWebSocketStream)
+//   ACP_INTEROP_TOKEN              with ACP_INTEROP_URL: a bearer token sent on every request
 
 import { spawn } from "node:child_process";
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
@@ -251,6 +255,63 @@ let expectingExit = false;
 let agentClosed;
 let stream;
 
+let remoteUrl;
+let remoteWriter;
+
+/**
+ * Wraps the SDK's remote client stream (Streamable HTTP or WebSocket) so every message in both directions is
+ * logged like the stdio bytes are: the agent's messages as JSON lines in ACP_INTEROP_TRANSCRIPT, the client's in
+ * ACP_INTEROP_CLIENT_TRANSCRIPT, both in the wire log.
+ */
+async function remoteStream(url, transport) {
+  const token = process.env.ACP_INTEROP_TOKEN;
+  const headers = token ? { Authorization: `Bearer ${token}` } : undefined;
+  let inner;
+  if (transport === "ws") {
+    const { createWebSocketStream } = await import("@agentclientprotocol/sdk/experimental/ws-client");
+    const { WebSocket } = await import("ws");
+    inner = createWebSocketStream(url.replace(/^http/, "ws"), { WebSocket, headers });
+  } else if (transport === "http") {
+    const { createHttpStream } = await import("@agentclientprotocol/sdk/experimental/http-client");
+    inner = createHttpStream(url, { headers });
+  } else {
+    process.stderr.write(`unknown ACP_INTEROP_TRANSPORT ${transport}\n`);
+    process.exit(2);
+  }
+  const reader = inner.readable.getReader();
+  remoteWriter = inner.writable.getWriter();
+  const readable = new ReadableStream({
+    async pull(controller) {
+      let result;
+      try {
+        result = await reader.read();
+      } catch (error) {
+        if (!expectingExit) reportError(`the ${transport} stream failed: ${describeError(error)}`);
+        controller.close();
+        return;
+      }
+      if (result.done) {
+        if (!expectingExit) reportError(`the ${transport} stream ended unexpectedly`);
+        controller.close();
+        return;
+      }
+      const message = result.value;
+      if (transcriptPath) appendFileSync(transcriptPath, `${JSON.stringify(message)}\n`);
+      recordAgentLine(JSON.stringify(message));
+      controller.enqueue(message);
+    },
+  });
+  const writable = new WritableStream({
+    async write(message) {
+      const line = JSON.stringify(message);
+      if (clientTranscriptPath) appendFileSync(clientTranscriptPath, `${line}\n`);
+      recordClientLine(line);
+      await remoteWriter.write(message);
+    },
+  });
+  return { readable, writable };
+}
+
 /**
  * Installs the fatal-error hooks, truncates the transcript files, parses `<python> <agent script>` from argv
  * (exit 2 with `usage` otherwise), spawns the agent and wraps its stdio in the SDK's ndjson stream.
@@ -260,7 +321,7 @@ let stream;
  *   detailedLineErrors  separate messages for empty / non-object / non-2.0 agent lines
  *   describeZodErrors   describe a ZodError as the SDK rejecting the agent's answer
  */
-export function setup(config) {
+export async function setup(config) {
   options = { ...options, ...config };
   installFatalHooks();
 
@@ -275,6 +336,12 @@ export function setup(config) {
   if (!python || !agentScript) {
     process.stderr.write(`${options.usage}\n`);
     process.exit(2);
+  }
+
+  remoteUrl = process.env.ACP_INTEROP_URL;
+  if (remoteUrl) {
+    stream = await remoteStream(remoteUrl, process.env.ACP_INTEROP_TRANSPORT ?? "http");
+    return;
   }
 
   child = spawn(python, [agentScript], { stdio: ["pipe", "pipe", "inherit"] });
@@ -340,6 +407,17 @@ export async function run({ app, scenario, timeoutMs, checkWire, summary, tailLe
 
     step = "agent shutdown";
     expectingExit = true;
+    if (remoteUrl) {
+      // Ending the stream ends the connection (DELETE over HTTP, a close frame over WebSocket); the server lives on.
+      await remoteWriter.close();
+      step = "wire checks";
+      checkWire(result);
+      if (errors.length > 0) throw new CheckFailed(errors[0]);
+      const remote = { code: 0, signal: null, transport: process.env.ACP_INTEROP_TRANSPORT ?? "http" };
+      const report = { ok: true, sdk: `@agentclientprotocol/sdk@${SDK_VERSION}`, ...summary(result, remote) };
+      process.stdout.write(`${JSON.stringify(report)}\n`);
+      return 0;
+    }
     child.stdin.end();
     const exitTimer = setTimeout(
       () => reportError(`agent did not exit within ${EXIT_TIMEOUT_MS / 1000} s after stdin was closed`),
@@ -368,7 +446,7 @@ export async function run({ app, scenario, timeoutMs, checkWire, summary, tailLe
     return 1;
   } finally {
     clearTimeout(timer);
-    if (agentExit === undefined) {
+    if (child !== undefined && agentExit === undefined) {
       expectingExit = true;
       child.kill("SIGKILL");
     }

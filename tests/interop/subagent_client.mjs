@@ -44,7 +44,7 @@ const OPTIONS = [
   { optionId: "reject-once", name: "Reject", kind: "reject_once" },
 ];
 
-setup({
+await setup({
   name: "subagent_client",
   usage: "usage: node subagent_client.mjs <python> <path/to/background_agent.py>",
   wireEnv: true,

@@ -1,0 +1,161 @@
+"""The command line: ``python -m acp_agent serve FILE_OR_MODULE[:ATTR] --host H --port P``.
+
+``serve`` loads the agent (the one :class:`~acp_agent.Agent` subclass or instance in the file or
+module, or the one named after the colon) and serves it over Streamable HTTP and WebSocket at
+``/acp``. Once it listens it writes the URL to stderr (``--port 0`` picks a free port). A class
+gets a new instance for every client connection; an instance is shared by all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .agent import Agent
+
+__all__ = ["AgentSource", "load_agent", "main"]
+
+AgentSource = Agent | Callable[[], Agent]
+"""An agent instance (shared by every connection) or a class (one instance per connection)."""
+
+
+class LoadError(Exception):
+    """The agent could not be found or loaded; the message says why."""
+
+
+def _load_module(target: str) -> ModuleType:
+    path = Path(target)
+    if target.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise LoadError(f"no such file: {target}")
+        resolved = path.resolve()
+        sys.path.insert(0, str(resolved.parent))
+        name = f"_acp_served_{resolved.stem}"
+        spec = importlib.util.spec_from_file_location(name, resolved)
+        if spec is None or spec.loader is None:
+            raise LoadError(f"cannot load {target} as Python")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as exc:
+        if exc.name and target.startswith(exc.name):
+            raise LoadError(f"no such file or module: {target}") from None
+        raise
+
+
+def load_agent(spec: str) -> tuple[AgentSource, str]:
+    """The agent named by ``FILE_OR_MODULE[:ATTR]`` and a short description of it.
+
+    Without ``ATTR``: the one :class:`Agent` instance at module level, else the one subclass
+    defined there; anything else is an error naming the candidates.
+    """
+    target, _, attr = spec.rpartition(":") if ":" in spec.replace("\\", "/").split("/")[-1] else (spec, "", "")
+    module = _load_module(target or spec)
+    if attr:
+        try:
+            found: Any = getattr(module, attr)
+        except AttributeError:
+            raise LoadError(f"{target} has no attribute {attr!r}") from None
+        if isinstance(found, Agent):
+            return found, f"{attr} ({type(found).__name__} instance)"
+        if isinstance(found, type) and issubclass(found, Agent):
+            return found, attr
+        raise LoadError(f"{target}:{attr} is neither an Agent subclass nor an Agent instance")
+    instances = {name: value for name, value in vars(module).items() if isinstance(value, Agent)}
+    classes = {
+        name: value for name, value in vars(module).items()
+        if isinstance(value, type) and issubclass(value, Agent) and value is not Agent
+        and value.__module__ == module.__name__
+    }
+    if len(instances) == 1:
+        name, instance = next(iter(instances.items()))
+        return instance, f"{name} ({type(instance).__name__} instance)"
+    if not instances and len(classes) == 1:
+        name, cls = next(iter(classes.items()))
+        return cls, name
+    candidates = sorted(instances) if instances else sorted(classes)
+    if not candidates:
+        raise LoadError(f"{target or spec} defines no Agent subclass or instance")
+    raise LoadError(f"{target or spec} holds several agents ({', '.join(candidates)}); name one as "
+                    f"{target or spec}:NAME")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m acp_agent", description="acp-agent command line")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser(
+        "serve", help="serve an agent over Streamable HTTP and WebSocket",
+        description="Serve the agent in FILE_OR_MODULE over ACP's Streamable HTTP and WebSocket transport at /acp.",
+    )
+    serve.add_argument("agent", metavar="FILE_OR_MODULE[:ATTR]",
+                       help="a Python file or module holding one Agent subclass or instance (or name it after ':')")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    serve.add_argument("--path", default="/acp", help="endpoint path (default /acp)")
+    serve.add_argument("--token", default=None,
+                       help="bearer token every request must carry (default: $ACP_AGENT_TOKEN; none if unset)")
+    serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                       help="browser origin allowed to connect (repeatable; '*' allows any)")
+    serve.add_argument("--max-connections", type=int, default=1000, help="client connections at once")
+    serve.add_argument("--idle-timeout", type=float, default=300.0,
+                       help="seconds an HTTP connection nobody reads is kept (default 300)")
+    serve.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024,
+                       help="largest POST body or WebSocket message (default 16 MiB)")
+    serve.add_argument("--ssl-certfile", default=None, help="TLS certificate (PEM): serve https/wss")
+    serve.add_argument("--ssl-keyfile", default=None, help="TLS private key (PEM)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        source, description = load_agent(args.agent)
+    except LoadError as exc:
+        sys.stderr.write(f"acp: {exc}\n")
+        return 2
+    try:
+        from .http import run_http
+        from .http import server as _server  # noqa: F401 - fails early without the http extra
+    except ImportError as exc:
+        sys.stderr.write(f"acp: serving over HTTP needs the http extra: pip install 'acp-agent[http]' ({exc})\n")
+        return 2
+
+    def ready(url: str) -> None:
+        sys.stderr.write(f"acp: serving {description} at {url}\n")
+        sys.stderr.flush()
+
+    settings: dict[str, Any] = {}
+    if args.ssl_certfile:
+        settings["ssl_certfile"] = args.ssl_certfile
+    if args.ssl_keyfile:
+        settings["ssl_keyfile"] = args.ssl_keyfile
+    token = args.token if args.token is not None else os.environ.get("ACP_AGENT_TOKEN") or None
+    try:
+        run_http(
+            source, host=args.host, port=args.port, path=args.path, token=token,
+            allowed_origins=tuple(args.allow_origin), max_connections=args.max_connections,
+            idle_timeout=args.idle_timeout, max_body_bytes=args.max_body_bytes, ready=ready, uvicorn_settings=settings,
+        )
+    except OSError as exc:
+        sys.stderr.write(f"acp: cannot serve on {args.host}:{args.port}: {exc}\n")
+        return 1
+    return 0

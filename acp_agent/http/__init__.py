@@ -1,0 +1,45 @@
+"""Serve an agent to remote clients over ACP's Streamable HTTP and WebSocket transport.
+
+``asgi_app(agent)`` is an ASGI application for any ASGI server or for mounting in an existing
+Starlette/FastAPI app; ``run_http(agent)`` serves it on uvicorn (the ``acp-agent[http]`` extra).
+Each client connection gets its own runtime and sessions, exactly as a stdio connection. Nothing
+here is imported by ``import acp_agent`` or by a stdio agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..agent import Agent
+from .app import AcpApp
+from .options import DEFAULT_PATH, HttpOptions, TokenCheck
+
+__all__ = ["DEFAULT_PATH", "AcpApp", "HttpOptions", "TokenCheck", "asgi_app", "run_http", "serve_http"]
+
+
+def asgi_app(agent: Agent | Callable[[], Agent], **options: Any) -> AcpApp:
+    """The ASGI application serving ``agent`` (an instance shared by all connections, or a factory
+    called once per connection); ``options`` are the fields of :class:`HttpOptions`."""
+    return AcpApp(agent, HttpOptions(**options))
+
+
+def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
+    """Serve ``agent`` at ``http://host:port/acp`` on uvicorn until SIGINT/SIGTERM (loopback by default).
+
+    ``options`` are the fields of :class:`HttpOptions`, plus ``ready`` (called with the URL once
+    the server listens) and ``uvicorn_settings`` (a dict of extra ``uvicorn.Config`` settings,
+    e.g. ``ssl_certfile``). Logging goes
+    to stderr. Needs the ``http`` extra (``pip install 'acp-agent[http]'``).
+    """
+    from .server import run_http as _run
+
+    _run(agent, host=host, port=port, **options)
+
+
+async def serve_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000,
+                     **options: Any) -> None:
+    """Like :func:`run_http`, inside an already running asyncio event loop."""
+    from .server import serve_http as _serve
+
+    await _serve(agent, host=host, port=port, **options)

@@ -1,0 +1,336 @@
+"""One remote client connection (its own runtime, as on stdio) and the registry of live ones.
+
+A :class:`RemoteConnection` runs an :class:`~acp_agent.runtime.AgentRuntime` over a
+:class:`~acp_agent.http.streams.MessageInbox` and an :class:`~acp_agent.http.streams.OutputStream`.
+Over HTTP every line the runtime writes goes, in order, to the connection's event stream: the
+RFD's single-stream model, so a client sees exactly the order a stdio client sees (answers, a
+session's updates and a subagent's updates interleave as the agent wrote them). The TypeScript
+SDK's client also opens one stream per session (``Acp-Session-Id`` on the GET); those are
+accepted, one reader each (409 for a second), and carry only keep-alive comments. Over WebSocket
+every line goes to the socket. Nothing here is shared between connections: each has its own
+runtime, sessions, streams and routes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Final, Literal
+
+import anyio
+import orjson
+
+from ..agent import Agent
+from ..runtime import AgentRuntime
+from ..stdio import open_runtime
+from .options import HttpOptions
+from .streams import Mailbox, MessageInbox, OutputStream
+
+__all__ = ["SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection", "Route",
+           "id_key"]
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN_MARGIN: Final = 2.0
+"""Seconds past the shutdown timeout before a closing connection's remaining work is cancelled."""
+
+Route = str | None
+"""The session a message belongs to (``None``: the connection itself)."""
+
+_HEAD_NOTIFY: Final = b'{"jsonrpc":"2.0","method":'  # how the runtime's notifications begin
+
+Transport = Literal["http", "websocket"]
+
+
+class ConnectionLimitError(Exception):
+    """A client went past a connection limit (an over-long id)."""
+
+
+def id_key(value: Any) -> str | None:
+    """A JSON-RPC id as a dictionary key that keeps ``1`` and ``"1"`` apart (``None`` if not an id)."""
+    if isinstance(value, str):
+        return "s:" + value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "n:" + str(value)
+    if isinstance(value, float) and value.is_integer():
+        return "n:" + str(int(value))
+    return None
+
+
+def credential_digest(authorization: str | None) -> bytes | None:
+    """A digest of the credential a connection was opened with (requests must present the same)."""
+    if authorization is None:
+        return None
+    return hashlib.sha256(authorization.encode("utf-8", "surrogateescape")).digest()
+
+
+class RemoteConnection:
+    """One client connection over HTTP or WebSocket, with its own :class:`AgentRuntime`."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        transport: Transport,
+        options: HttpOptions,
+        *,
+        credential: bytes | None = None,
+        send_text: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        self.id = str(uuid.uuid4())
+        """The ``Acp-Connection-Id`` (random, unguessable)."""
+        self.transport: Transport = transport
+        self.options = options
+        self.credential = credential
+        """Digest of the ``Authorization`` header the connection was opened with."""
+        self._send_text = send_text
+        self.inbox = MessageInbox()
+        self.runtime: AgentRuntime = open_runtime(
+            agent, self.inbox, OutputStream(self._write), limits=options.limits
+        )
+        self.runtime.shutdown_timeout = options.shutdown_timeout
+        self.initialized = False
+        """Whether the ``initialize`` answer went out."""
+        self.initial_response: bytes | None = None
+        self._initial = anyio.Event()
+        # HTTP routing (see the module docstring).
+        self.connection_stream = Mailbox(self._queued, self._taken)
+        self.session_streams: dict[str, Mailbox] = {}
+        self.client_response_routes: dict[str, Route] = {}
+        """The session of each request the agent sent and the client has not answered yet."""
+        self.buffered_bytes = 0
+        self._progress = anyio.Event()
+        self.receivers = 0
+        """SSE streams attached right now."""
+        self.last_active = anyio.current_time()
+        self.closing = False
+        """True once shutdown began; no new requests are taken."""
+        self.discarding = False
+        """True once the client is gone: output is dropped."""
+        self.close_reason: str | None = None
+        """Why the server closed the connection (a limit), if it did."""
+        self._closing = anyio.Event()
+        self.done = anyio.Event()
+        """Set once the runtime has finished (sessions closed, output flushed or dropped)."""
+
+    # -- running and closing ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve until :meth:`shutdown`; its sessions are closed as at the end of a stdio connection."""
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._enforce_deadline, tg.cancel_scope)
+                await self.runtime.connection.run()
+                tg.cancel_scope.cancel()
+        except Exception:
+            logger.exception("acp: connection %s failed", self.id)
+        finally:
+            self.closing = True
+            self._initial.set()
+            for mailbox in self._mailboxes():
+                mailbox.finish()
+            self.done.set()
+
+    def shutdown(self, *, discard: bool) -> None:
+        """Begin closing: the runtime winds its sessions down (their processes are stopped).
+
+        ``discard`` drops the output still to come (the client is gone or asked to end);
+        otherwise it is delivered to the streams still open before they end.
+        """
+        if discard and not self.discarding:
+            self.discarding = True
+            for mailbox in self._mailboxes():
+                mailbox.abort()
+        if self.closing:
+            return
+        self.closing = True
+        self._closing.set()
+        self.inbox.close()
+        self.runtime.connection.close()
+        self._wake()
+
+    def fail(self, reason: str) -> None:
+        """Close the connection for a broken limit, dropping its output."""
+        if self.close_reason is None:
+            self.close_reason = reason
+            logger.warning("acp: closing connection %s: %s", self.id, reason)
+        self.shutdown(discard=True)
+
+    async def _enforce_deadline(self, scope: anyio.CancelScope) -> None:
+        await self._closing.wait()
+        await anyio.sleep(self.runtime.shutdown_timeout + SHUTDOWN_MARGIN)
+        abandoned = self.runtime.connection.abandon_requests()
+        logger.warning("acp: connection %s did not finish closing within %.1fs; answered %d request(s) -32800 "
+                       "and cancelled what was left", self.id, self.runtime.shutdown_timeout + SHUTDOWN_MARGIN,
+                       abandoned)
+        self.discarding = True
+        scope.cancel()
+
+    async def wait_initialized(self) -> bytes | None:
+        """The first line the runtime wrote (the ``initialize`` answer), or ``None`` if it closed first."""
+        await self._initial.wait()
+        return self.initial_response
+
+    # -- output ------------------------------------------------------------------------------------
+
+    async def _write(self, lines: list[bytes]) -> None:
+        if self.discarding or not lines:
+            return
+        if not self.initialized:
+            self.initialized = True
+            if self.transport == "http":
+                self.initial_response = lines.pop(0)
+                self._initial.set()
+        if self._send_text is not None:
+            await self._send_websocket(lines)
+            return
+        for line in lines:
+            self._route(line)
+        await self.wait_for_room()
+
+    async def _send_websocket(self, lines: list[bytes]) -> None:
+        assert self._send_text is not None
+        with anyio.move_on_after(self.options.max_output_stall) as scope:
+            try:
+                for line in lines:
+                    await self._send_text(line.decode("utf-8", "replace"))
+            except Exception as exc:  # the server's "client disconnected" errors vary
+                self.shutdown(discard=True)
+                raise anyio.BrokenResourceError from exc
+        if scope.cancelled_caught:
+            self.fail(f"output stalled for max_output_stall ({self.options.max_output_stall:g} s)")
+            raise anyio.BrokenResourceError
+
+    async def wait_for_room(self) -> None:
+        """Wait while clients hold ``max_buffered_bytes`` unread; close the connection if they stall."""
+        limit = self.options.max_buffered_bytes
+        while self.buffered_bytes >= limit and not self.closing:
+            progress = self._progress
+            with anyio.move_on_after(self.options.max_output_stall):
+                await progress.wait()
+            if not progress.is_set():
+                self.fail(f"output stalled for max_output_stall ({self.options.max_output_stall:g} s)")
+                raise anyio.BrokenResourceError
+
+    async def wait_for_writer(self) -> None:
+        """Wait while the runtime's own output queue is over its mark (the client is behind)."""
+        writer = self.runtime.connection.writer
+        if not writer.full():
+            return
+        with anyio.move_on_after(self.options.max_output_stall) as scope:
+            await writer.backpressure()
+        if scope.cancelled_caught:
+            self.fail(f"output stalled for max_output_stall ({self.options.max_output_stall:g} s)")
+
+    def _queued(self, size: int) -> None:
+        self.buffered_bytes += size
+
+    def _taken(self, size: int) -> None:
+        self.buffered_bytes -= size
+        self._wake()
+
+    def _wake(self) -> None:
+        self._progress.set()
+        self._progress = anyio.Event()
+
+    def _route(self, line: bytes) -> None:
+        if b'"method"' in line and not line.startswith(_HEAD_NOTIFY):
+            # A request of the agent: remember its session, so the client's answer can be checked.
+            message = orjson.loads(line)
+            if isinstance(message, dict) and "id" in message and "method" in message:
+                key = id_key(message["id"])
+                params = message.get("params")
+                session_id = params.get("sessionId") if isinstance(params, dict) else None
+                if key is not None:
+                    self.client_response_routes[key] = session_id if isinstance(session_id, str) else None
+        self.connection_stream.push(line)
+
+    def _mailboxes(self) -> Iterator[Mailbox]:
+        yield self.connection_stream
+        yield from list(self.session_streams.values())
+
+    # -- HTTP streams --------------------------------------------------------------------------
+
+    def check_id(self, label: str, value: str) -> None:
+        """Raise :class:`ConnectionLimitError` for an id over ``max_id_length``."""
+        if len(value) > self.options.max_id_length:
+            raise ConnectionLimitError(f"{label} exceeds max_id_length ({self.options.max_id_length})")
+
+    def acquire(self, session_id: str | None) -> tuple[Mailbox, object] | None:
+        """Attach an SSE receiver to the connection stream or a session's (which stays quiet);
+        ``None`` if one is attached already."""
+        if session_id is None:
+            mailbox = self.connection_stream
+        else:
+            self.check_id("Session ID", session_id)
+            found = self.session_streams.get(session_id)
+            if found is None:
+                found = self.session_streams[session_id] = Mailbox(self._queued, self._taken)
+            mailbox = found
+        token = mailbox.acquire()
+        if token is None:
+            return None
+        self.receivers += 1
+        self.touch()
+        return mailbox, token
+
+    def release(self, session_id: str | None, mailbox: Mailbox, token: object) -> None:
+        """Detach an SSE receiver; a session stream is forgotten."""
+        mailbox.release(token)
+        self.receivers -= 1
+        self.touch()
+        if session_id is not None and not mailbox.queued and self.session_streams.get(session_id) is mailbox:
+            del self.session_streams[session_id]
+
+    def touch(self) -> None:
+        """Note activity (for idle expiry)."""
+        self.last_active = anyio.current_time()
+
+    def idle_for(self) -> float:
+        """Seconds since the last activity, or 0 while a stream is attached."""
+        if self.receivers:
+            return 0.0
+        return anyio.current_time() - self.last_active
+
+
+class ConnectionRegistry:
+    """The live connections of one server, by ``Acp-Connection-Id``."""
+
+    def __init__(self, max_connections: int) -> None:
+        self.max_connections = max_connections
+        self._connections: dict[str, RemoteConnection] = {}
+
+    def __len__(self) -> int:
+        return len(self._connections)
+
+    def __iter__(self) -> Iterator[RemoteConnection]:
+        return iter(list(self._connections.values()))
+
+    def full(self) -> bool:
+        """Whether one more connection would go past ``max_connections``."""
+        return len(self._connections) >= self.max_connections
+
+    def add(self, connection: RemoteConnection) -> None:
+        """Register a new connection."""
+        self._connections[connection.id] = connection
+
+    def get(self, connection_id: str, transport: Transport = "http") -> RemoteConnection | None:
+        """The open connection with that id and transport, if any."""
+        connection = self._connections.get(connection_id)
+        if connection is None or connection.closing or connection.transport != transport:
+            return None
+        return connection
+
+    def remove(self, connection_id: str, transport: Transport = "http") -> RemoteConnection | None:
+        """Take a connection out (even one already closing); the caller shuts it down."""
+        connection = self._connections.get(connection_id)
+        if connection is None or connection.transport != transport:
+            return None
+        del self._connections[connection_id]
+        return connection
+
+    def forget(self, connection: RemoteConnection) -> None:
+        """Drop a connection that has finished."""
+        if self._connections.get(connection.id) is connection:
+            del self._connections[connection.id]

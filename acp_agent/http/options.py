@@ -1,0 +1,72 @@
+"""The settings of an HTTP/WebSocket agent server, in one frozen object.
+
+Every limit has a default that is safe on an open network; :func:`~acp_agent.http.asgi_app`
+and :func:`~acp_agent.http.run_http` take the fields as keyword arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from ..limits import Limits
+
+__all__ = ["DEFAULT_PATH", "HttpOptions", "TokenCheck"]
+
+DEFAULT_PATH: Final = "/acp"
+"""The endpoint path the server answers on (the RFD's ``/acp``)."""
+
+TokenCheck = Callable[[str], bool | Awaitable[bool]]
+"""A callable that decides whether a presented bearer token is acceptable (sync or async)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpOptions:
+    """How an agent server treats its clients: security checks, limits and timeouts."""
+
+    path: str | None = DEFAULT_PATH
+    """The one path served (``None``: every path, for mounting under a prefix)."""
+    token: str | TokenCheck | None = None
+    """Bearer token every request and upgrade must carry (``Authorization: Bearer ...``), or a
+    callable deciding on the presented token; ``None`` checks nothing."""
+    allowed_origins: Sequence[str] = ()
+    """Browser origins allowed (``"https://app.example"``; ``"*"`` allows any). A request with an
+    ``Origin`` header not listed is refused 403; requests without one (non-browser clients) pass."""
+    allowed_hosts: Sequence[str] | None = None
+    """Host names the ``Host`` header may carry (any port); ``None`` accepts any. :func:`run_http`
+    sets the loopback names when it binds to loopback (a guard against DNS rebinding)."""
+    max_connections: int = 1000
+    """Client connections (HTTP and WebSocket) served at once; one more is refused 503."""
+    idle_timeout: float = 300.0
+    """Seconds an HTTP connection with no open stream and no request lives on before it is closed."""
+    max_body_bytes: int = 16 * 1024 * 1024
+    """Largest POST body or WebSocket message, in bytes (larger ones: 413, or close code 1009)."""
+    max_buffered_bytes: int = 64 * 1024 * 1024
+    """Output held for one connection's clients before the agent's sends wait for them to read."""
+    max_output_stall: float = 60.0
+    """Seconds a connection may stay over ``max_buffered_bytes`` without its client reading
+    anything; then it is closed (the stalled-client policy)."""
+    max_id_length: int = 1024
+    """Longest session id or string request id accepted in headers and messages."""
+    keepalive: float = 15.0
+    """Seconds between SSE comments sent on an idle event stream."""
+    limits: Limits | None = None
+    """Resource limits of each connection's runtime (default: the agent's ``limits``)."""
+    shutdown_timeout: float = 5.0
+    """Seconds a closing connection gives its sessions to stop their work."""
+    extra_headers: Sequence[tuple[str, str]] = field(default=())
+    """Headers added to every HTTP answer (for example a ``Set-Cookie`` for load-balancer affinity)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections", "max_body_bytes", "max_buffered_bytes", "max_id_length"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"HttpOptions.{name} must be a positive integer, got {value!r}")
+        for name in ("idle_timeout", "max_output_stall", "keepalive", "shutdown_timeout"):
+            value = getattr(self, name)
+            lowest_ok = 0 if name == "shutdown_timeout" else 1e-9
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= lowest_ok:
+                raise ValueError(f"HttpOptions.{name} must be a positive number, got {value!r}")
+        if self.path is not None and not self.path.startswith("/"):
+            raise ValueError(f"HttpOptions.path must start with '/', got {self.path!r}")

@@ -1,0 +1,137 @@
+"""Run the ASGI app on uvicorn: bind (loopback by default), report the URL, close connections cleanly.
+
+On SIGINT/SIGTERM the server stops taking connections, closes every ACP connection the way a
+stdio agent shuts down (sessions stop their work, their processes are stopped, the last
+updates reach clients still reading), then exits with status 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import uvicorn
+
+from ..agent import Agent
+from .app import AcpApp
+from .connections import SHUTDOWN_MARGIN
+from .options import HttpOptions
+from .security import LOOPBACK_HOSTS, is_loopback
+
+__all__ = ["bind_socket", "run_http", "serve_http", "server_url"]
+
+logger = logging.getLogger(__name__)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``port`` 0 picks a free one), ready for the server."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def server_url(host: str, port: int, path: str | None, *, tls: bool = False) -> str:
+    """The URL clients connect to."""
+    shown = f"[{host.strip('[]')}]" if ":" in host.strip("[]") else host
+    return f"{'https' if tls else 'http'}://{shown}:{port}{path or '/'}"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, closing the ACP connections first when it shuts down and exiting 0 on a signal."""
+
+    def __init__(self, config: uvicorn.Config, app: AcpApp, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._acp = app
+        self._on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._on_started()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self._acp.close()
+        await super().shutdown(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # As uvicorn's, without raising the signal again afterwards: a clean shutdown exits 0.
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in originals.items():
+                signal.signal(sig, handler)
+
+
+async def serve_http(
+    agent: Agent | Callable[[], Agent],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    ready: Callable[[str], None] | None = None,
+    uvicorn_settings: dict[str, Any] | None = None,
+    **options: Any,
+) -> None:
+    """Serve ``agent`` on uvicorn in the running asyncio loop until a signal (see :func:`run_http`)."""
+    if "allowed_hosts" not in options and is_loopback(host):
+        options["allowed_hosts"] = LOOPBACK_HOSTS
+    settings = HttpOptions(**options)
+    app = AcpApp(agent, settings)
+    extra = dict(uvicorn_settings or {})
+    sock = bind_socket(host, port)
+    bound_port = sock.getsockname()[1]
+    url = server_url(host, bound_port, settings.path, tls=bool(extra.get("ssl_certfile")))
+    config_args: dict[str, Any] = {
+        "lifespan": "on",
+        "log_config": None,
+        "access_log": False,
+        "ws_max_size": settings.max_body_bytes,
+        "ws_per_message_deflate": False,
+        # Longer than clients keep idle connections (undici: 4 s), so a client never reuses a socket the server is
+        # closing (a POST would fail with a reset under load).
+        "timeout_keep_alive": 65,
+        "timeout_graceful_shutdown": int(settings.shutdown_timeout + 2 * SHUTDOWN_MARGIN) + 1,
+        **extra,
+    }
+    config = uvicorn.Config(app, **config_args)
+
+    def started() -> None:
+        logger.info("acp: serving at %s", url)
+        if ready is not None:
+            ready(url)
+
+    server = _Server(config, app, started)
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
+    """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see :func:`acp_agent.http.run_http`)."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            stream=sys.stderr,
+            level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+    anyio.run(lambda: serve_http(agent, host=host, port=port, **options), backend="asyncio")

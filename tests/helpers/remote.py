@@ -1,0 +1,122 @@
+"""Serving an agent over HTTP/WebSocket for a test: ``python -m acp_agent serve`` as a real process.
+
+:func:`served_agent` starts the server on a free port, waits for the URL it prints on stderr, and on
+exit stops it with SIGTERM and checks that it exited 0 and left no child process running.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+URL_LINE = re.compile(r"acp: serving .* at (http://\S+)")
+
+
+@dataclass
+class ServedAgent:
+    """A running ``python -m acp_agent serve`` process."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    stderr: list[str] = field(default_factory=list)
+
+    @property
+    def ws_url(self) -> str:
+        return "ws" + self.url[len("http"):]
+
+    def children(self) -> set[int]:
+        """Processes whose parent is the server (the terminals its sessions started)."""
+        return children_of(self.proc.pid)
+
+    def log(self) -> str:
+        return "".join(self.stderr)
+
+
+def children_of(pid: int) -> set[int]:
+    """Live processes whose parent is ``pid`` (zombies excluded)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def wait_until(condition: object, timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll ``condition()`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+@contextmanager
+def served_agent(agent: Path | str, *args: str, env: dict[str, str] | None = None) -> Iterator[ServedAgent]:
+    """Serve ``agent`` (a file or module spec) on a free loopback port for the duration of the block."""
+    command = [sys.executable, "-m", "acp_agent", "serve", str(agent), "--port", "0", *args]
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    proc = subprocess.Popen(command, cwd=ROOT, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    url: list[str] = []
+    ready = threading.Event()
+
+    def drain() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            match = URL_LINE.search(line)
+            if match and not url:
+                url.append(match.group(1))
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        if not ready.wait(20) or not url:
+            raise AssertionError(f"the server printed no URL:\n{''.join(lines)}")
+        served = ServedAgent(proc, url[0], lines)
+        yield served
+        children = served.children()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(20)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the server did not exit within 20s of SIGTERM:\n{''.join(lines)}") from None
+        assert code == 0, f"the server exited {code}:\n{''.join(lines)}"
+        wait_until(lambda: not any(alive(pid) for pid in children), 5, "the server's children to be gone")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reader.join(5)
