@@ -364,3 +364,24 @@ async def test_after_logout_running_work_can_still_be_cancelled_and_closed() -> 
         view = await client.wait_idle(sid)
         assert view.stop_reason == "cancelled"
         await client.close_session(sid)
+
+
+async def test_auth_status_is_served_and_advertised_when_implemented() -> None:
+    from acp_agent.schema import AuthStatusResponse, AuthStatusUpdateNotification
+
+    class WithStatus(Everything):
+        async def auth_status(self, client: ClientPeer) -> AuthStatusResponse:
+            client.report_auth_status(AuthStatusUpdateNotification(state="authenticated"))
+            return AuthStatusResponse(state="authenticated")
+
+    async with connect_agent(WithStatus()) as client:
+        result = await client.initialize()
+        assert result["capabilities"]["auth"] == {"status": {}}
+        assert (await client.request("auth/status", {}))["state"] == "authenticated"
+        assert [m["params"] for m in requests_sent(client, "auth/status_update")] == [{"state": "authenticated"}]
+    async with connect_agent(Everything()) as client:
+        result = await client.initialize()
+        assert "auth" not in result["capabilities"]
+        with pytest.raises(RequestError) as missing:
+            await client.request("auth/status", {})
+        assert missing.value.code == -32601
