@@ -42,13 +42,13 @@ class ClientPeer:
 
     @property
     def accepts_forms(self) -> bool:
-        """Whether the client advertised form-mode elicitation."""
+        """Whether the client advertised form-mode elicitation (``capabilities.elicitation.form`` in ``initialize``)."""
         elicitation = self.capabilities.elicitation
         return elicitation is not None and elicitation.form is not None
 
     @property
     def accepts_urls(self) -> bool:
-        """Whether the client advertised URL-mode elicitation."""
+        """Whether the client advertised URL-mode elicitation (``capabilities.elicitation.url`` in ``initialize``)."""
         elicitation = self.capabilities.elicitation
         return elicitation is not None and elicitation.url is not None
 

@@ -358,10 +358,11 @@ class Client:
         )
         self.connection.requests["elicitation/create"] = Method(self._on_elicitation, prepare=self._hold_elicitation)
         self.elicitation_policy = elicitation_policy
-        """Answers ``elicitation/create`` at once when it returns a result; else the request waits in
+        """Called with each ``elicitation/create``'s params: a returned result (e.g. ``{"action": "accept",
+        "content": {...}}``) answers at once; ``None`` (or no policy) holds the question in
         :attr:`pending_elicitations` for :meth:`answer_elicitation`."""
         self.pending_elicitations: dict[int, dict[str, Any]] = {}
-        """Elicitations waiting for a hand answer, by arrival number (0, 1, 2, ...)."""
+        """Elicitations waiting for a hand answer: arrival number (0, 1, 2, ...) -> ``{"params": ...}``."""
         self._elicitation_count = 0
         self.permission_policy = permission_policy
         self.sessions: dict[str, SessionView] = {}
@@ -464,7 +465,11 @@ class Client:
         return result
 
     def answer_elicitation(self, index: int, action: str, content: dict[str, Any] | None = None) -> None:
-        """Answer an elicitation held for a hand answer: ``accept`` (with ``content``), ``decline``, ``cancel``."""
+        """Answer a held elicitation: ``accept`` (with ``content``), ``decline`` or ``cancel``.
+
+        ``index`` is the question's arrival number on this connection (0 for the first question held,
+        1 for the second, ...): its key in :attr:`pending_elicitations`, not a position in it.
+        """
         slot = self.pending_elicitations[index]
         slot["result"] = {"action": action, **({"content": content} if content is not None else {})}
         slot["done"].set()
