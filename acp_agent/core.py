@@ -13,7 +13,7 @@ wraps a core and adds nothing to these rules.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import anyio
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from .background import FINAL_STATUSES, BackgroundRegistry, ChildItem, Entity, Kind, TerminalItem, ToolCallItem
 from .connection import Connection
 from .errors import NotInTurnError, SessionClosedError
-from .history import History
+from .history import finalize_live_items
 from .limits import Limits, ProcessSlots, limit_exceeded
 from .peer import ClientPeer
 from .processes import DEFAULT_TERMINATE_GRACE
@@ -34,7 +34,6 @@ from .schema import (
     RunningStateUpdate,
     SubagentUpdate,
     Terminal,
-    TerminalExitStatus,
     TerminalUpdate,
     ToolCallContentChunk,
     ToolCallUpdate,
@@ -43,7 +42,7 @@ from .sink import SessionSink
 from .state import BATCHING, StatePublisher
 from .turns import FOREGROUND, StopReason, Turns
 
-__all__ = ["SessionCore", "record_ended"]
+__all__ = ["SessionCore"]
 
 logger = logging.getLogger(__name__)
 
@@ -387,27 +386,9 @@ class SessionCore:
         for entity in self.registry.entities.values():
             if entity.kind == "terminal":
                 self.processes.release(entity.id)  # its process group was stopped with the task group
-        record_ended(self.sink.history, self.registry.entities.values())  # what a replay will say of them
+        finalize_live_items(self.sink.history, "cancelled")  # stopped unseen: what a replay will say of them
         self.registry.clear()
         if self.parent is not None and self in self.parent.children:
             self.parent.children.remove(self)
         for callback in self.on_closed:
             callback()
-
-
-def record_ended(history: History, entities: Iterable[Entity]) -> None:
-    """Note in ``history`` (without sending anything) that these items' live ones ended unseen.
-
-    For work that stopped without a word to the client (``session/close``) or that a fork copied
-    but does not run: a replay then shows a tool call ``cancelled`` and a terminal exited with an
-    unknown status, never work that looks live but will never end.
-    """
-    for entity in list(entities):
-        if not entity.announced or entity.final:
-            continue
-        fields: dict[str, Any] = {"capabilities": None} if entity.cancel_advertised else {}
-        if entity.kind == "tool_call":
-            history.record(ToolCallUpdate(tool_call_id=entity.id, status="cancelled", **fields))
-        elif entity.kind == "terminal":
-            history.record(TerminalUpdate(terminal_id=entity.id, exit_status=TerminalExitStatus(
-                exit_code=None, signal=None), **fields))

@@ -400,19 +400,20 @@ def _key_of(entry: _Entry) -> tuple[type[BaseModel], str]:
     return (entry.kind, entry.fields[_UPSERTS[entry.kind][0]])
 
 
-def finalize_live_items(history: History) -> int:
+def finalize_live_items(history: History, status: str = "failed") -> int:
     """End, in ``history`` only, every tool call and terminal it still shows live; returns how many.
 
-    For a session loaded from a store: the process that ran its work is gone (it closed, or
-    crashed), so nothing it shows running will ever end. A tool call not in a final status
-    becomes ``failed``, a terminal without an exit status exited with an unknown status
+    For work that will never report its end: a session loaded from a store (the process that ran
+    it closed or crashed: ``failed``), a session closed without a word to the client, or what a
+    fork copied but does not run (``cancelled``). A tool call not in a final status gets
+    ``status``, a terminal without an exit status exited with an unknown status
     (``{"exitCode": null, "signal": null}``); both lose the ``cancel`` capability.
     """
     ended = 0
     for item in list(history.replay()):
         if isinstance(item, ToolCallUpdate) and item.status not in ("completed", "failed", "cancelled"):
             fields: dict[str, Any] = {"capabilities": None} if getattr(item, "capabilities", None) else {}
-            history.record(ToolCallUpdate(tool_call_id=item.tool_call_id, status="failed", **fields))
+            history.record(ToolCallUpdate(tool_call_id=item.tool_call_id, status=status, **fields))
             ended += 1
         elif isinstance(item, TerminalUpdate) and getattr(item, "exit_status", None) is None:
             fields = {"capabilities": None} if getattr(item, "capabilities", None) else {}

@@ -25,10 +25,10 @@ from .agent import Agent
 from .auth import Login
 from .background import Kind
 from .connection import Connection, Method, Reply, Routes, describe_validation_error
-from .core import SessionCore, record_ended
+from .core import SessionCore
 from .errors import ErrorCode, RequestError
 from .extensions import extensions_of
-from .history import History
+from .history import History, finalize_live_items
 from .ids import new_session_id
 from .limits import Limits, ProcessSlots, limit_error
 from .peer import ClientPeer
@@ -315,7 +315,7 @@ class AgentRuntime:
             request_meta=request.meta,
             system_prompt=self._check_system_prompt(request.system_prompt),
         )
-        record_ended(record.history, core_of(source).registry.entities.values())  # the fork runs none of it
+        finalize_live_items(record.history, "cancelled")  # the fork runs none of its source's live work
         session = await self._open(record, request.mcp_servers, new=True)
         try:
             await self.agent.fork_session(source, session)
