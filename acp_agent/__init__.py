@@ -26,6 +26,7 @@ from .history import HistoryItem
 from .limits import Limits
 from .peer import ClientPeer
 from .permissions import PermissionOutcome
+from .providers import Provider, ProviderSettings
 from .schema import (
     AgentMessage,
     AgentThought,
@@ -79,6 +80,8 @@ __all__ = [
     "PermissionOutcome",
     "PlanEntry",
     "ProcessStartError",
+    "Provider",
+    "ProviderSettings",
     "RequestError",
     "ResourceLink",
     "Session",

@@ -15,6 +15,7 @@ from .auth import Login
 from .errors import RequestError
 from .limits import DEFAULT_LIMITS, Limits
 from .peer import ClientPeer
+from .providers import Provider, ProviderSettings
 from .schema import (
     AgentCapabilities,
     AuthMethodAgent,
@@ -67,6 +68,10 @@ class Agent:
     """How a client can log in (``initialize``'s ``authMethods``); implement :meth:`login` with them."""
     require_login: ClassVar[bool] = False
     """Answer every session method ``-32000`` until a login succeeded on the connection."""
+
+    providers: ClassVar[Sequence[Provider]] = ()
+    """[unstable] LLM providers the client may configure (``providers/list|set|disable``); with
+    :meth:`configure_provider` implemented, declaring any advertises ``providers``."""
 
     client: InitializeRequest | None = None
     """The latest ``initialize`` request on any connection (prefer ``session.client``, which is per connection)."""
@@ -135,6 +140,33 @@ class Agent:
     async def delete_session(self, session_id: str) -> None:
         """Called when ``session/delete`` removes a session from this agent's store."""
 
+    async def set_session_title(self, session_id: str, title: str) -> None:
+        """[unstable] Called for ``session/set_title`` (``title`` is trimmed, never empty) before the SDK
+        stores it. Raise :class:`~acp_agent.RequestError` to refuse; the title then stays as it was.
+
+        The session may be active or only stored. Once the client set a title, it wins over
+        ``session.update_info(title=...)``.
+        """
+
+    async def archive_session(self, session_id: str) -> None:
+        """[unstable] Called for ``session/archive`` of a session not yet archived, before anything
+        changes; raise :class:`~acp_agent.RequestError` to refuse. An active session is then closed
+        (:meth:`close_session` runs) and hidden from the default ``session/list``."""
+
+    async def unarchive_session(self, session_id: str) -> None:
+        """[unstable] Called for ``session/unarchive`` of an archived session, before anything changes;
+        raise :class:`~acp_agent.RequestError` to refuse."""
+
+    async def configure_provider(self, provider_id: str, settings: ProviderSettings | None) -> None:
+        """[unstable] Use ``settings`` for one of :attr:`providers` from now on (``providers/set``), or
+        stop using it (``None``: ``providers/disable``).
+
+        The SDK has already checked the provider, its protocol and its URL. ``settings.headers``
+        usually holds credentials: never log them. Raise :class:`~acp_agent.RequestError` to refuse;
+        ``providers/list`` then still shows the previous endpoint.
+        """
+        raise NotImplementedError
+
     async def cancel_tool_call(self, session: Session, tool_call_id: str) -> None:
         """Stop a tool call that advertises ``cancel`` but has no handle-level cancel path.
 
@@ -182,9 +214,12 @@ class Agent:
             session["fork"] = {}
         if self.accepts_system_prompt:
             session["system_prompt"] = {"mode": {"override": {}}} if self.accepts_system_prompt == "override" else {}
+        session.update(title={}, archive={}, status={})  # [unstable] served by the SDK (bookkeeping.py)
         fields: dict[str, Any] = {"session": SessionCapabilities(**session)}
         if self.implements("auth_status"):
             fields["auth"] = {"status": {}}
+        if self.offers_providers():
+            fields["providers"] = {}
         return AgentCapabilities(**fields)
 
     def offered_auth_methods(self, client: InitializeRequest | None) -> list[Any]:
@@ -192,6 +227,11 @@ class Agent:
         terminal_ok = client is not None and client.capabilities.auth is not None and \
             client.capabilities.auth.terminal is not None
         return [m for m in self.auth_methods if not isinstance(m, AuthMethodTerminal) or terminal_ok]
+
+    def offers_providers(self) -> bool:
+        """[unstable] Whether ``providers/*`` is served: :attr:`providers` declared and
+        :meth:`configure_provider` implemented."""
+        return bool(self.providers) and self.implements("configure_provider")
 
     def implements(self, hook: str) -> bool:
         """Whether this subclass overrides the named optional hook."""

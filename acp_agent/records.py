@@ -28,6 +28,9 @@ class SessionRecord:
     updated_at: str = field(default_factory=now_text)
     created_at: str = field(default_factory=now_text)
     archived: bool = False
+    """[unstable] Hidden from the default ``session/list`` (``session/archive``)."""
+    client_title: bool = False
+    """[unstable] The client set the title (``session/set_title``): the agent's own titles no longer replace it."""
     meta: dict[str, Any] | None = None
     """The session's ``_meta`` as last set with ``session.update_info(meta=...)``."""
     history: History = field(default_factory=History)

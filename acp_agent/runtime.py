@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from .agent import Agent
 from .auth import Login
 from .background import Kind
+from .bookkeeping import Bookkeeping, archive_filter
 from .connection import Connection, Method, Reply, Routes, describe_validation_error
 from .core import SessionCore
 from .errors import ErrorCode, RequestError
@@ -32,6 +33,7 @@ from .history import History, finalize_live_items
 from .ids import new_session_id
 from .limits import Limits, ProcessSlots, limit_error
 from .peer import ClientPeer
+from .providers import provider_routes
 from .records import SessionRecord
 from .schema import (
     AuthStatusRequest,
@@ -96,6 +98,8 @@ class AgentRuntime:
     def __init__(self, agent: Agent, receive: ByteReceiveStream, send: ByteSendStream, *,
                  limits: Limits | None = None, store: SessionStore | None = None) -> None:
         self.agent = agent
+        self.bookkeeping = Bookkeeping(self)
+        """[unstable] Serves ``session/set_title``, ``session/archive``, ``session/unarchive``, ``session/status``."""
         self.limits = limits if limits is not None else agent.limits
         """The :class:`Limits` of this connection (the argument, else ``agent.limits``)."""
         self.connection = Connection(receive, send, self._routes(),
@@ -139,6 +143,9 @@ class AgentRuntime:
         }
         if self.agent.implements("fork_session"):
             requests["session/fork"] = Method(self._fork, ForkSessionRequest)
+        requests.update(self.bookkeeping.routes())
+        if self.agent.offers_providers():
+            requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider))
         notifications = {"session/cancel": Method(None, CancelSessionNotification, prepare=self._cancel)}
         if self.agent.auth_methods:
             requests["auth/login"] = Method(self._login, LoginAuthRequest)
@@ -432,8 +439,9 @@ class AgentRuntime:
     async def _list(self, request: ListSessionsRequest) -> ListSessionsResponse:
         if request.cwd is not None and not os.path.isabs(request.cwd):
             raise RequestError.invalid_params("cwd must be an absolute path", {"cwd": request.cwd})  # R34
+        archived = archive_filter(request.archived)
         start = _decode_cursor(request.cursor) if request.cursor is not None else 0
-        page = await self.keeper.list(request.cwd, start, LIST_PAGE_SIZE + 1)
+        page = await self.keeper.list(request.cwd, start, LIST_PAGE_SIZE + 1, archived)
         # An active session's record in memory is newer than its last save.
         fields: dict[str, Any] = {"sessions": [_info(self.records.get(s.session_id, s)) for s in page[:LIST_PAGE_SIZE]]}
         if len(page) > LIST_PAGE_SIZE:
@@ -582,7 +590,8 @@ def _lists(session: Session) -> dict[str, Any]:
 
 
 def _info(record: SessionRecord | StoredSession) -> SessionInfo:
-    fields: dict[str, Any] = {"session_id": record.session_id, "cwd": record.cwd, "updated_at": record.updated_at}
+    fields: dict[str, Any] = {"session_id": record.session_id, "cwd": record.cwd, "updated_at": record.updated_at,
+                              "archived": record.archived}
     if record.additional_directories:
         fields["additional_directories"] = list(record.additional_directories)
     if record.title is not None:

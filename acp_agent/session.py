@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
@@ -66,6 +67,8 @@ from .tool_calls import ToolCall, ToolCallExtras, ToolCallFields, check_fields
 from .turns import StopReason
 
 __all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "core_of"]
+
+logger = logging.getLogger(__name__)
 
 PromptHandler = Callable[["Session", list[ContentBlock]], Awaitable[StopReason | None]]
 
@@ -152,6 +155,12 @@ class Session:
     def additional_directories(self) -> list[str]:
         """Extra workspace roots the client gave this session."""
         return self._core.record.additional_directories
+
+    @property
+    def title(self) -> str | None:
+        """The session's title: the client's once it set one (``session/set_title``), else the last
+        one given to :meth:`update_info`."""
+        return self._core.record.title
 
     @property
     def client(self) -> ClientPeer:
@@ -302,8 +311,17 @@ class Session:
         await self.send(Notice(**fields))
 
     async def update_info(self, **fields: Any) -> None:
-        """Patch session metadata (``title``, ``updated_at``, ``meta``); omitted fields stay."""
+        """Patch session metadata (``title``, ``updated_at``, ``meta``); omitted fields stay.
+
+        Once the client titled the session (``session/set_title``), its title wins: a ``title``
+        passed here is left out (nothing is sent if nothing else is left).
+        """
         record = self._core.record
+        if "title" in fields and record.client_title:
+            logger.debug("acp: session %s keeps the title the client set; update_info(title=...) ignored", self.id)
+            del fields["title"]
+            if not fields:
+                return
         if "title" in fields:
             record.title = fields["title"]
         if fields.get("updated_at"):

@@ -55,9 +55,18 @@ class StatePublisher:
     def snapshot(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None,
                  usage: Usage | None = None) -> BaseModel:
         """Build a snapshot of ``state`` with the current list (and note the list as sent)."""
-        listing = self._registry.listing()
         self._last_version = self._registry.version
         self._dirty = False
+        return self._build(state, stop_reason, error, usage)
+
+    def current(self) -> BaseModel:
+        """[unstable] The current state as a snapshot, without a stop reason, for an answer
+        (``session/status``): nothing is noted or sent."""
+        return self._build(self.state)
+
+    def _build(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None,
+               usage: Usage | None = None) -> BaseModel:
+        listing = self._registry.listing()
         if state == "running":
             return RunningStateUpdate(background=listing)
         if state == "requires_action":

@@ -99,8 +99,21 @@ class SessionStore(ABC):
         """Remove a session and its history; ``False`` if there was none."""
 
     @abstractmethod
-    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50) -> list[StoredSession]:
-        """Stored sessions in creation order (only those in ``cwd`` if given), from the ``offset``-th."""
+    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
+                            archived: bool | None = None) -> list[StoredSession]:
+        """Stored sessions in creation order (only those in ``cwd`` if given), from the ``offset``-th.
+
+        ``archived`` keeps only archived sessions (``True``) or only the others (``False``); the
+        filters apply before ``offset`` and ``limit``.
+        """
+
+    async def find(self, session_id: str) -> StoredSession | None:
+        """The listing of one stored session, or ``None`` (without its history where the store can).
+
+        The default loads the whole record; the stores of acp-agent read the metadata only.
+        """
+        record = await self.load(session_id)
+        return StoredSession.of(record) if record is not None else None
 
     # -- for stores backed by blocking drivers -------------------------------------------------
 

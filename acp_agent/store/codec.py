@@ -17,7 +17,7 @@ from ..history import ITEM_CLASSES, History, HistoryItem
 from ..records import SessionRecord
 from ..schema import AvailableCommand, SessionConfigOption
 
-__all__ = ["decode_item", "encode_info", "encode_item", "encode_state", "record_from"]
+__all__ = ["decode_item", "encode_info", "encode_item", "encode_state", "listing_filters", "record_from"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +35,12 @@ def decode_item(kind: str, data: bytes | str) -> HistoryItem:
 
 
 def encode_info(record: SessionRecord) -> bytes:
-    """What ``session/list`` shows besides the columns: extra directories and ``_meta``."""
-    return orjson.dumps({"additionalDirectories": record.additional_directories, "meta": record.meta})
+    """What ``session/list`` shows besides the columns: extra directories and ``_meta`` (and whether the
+    client set the title)."""
+    info: dict[str, Any] = {"additionalDirectories": record.additional_directories, "meta": record.meta}
+    if record.client_title:
+        info["clientTitle"] = True
+    return orjson.dumps(info)
 
 
 def encode_state(record: SessionRecord) -> bytes:
@@ -78,9 +82,25 @@ def record_from(
         updated_at=columns["updated_at"],
         created_at=columns["created_at"],
         archived=bool(columns.get("archived")),
+        client_title=bool(info_doc.get("clientTitle")),
         meta=info_doc.get("meta"),
         history=history,
         config_options=[SessionConfigOption.model_validate(o) for o in state_doc.get("configOptions") or []],
         available_commands=[AvailableCommand.model_validate(c) for c in state_doc.get("availableCommands") or []],
         data=dict(state_doc.get("data") or {}),
     )
+
+
+def listing_filters(cwd: str | None, archived: bool | None, mark: str) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause of a listing filtered by ``cwd`` / ``archived`` (``mark`` is the driver's
+    placeholder) and its parameters."""
+    conditions: list[str] = []
+    params: list[Any] = []
+    if cwd is not None:
+        conditions.append(f"cwd = {mark}")
+        params.append(cwd)
+    if archived is not None:
+        conditions.append(f"archived = {mark}")
+        params.append(archived)
+    return ("WHERE " + " AND ".join(conditions) if conditions else ""), params
+

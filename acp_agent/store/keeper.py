@@ -106,10 +106,15 @@ class RecordKeeper:
         store = await self.ready()
         return await store.delete(session_id)
 
-    async def list(self, cwd: str | None, offset: int, limit: int) -> list[StoredSession]:
-        """A page of stored sessions (see :meth:`SessionStore.list`)."""
+    async def list(self, cwd: str | None, offset: int, limit: int, archived: bool | None = None) -> list[StoredSession]:
+        """A page of stored sessions (see :meth:`SessionStore.list_sessions`)."""
         store = await self.ready()
-        return await store.list_sessions(cwd=cwd, offset=offset, limit=limit)
+        return await store.list_sessions(cwd=cwd, offset=offset, limit=limit, archived=archived)
+
+    async def find(self, session_id: str) -> StoredSession | None:
+        """The listing of one stored session, without loading it (see :meth:`SessionStore.find`)."""
+        store = await self.ready()
+        return await store.find(session_id)
 
     async def run(self, live: Mapping[str, SessionRecord], interval: float = FLUSH_INTERVAL) -> None:
         """Every ``interval`` seconds, save the live records whose history changed (until cancelled)."""

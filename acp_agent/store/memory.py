@@ -36,12 +36,18 @@ class MemoryStore(SessionStore):
         """Drop the record."""
         return self._records.pop(session_id, None) is not None
 
-    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50) -> list[StoredSession]:
+    async def find(self, session_id: str) -> StoredSession | None:
+        """The listing of the record, if kept."""
+        record = self._records.get(session_id)
+        return StoredSession.of(record) if record is not None else None
+
+    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
+                            archived: bool | None = None) -> list[StoredSession]:
         """Records in the order they were first saved."""
         page: list[StoredSession] = []
         skipped = 0
         for record in self._records.values():
-            if cwd is not None and record.cwd != cwd:
+            if (cwd is not None and record.cwd != cwd) or (archived is not None and record.archived != archived):
                 continue
             if skipped < offset:
                 skipped += 1

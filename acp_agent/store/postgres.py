@@ -22,7 +22,7 @@ import orjson
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
-from .codec import encode_info, encode_item, encode_state, record_from
+from .codec import encode_info, encode_item, encode_state, listing_filters, record_from
 
 if TYPE_CHECKING:
     import psycopg
@@ -57,6 +57,7 @@ SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 
 _LOCK_KEY: Final = 0x6163705F  # advisory lock held while migrating ("acp_")
 _COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, info, state"
+_LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info"  # what a listing reads
 
 
 class PostgresStore(SessionStore):
@@ -185,11 +186,18 @@ class PostgresStore(SessionStore):
             gone: bool = await self.in_thread(self._call, f"delete session {session_id}", _delete, session_id)
             return gone
 
-    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50) -> list[StoredSession]:
+    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
+                            archived: bool | None = None) -> list[StoredSession]:
         """Stored sessions in creation order."""
         await self.open()
-        rows = await self.in_thread(self._call, "list sessions", _list, cwd, offset, limit)
+        rows = await self.in_thread(self._call, "list sessions", _list, cwd, offset, limit, archived)
         return [_stored(*row) for row in rows]
+
+    async def find(self, session_id: str) -> StoredSession | None:
+        """The listing of one stored session (its history is not read)."""
+        await self.open()
+        row = await self.in_thread(self._call, f"read session {session_id}", _find, session_id)
+        return _stored(*row) if row is not None else None
 
 
 def _stored(session_id: str, cwd: str, title: str | None, created_at: str, updated_at: str, archived: bool,
@@ -231,7 +239,11 @@ def _delete(db: psycopg.Connection[Any], session_id: str) -> bool:
     return db.execute("DELETE FROM acp_sessions WHERE session_id = %s", (session_id,)).rowcount > 0
 
 
-def _list(db: psycopg.Connection[Any], cwd: str | None, offset: int, limit: int) -> list[Any]:
-    where, params = ("WHERE cwd = %s", [cwd]) if cwd is not None else ("", [])
-    return db.execute(f"SELECT session_id, cwd, title, created_at, updated_at, archived, info FROM acp_sessions "
-                      f"{where} ORDER BY seq LIMIT %s OFFSET %s", [*params, limit, offset]).fetchall()
+def _list(db: psycopg.Connection[Any], cwd: str | None, offset: int, limit: int, archived: bool | None) -> list[Any]:
+    where, params = listing_filters(cwd, archived, "%s")
+    return db.execute(f"SELECT {_LISTED} FROM acp_sessions {where} ORDER BY seq LIMIT %s OFFSET %s",
+                      [*params, limit, offset]).fetchall()
+
+
+def _find(db: psycopg.Connection[Any], session_id: str) -> Any:
+    return db.execute(f"SELECT {_LISTED} FROM acp_sessions WHERE session_id = %s", (session_id,)).fetchone()

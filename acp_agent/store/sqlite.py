@@ -24,7 +24,7 @@ import orjson
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
-from .codec import encode_info, encode_item, encode_state, record_from
+from .codec import encode_info, encode_item, encode_state, listing_filters, record_from
 
 if TYPE_CHECKING:
     import sqlite3
@@ -61,6 +61,7 @@ SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 """The newest schema version this acp-agent reads and writes."""
 
 _COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, info, state"
+_LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info"  # what a listing reads
 
 
 def data_dir() -> Path:
@@ -268,22 +269,38 @@ class SqliteStore(SessionStore):
             raise StoreError(f"could not delete session {session_id} from {self.path}: {exc}") from exc
         return gone > 0
 
-    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50) -> list[StoredSession]:
+    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
+                            archived: bool | None = None) -> list[StoredSession]:
         """Stored sessions in creation order."""
         await self.open()
-        return await self.in_thread(self._list, cwd, offset, limit)
+        return await self.in_thread(self._list, cwd, offset, limit, archived)
 
-    def _list(self, cwd: str | None, offset: int, limit: int) -> list[StoredSession]:
+    def _list(self, cwd: str | None, offset: int, limit: int, archived: bool | None) -> list[StoredSession]:
         import sqlite3
 
         db = self._conn()
-        where, params = ("WHERE cwd = ?", [cwd]) if cwd is not None else ("", [])
+        conditions, params = listing_filters(cwd, archived, "?")
         try:
-            rows = db.execute(f"SELECT session_id, cwd, title, created_at, updated_at, archived, info FROM sessions "
-                              f"{where} ORDER BY seq LIMIT ? OFFSET ?", [*params, limit, offset]).fetchall()
+            rows = db.execute(f"SELECT {_LISTED} FROM sessions {conditions} ORDER BY seq LIMIT ? OFFSET ?",
+                              [*params, limit, offset]).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"could not list sessions of {self.path}: {exc}") from exc
         return [_stored(*row) for row in rows]
+
+    async def find(self, session_id: str) -> StoredSession | None:
+        """The listing of one stored session (its history is not read)."""
+        await self.open()
+        return await self.in_thread(self._find, session_id)
+
+    def _find(self, session_id: str) -> StoredSession | None:
+        import sqlite3
+
+        try:
+            row = self._conn().execute(f"SELECT {_LISTED} FROM sessions WHERE session_id = ?",
+                                       (session_id,)).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"could not read session {session_id} from {self.path}: {exc}") from exc
+        return _stored(*row) if row is not None else None
 
 
 def _stored(session_id: str, cwd: str, title: str | None, created_at: str, updated_at: str, archived: int,

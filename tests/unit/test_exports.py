@@ -13,7 +13,8 @@ EXPORTS = {
     "AvailableCommand", "BackgroundRegistry", "ClientPeer", "ContentBlock", "ElicitationResult",
     "ElicitationUnsupportedError", "EmbeddedResource", "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent",
     "LimitExceededError", "Limits", "Login", "MessageStream", "NotInTurnError", "PermissionOption",
-    "PermissionOutcome", "PlanEntry", "ProcessStartError", "RequestError", "ResourceLink", "Session",
+    "PermissionOutcome", "PlanEntry", "ProcessStartError", "Provider", "ProviderSettings", "RequestError",
+    "ResourceLink", "Session",
     "SessionClosedError", "SessionConfigOption", "SessionNotOpenError", "StopReason", "Subagent", "SubagentResult",
     "SystemPrompt", "Terminal", "TextContent", "ToolCall", "ToolCallFields", "ToolCallStateError", "ToolCallUpdate",
     "Usage", "UserMessage", "extension", "run_stdio", "serve", "serve_stdio",
@@ -24,7 +25,7 @@ SESSION_API = {
     "additional_directories", "ask", "ask_url", "available_commands", "background", "batch", "client", "closed",
     "closing", "complete_elicitation", "config_options", "cwd", "data", "history", "id", "limits", "message", "meta",
     "notice", "plan", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage", "system_prompt",
-    "send", "spawn", "spawn_subagent", "start_foreground", "start_terminal", "start_tool_call", "state",
+    "send", "title", "spawn", "spawn_subagent", "start_foreground", "start_terminal", "start_tool_call", "state",
     "task_group", "think", "thought", "tool_call_content", "update_available_commands", "update_config_options",
     "update_info", "update_tool_call", "usage", "wait_idle",
 }

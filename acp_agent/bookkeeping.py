@@ -1,0 +1,214 @@
+"""[unstable] Session bookkeeping the SDK serves for every agent: titles, archiving, status.
+
+The SDK owns sessions (in memory while active, in the store otherwise), so it answers these
+methods itself and advertises ``session.title``, ``session.archive`` and ``session.status``:
+
+- ``session/set_title``: the title is trimmed (empty: ``-32602``), stored, shown by
+  ``session/list``, and wins from then on over titles the agent gives with
+  ``session.update_info(title=...)`` (the record's ``client_title``);
+- ``session/archive`` / ``session/unarchive``: archiving a session that is active first closes it
+  exactly as ``session/close`` does, then hides it from the default ``session/list``
+  (see :func:`archive_filter` for the ``archived`` filter);
+- ``session/status``: ``open`` with the current state snapshot for a session in memory, ``saved``
+  for one only stored; it never loads, attaches or changes anything.
+
+They work on any session ``session/list`` could return, active on this connection, active on
+another connection of this process that shares the store, or only stored (unknown: ``-32002``).
+A child session (a subagent's) is refused with ``-32602``, as for ``session/close``. The agent
+hears of a change, and may refuse it, through :meth:`Agent.set_session_title
+<acp_agent.Agent.set_session_title>`, :meth:`~acp_agent.Agent.archive_session` and
+:meth:`~acp_agent.Agent.unarchive_session`.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Final, Protocol
+
+import anyio
+
+from .agent import Agent
+from .connection import Method
+from .errors import RequestError
+from .records import SessionRecord
+from .schema import (
+    ArchiveSessionRequest,
+    ArchiveSessionResponse,
+    CloseSessionRequest,
+    SessionInfoUpdate,
+    SessionStatusRequest,
+    SessionStatusResponse,
+    SetSessionTitleRequest,
+    SetSessionTitleResponse,
+    UnarchiveSessionRequest,
+    UnarchiveSessionResponse,
+)
+from .session import Session, core_of
+from .store.keeper import RecordKeeper
+from .subagents import CHILD_MUTATION_REFUSED
+
+__all__ = ["Bookkeeping", "archive_filter"]
+
+
+class AgentRuntime(Protocol):
+    """What bookkeeping uses of a :class:`~acp_agent.runtime.AgentRuntime`."""
+
+    agent: Agent
+    keeper: RecordKeeper
+    sessions: dict[str, Session]
+    records: dict[str, SessionRecord]
+    _closing: dict[str, anyio.Event]
+    _loading: dict[str, anyio.Event]
+
+    async def _close(self, request: CloseSessionRequest) -> dict[str, Any]: ...
+
+_FILTERS: Final[dict[str | None, bool | None]] = {None: False, "exclude": False, "include": None, "only": True}
+
+_runtimes: weakref.WeakSet[AgentRuntime] = weakref.WeakSet()
+"""Every runtime of this process: sessions active on one are found from the others sharing its store."""
+
+
+def archive_filter(value: str | None) -> bool | None:
+    """The store filter for ``session/list``'s ``archived``: ``exclude`` (default) keeps the sessions
+    not archived (``False``), ``only`` the archived ones (``True``), ``include`` both (``None``);
+    any other value is ``-32602``."""
+    try:
+        return _FILTERS[value]
+    except KeyError:
+        raise RequestError.invalid_params("unsupported archived filter", {"archived": value}) from None
+
+
+class Bookkeeping:
+    """Serves ``session/set_title``, ``session/archive``, ``session/unarchive`` and ``session/status``
+    for one runtime (see the module docstring)."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self.runtime = runtime
+        _runtimes.add(runtime)
+
+    def routes(self) -> dict[str, Method]:
+        """The request methods served here."""
+        return {
+            "session/set_title": Method(self.set_title, SetSessionTitleRequest),
+            "session/archive": Method(self.archive, ArchiveSessionRequest),
+            "session/unarchive": Method(self.unarchive, UnarchiveSessionRequest),
+            "session/status": Method(self.status, SessionStatusRequest),
+        }
+
+    # -- finding a session -------------------------------------------------------------------
+
+    def _peers(self) -> Iterator[AgentRuntime]:
+        """This runtime, then the others of the process that keep sessions in the same store."""
+        yield self.runtime
+        store = self.runtime.keeper.store
+        for other in list(_runtimes):
+            if other is not self.runtime and other.keeper.store is store:
+                yield other
+
+    async def _settled(self, session_id: str) -> None:
+        """Wait until no close, resume or bookkeeping change of the session is in progress."""
+        while True:
+            for runtime in self._peers():
+                busy = runtime._closing.get(session_id) or runtime._loading.get(session_id)
+                if busy is not None:
+                    await busy.wait()
+                    break
+            else:
+                return
+
+    def _owner(self, session_id: str) -> AgentRuntime | None:
+        """The runtime on which the session is active (``-32602`` for a child session)."""
+        for runtime in self._peers():
+            session = runtime.sessions.get(session_id)
+            if session is not None and session.parent is not None:
+                raise RequestError.invalid_params(CHILD_MUTATION_REFUSED, {"sessionId": session_id})
+            if session_id in runtime.records:
+                return runtime
+        return None
+
+    async def _change(self, session_id: str, change: Callable[[SessionRecord, AgentRuntime | None], Awaitable[None]],
+                      ) -> None:
+        """Apply ``change`` to the session's record, live or stored, and store the result."""
+        await self._settled(session_id)
+        owner = self._owner(session_id)
+        if owner is not None:
+            await change(owner.records[session_id], owner)
+            return
+        runtime = self.runtime
+        busy = runtime._loading[session_id] = anyio.Event()  # a resume here waits for the stored change
+        try:
+            store = await runtime.keeper.ready()
+            record = await store.load(session_id)
+            if record is None:
+                raise RequestError.session_not_found(session_id)
+            await change(record, None)
+        finally:
+            del runtime._loading[session_id]
+            busy.set()
+
+    # -- the methods -------------------------------------------------------------------------
+
+    async def set_title(self, request: SetSessionTitleRequest) -> SetSessionTitleResponse:
+        """``session/set_title``: store the trimmed title; the client's title wins from now on."""
+        title = request.title.strip()
+        if not title:
+            raise RequestError.invalid_params("title must not be empty")
+        sid = request.session_id
+
+        async def retitle(record: SessionRecord, owner: AgentRuntime | None) -> None:
+            await self.runtime.agent.set_session_title(sid, title)
+            record.title, record.client_title = title, True
+            if owner is None:
+                await (await self.runtime.keeper.ready()).save(record)
+                return
+            core = core_of(owner.sessions[sid]) if sid in owner.sessions else None
+            if core is not None and not core.closing:
+                core.emit(SessionInfoUpdate(title=title))  # the connection that has it open sees it too
+            await owner.keeper.save(record)
+
+        await self._change(sid, retitle)
+        return SetSessionTitleResponse(title=title)
+
+    async def archive(self, request: ArchiveSessionRequest) -> ArchiveSessionResponse:
+        """``session/archive``: close the session if it is active (as ``session/close``), then hide it."""
+        await self._mark(request.session_id, True)
+        return ArchiveSessionResponse()
+
+    async def unarchive(self, request: UnarchiveSessionRequest) -> UnarchiveSessionResponse:
+        """``session/unarchive``: list the session by default again (it stays where it is)."""
+        await self._mark(request.session_id, False)
+        return UnarchiveSessionResponse()
+
+    async def _mark(self, sid: str, archived: bool) -> None:
+        agent = self.runtime.agent
+        hook = agent.archive_session if archived else agent.unarchive_session
+
+        async def mark(record: SessionRecord, owner: AgentRuntime | None) -> None:
+            if record.archived == archived and owner is None:
+                return  # archiving twice succeeds, and changes nothing
+            if record.archived != archived:
+                await hook(sid)
+            record.archived = archived
+            if owner is None:
+                await (await self.runtime.keeper.ready()).save(record)
+            elif archived:
+                await owner._close(CloseSessionRequest(session_id=sid))  # its close saves the record
+            else:
+                await owner.keeper.save(record)
+
+        await self._change(sid, mark)
+
+    async def status(self, request: SessionStatusRequest) -> SessionStatusResponse:
+        """``session/status``: ``open`` (with the current state) or ``saved``; no side effects."""
+        sid = request.session_id
+        for runtime in self._peers():
+            session = runtime.sessions.get(sid)
+            if session is not None:
+                fields: dict[str, Any] = {"status": "open", "state": core_of(session).state.current()}
+                return SessionStatusResponse(**fields)
+            if sid in runtime.records:  # being closed: saved once its close ends
+                return SessionStatusResponse(status="saved")
+        if await self.runtime.keeper.find(sid) is None:
+            raise RequestError.session_not_found(sid)
+        return SessionStatusResponse(status="saved")

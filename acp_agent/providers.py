@@ -1,0 +1,172 @@
+"""[unstable] LLM providers the client configures: ``providers/list``, ``providers/set``, ``providers/disable``.
+
+An agent declares the providers it routes its model calls through (:class:`Provider`: an id, the
+API protocols it speaks, whether it is required, the endpoint it uses now) in
+:attr:`Agent.providers <acp_agent.Agent.providers>` and implements
+:meth:`Agent.configure_provider <acp_agent.Agent.configure_provider>`; the capability ``providers``
+is then advertised. The SDK answers ``providers/list`` from the declaration and the endpoint set
+since, and checks ``providers/set`` / ``providers/disable`` before the hook runs: an unknown
+provider, a protocol the provider does not support, a ``baseUrl`` that is not an absolute URL (or
+that carries credentials, ``user:password@``) and disabling a required provider are ``-32602``.
+
+The ``headers`` of ``providers/set`` usually hold credentials. The SDK hands them to the hook in
+:class:`ProviderSettings` (whose ``repr`` leaves them out) and nowhere else: it keeps only the
+non-secret ``apiType`` / ``baseUrl`` it reports in ``providers/list``, and never logs or echoes
+headers (error messages and data name the provider, never a header or the URL).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.lowlevel
+
+from .connection import Method
+from .errors import RequestError
+from .schema import (
+    DisableProviderRequest,
+    DisableProviderResponse,
+    ListProvidersRequest,
+    ListProvidersResponse,
+    ProviderCurrentConfig,
+    ProviderInfo,
+    SetProviderRequest,
+    SetProviderResponse,
+)
+
+__all__ = ["Provider", "ProviderSettings", "provider_routes"]
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """[unstable] A configurable LLM provider, as the agent declares it in ``Agent.providers``.
+
+    ``supported`` lists the API protocols it can speak (``"anthropic"``, ``"openai"``, ``"azure"``,
+    ``"vertex"``, ``"bedrock"``, or ``"_custom"`` names). ``required`` providers cannot be disabled.
+    ``api_type`` and ``base_url`` are the endpoint it uses before the client configures it (both
+    ``None``: it starts disabled). Never put credentials here: this is what ``providers/list`` shows.
+    """
+
+    id: str
+    supported: Sequence[str]
+    required: bool = False
+    api_type: str | None = None
+    base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.api_type is None) != (self.base_url is None):
+            raise ValueError(f"provider {self.id!r}: give both api_type and base_url, or neither (disabled)")
+        if isinstance(self.supported, str):
+            raise TypeError(f"provider {self.id!r}: supported is a sequence of protocols, not one string")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSettings:
+    """[unstable] The configuration ``providers/set`` gave a provider, for ``Agent.configure_provider``.
+
+    ``headers`` is the complete header map to send with its requests (credentials, routing): keep it
+    where your client needs it, and never log it (this object's ``repr`` leaves it out).
+    """
+
+    api_type: str
+    base_url: str
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    meta: dict[str, Any] | None = field(default=None, repr=False)
+    """The request's ``_meta``."""
+
+
+class _Table:
+    """One agent's providers: the declaration and the endpoint each uses now."""
+
+    def __init__(self, declared: Sequence[Provider]) -> None:
+        self.declared = {p.id: p for p in declared}
+        self.current: dict[str, ProviderCurrentConfig | None] = {
+            p.id: ProviderCurrentConfig(api_type=p.api_type, base_url=p.base_url)
+            if p.api_type is not None and p.base_url is not None else None
+            for p in declared
+        }
+        self._lock: tuple[anyio.lowlevel.EventLoopToken, anyio.Lock] | None = None
+
+    def lock(self) -> anyio.Lock:
+        """Changes one at a time, so what ``providers/list`` shows is what the last hook call was given."""
+        token = anyio.lowlevel.current_token()
+        if self._lock is None or self._lock[0] != token:
+            self._lock = (token, anyio.Lock())  # the agent may outlive an event loop (tests)
+        return self._lock[1]
+
+    def find(self, provider_id: str) -> Provider:
+        provider = self.declared.get(provider_id)
+        if provider is None:
+            raise RequestError.invalid_params("unknown provider", {"providerId": provider_id})
+        return provider
+
+
+Configure = Callable[[str, ProviderSettings | None], Awaitable[None]]
+"""``Agent.configure_provider``."""
+
+_tables: weakref.WeakKeyDictionary[Any, _Table] = weakref.WeakKeyDictionary()
+
+
+def provider_routes(owner: Any, providers: Sequence[Provider], configure: Configure) -> dict[str, Method]:
+    """The ``providers/*`` methods for ``providers``, configured through ``configure``.
+
+    ``owner`` (the agent) holds the endpoints set: every connection it serves sees the same.
+    """
+
+    def _table() -> _Table:
+        table = _tables.get(owner)
+        if table is None:
+            table = _tables[owner] = _Table(providers)
+        return table
+
+    async def list_providers(request: ListProvidersRequest) -> ListProvidersResponse:
+        table = _table()
+        infos = []
+        for provider in table.declared.values():
+            fields: dict[str, Any] = {"provider_id": provider.id, "supported": list(provider.supported),
+                                      "required": provider.required}
+            current = table.current[provider.id]
+            if current is not None:
+                fields["current"] = current
+            infos.append(ProviderInfo(**fields))
+        return ListProvidersResponse(providers=infos)
+
+    async def set_provider(request: SetProviderRequest) -> SetProviderResponse:
+        table = _table()
+        provider = table.find(request.provider_id)
+        if request.api_type not in provider.supported:
+            raise RequestError.invalid_params("the provider does not support this apiType",
+                                              {"providerId": provider.id, "apiType": request.api_type})
+        url = urlsplit(request.base_url)
+        if not url.scheme or not url.netloc:
+            raise RequestError.invalid_params("baseUrl must be an absolute URL", {"providerId": provider.id})
+        if "@" in url.netloc:
+            # providers/list shows the URL: credentials belong in headers.
+            raise RequestError.invalid_params("baseUrl must not carry credentials; send them in headers",
+                                              {"providerId": provider.id})
+        settings = ProviderSettings(request.api_type, request.base_url, dict(request.headers), request.meta)
+        async with table.lock():
+            await configure(provider.id, settings)
+            table.current[provider.id] = ProviderCurrentConfig(api_type=request.api_type, base_url=request.base_url)
+        return SetProviderResponse()
+
+    async def disable_provider(request: DisableProviderRequest) -> DisableProviderResponse:
+        table = _table()
+        provider = table.find(request.provider_id)
+        if provider.required:
+            raise RequestError.invalid_params("a required provider cannot be disabled", {"providerId": provider.id})
+        async with table.lock():
+            await configure(provider.id, None)
+            table.current[provider.id] = None
+        return DisableProviderResponse()
+
+    return {
+        "providers/list": Method(list_providers, ListProvidersRequest),
+        "providers/set": Method(set_provider, SetProviderRequest),
+        "providers/disable": Method(disable_provider, DisableProviderRequest),
+    }
