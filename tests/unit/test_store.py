@@ -26,7 +26,15 @@ from acp_agent.schema import (
     TerminalUpdate,
     TextContent,
 )
-from acp_agent.store import SCHEMA_VERSION, MemoryStore, SessionStore, SqliteStore, StoreUnusableError, data_dir
+from acp_agent.store import (
+    SCHEMA_VERSION,
+    MemoryStore,
+    SessionStore,
+    SqliteStore,
+    StoredSession,
+    StoreUnusableError,
+    data_dir,
+)
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
 
@@ -129,6 +137,27 @@ async def test_list_filters_pages_and_deletes(store: SessionStore) -> None:
     assert await store.delete("sess_3") is False
     assert await store.load("sess_3") is None
     assert "sess_3" not in [s.session_id for s in await store.list_sessions()]
+
+
+def names(page: list[StoredSession]) -> list[str]:
+    return [s.session_id for s in page]
+
+
+async def test_archived_filter_find_and_client_title(store: SessionStore, make_store: StoreFactory) -> None:
+    for i in range(7):
+        await store.save(SessionRecord(session_id=f"sess_{i}", cwd="/a" if i % 2 else "/b", archived=i % 3 == 0))
+    assert names(await store.list_sessions(archived=True)) == ["sess_0", "sess_3", "sess_6"]
+    assert names(await store.list_sessions(archived=False, offset=1, limit=2)) == ["sess_2", "sess_4"]
+    assert names(await store.list_sessions(archived=True, cwd="/a")) == ["sess_3"]
+    assert len(await store.list_sessions(archived=None)) == 7
+    found = await store.find("sess_3")
+    assert found is not None and found.archived and found.cwd == "/a"
+    assert await store.find("sess_unknown") is None
+    await store.save(SessionRecord(session_id="sess_t", cwd="/a", title="Mine", client_title=True))
+    loaded = await make_store().load("sess_t")
+    assert loaded is not None and loaded.client_title and loaded.title == "Mine"
+    plain = await make_store().load("sess_1")
+    assert plain is not None and not plain.client_title
 
 
 async def test_data_that_is_not_json_is_warned_about(make_store: StoreFactory,
