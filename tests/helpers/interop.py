@@ -170,6 +170,8 @@ class InteropRun:
     summary: dict[str, Any]
     agent_messages: list[Message]
     client_messages: list[Message]
+    stderr: str = ""
+    """What the script and the agent it spawned wrote to stderr."""
 
 
 def run_official_client(
@@ -232,4 +234,4 @@ def run_official_client(
         checker.finish()
         violations = [str(v) for v in checker.violations]
         assert not violations, "\n".join(violations)
-    return InteropRun(summary, agent_messages, client_messages)
+    return InteropRun(summary, agent_messages, client_messages, proc.stderr)
