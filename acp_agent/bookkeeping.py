@@ -150,7 +150,7 @@ class Bookkeeping:
     # -- the methods -------------------------------------------------------------------------
 
     async def set_title(self, request: SetSessionTitleRequest) -> SetSessionTitleResponse:
-        """``session/set_title``: store the trimmed title; the client's title wins from now on."""
+        """``session/set_title``: store the trimmed title; the client's title wins from now on (S4)."""
         title = request.title.strip()
         if not title:
             raise RequestError.invalid_params("title must not be empty")
@@ -171,7 +171,7 @@ class Bookkeeping:
         return SetSessionTitleResponse(title=title)
 
     async def archive(self, request: ArchiveSessionRequest) -> ArchiveSessionResponse:
-        """``session/archive``: close the session if it is active (as ``session/close``), then hide it."""
+        """``session/archive``: close the session if it is active (as ``session/close``), then hide it (S5)."""
         await self._mark(request.session_id, True)
         return ArchiveSessionResponse()
 
@@ -200,7 +200,7 @@ class Bookkeeping:
         await self._change(sid, mark)
 
     async def status(self, request: SessionStatusRequest) -> SessionStatusResponse:
-        """``session/status``: ``open`` (with the current state) or ``saved``; no side effects."""
+        """``session/status``: ``open`` (with the current state) or ``saved``; no side effects (S6)."""
         sid = request.session_id
         for runtime in self._peers():
             session = runtime.sessions.get(sid)

@@ -12,7 +12,7 @@ that carries credentials, ``user:password@``) and disabling a required provider 
 The ``headers`` of ``providers/set`` usually hold credentials. The SDK hands them to the hook in
 :class:`ProviderSettings` (whose ``repr`` leaves them out) and nowhere else: it keeps only the
 non-secret ``apiType`` / ``baseUrl`` it reports in ``providers/list``, and never logs or echoes
-headers (error messages and data name the provider, never a header or the URL).
+headers (error messages and data name the provider, never a header or the URL): S7.
 """
 
 from __future__ import annotations

@@ -439,7 +439,7 @@ class AgentRuntime:
     async def _list(self, request: ListSessionsRequest) -> ListSessionsResponse:
         if request.cwd is not None and not os.path.isabs(request.cwd):
             raise RequestError.invalid_params("cwd must be an absolute path", {"cwd": request.cwd})  # R34
-        archived = archive_filter(request.archived)
+        archived = archive_filter(request.archived)  # S5: filtered before paging
         start = _decode_cursor(request.cursor) if request.cursor is not None else 0
         page = await self.keeper.list(request.cwd, start, LIST_PAGE_SIZE + 1, archived)
         # An active session's record in memory is newer than its last save.

@@ -317,7 +317,7 @@ class Session:
         passed here is left out (nothing is sent if nothing else is left).
         """
         record = self._core.record
-        if "title" in fields and record.client_title:
+        if "title" in fields and record.client_title:  # S4
             logger.debug("acp: session %s keeps the title the client set; update_info(title=...) ignored", self.id)
             del fields["title"]
             if not fields:

@@ -61,7 +61,7 @@ class StatePublisher:
 
     def current(self) -> BaseModel:
         """[unstable] The current state as a snapshot, without a stop reason, for an answer
-        (``session/status``): nothing is noted or sent."""
+        (``session/status``, S6): nothing is noted or sent."""
         return self._build(self.state)
 
     def _build(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None,

@@ -39,7 +39,7 @@ def encode_info(record: SessionRecord) -> bytes:
     client set the title)."""
     info: dict[str, Any] = {"additionalDirectories": record.additional_directories, "meta": record.meta}
     if record.client_title:
-        info["clientTitle"] = True
+        info["clientTitle"] = True  # S4: kept across restarts
     return orjson.dumps(info)
 
 
