@@ -192,10 +192,10 @@ class Bookkeeping:
             record.archived = archived
             if owner is None:
                 await (await self.runtime.keeper.ready()).save(record)
-            elif archived:
-                await owner._close(CloseSessionRequest(session_id=sid))  # its close saves the record
             else:
-                await owner.keeper.save(record)
+                if archived:
+                    await owner._close(CloseSessionRequest(session_id=sid))
+                await owner.keeper.save(record)  # also if a close ran (and saved it) while the hook ran
 
         await self._change(sid, mark)
 

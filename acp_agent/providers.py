@@ -109,7 +109,8 @@ class _Table:
 Configure = Callable[[str, ProviderSettings | None], Awaitable[None]]
 """``Agent.configure_provider``."""
 
-_tables: weakref.WeakKeyDictionary[Any, _Table] = weakref.WeakKeyDictionary()
+_tables: dict[int, _Table] = {}
+"""Each agent's table, by ``id(agent)`` (an agent class may be unhashable); dropped with the agent."""
 
 
 def provider_routes(owner: Any, providers: Sequence[Provider], configure: Configure) -> dict[str, Method]:
@@ -119,9 +120,10 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
     """
 
     def _table() -> _Table:
-        table = _tables.get(owner)
+        table = _tables.get(id(owner))
         if table is None:
-            table = _tables[owner] = _Table(providers)
+            table = _tables[id(owner)] = _Table(providers)
+            weakref.finalize(owner, _tables.pop, id(owner), None)
         return table
 
     async def list_providers(request: ListProvidersRequest) -> ListProvidersResponse:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +274,32 @@ async def test_a_refused_archive_leaves_the_session_open() -> None:
         assert ids(await listed(client)) == [sid] and agent.closed == []
 
 
+async def test_a_session_closed_while_the_archive_hook_runs_is_still_archived(make_store: StoreFactory) -> None:
+    class SlowArchive(KeepingAgent):
+        def __init__(self) -> None:
+            super().__init__()
+            self.entered = anyio.Event()
+            self.go_on = anyio.Event()
+
+        async def archive_session(self, session_id: str) -> None:
+            self.entered.set()
+            await self.go_on.wait()
+
+    agent = SlowArchive()
+    async with connect_agent(agent, store=make_store()) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.request, "session/archive", {"sessionId": sid})
+            await agent.entered.wait()
+            await client.close_session(sid)  # closed (and saved) while the hook runs
+            agent.go_on.set()
+        assert ids(await listed(client, "only")) == [sid]
+    async with connect_agent(KeepingAgent(), store=make_store()) as client:
+        await client.initialize()
+        assert ids(await listed(client, "only")) == [sid]
+
+
 async def test_archived_filter_applies_before_pagination(make_store: StoreFactory) -> None:
     async with connect_agent(KeepingAgent(), store=make_store()) as client:
         await client.initialize()
@@ -447,6 +474,26 @@ def test_a_provider_is_declared_with_a_whole_endpoint_or_none() -> None:
         Provider("main", supported=("openai",), api_type="openai")
     with pytest.raises(TypeError, match="sequence of protocols"):
         Provider("main", supported="openai")
+
+
+async def test_an_unhashable_agent_class_can_offer_providers() -> None:
+    @dataclass(eq=True)
+    class DataAgent(ProviderAgent):
+        label: str = "x"
+
+        def __post_init__(self) -> None:
+            ProviderAgent.__init__(self)
+
+    first, second = DataAgent(), DataAgent()
+    assert first == second  # unhashable, and equal: each still has its own providers
+    async with connect_agent(first) as client:
+        await client.initialize()
+        await client.request("providers/disable", {"providerId": "embeddings"})
+        await client.request("providers/set", {"providerId": "main", "apiType": "openai", "baseUrl": "https://a.b"})
+    async with connect_agent(second) as client:
+        await client.initialize()
+        [main, _] = (await client.request("providers/list", {}))["providers"]
+        assert main["current"]["apiType"] == "anthropic"
 
 
 async def test_declared_providers_without_the_hook_are_not_offered() -> None:
