@@ -19,6 +19,8 @@ from typing import Any
 import anyio
 import pytest
 
+from acp_agent import RequestError
+from acp_agent.history import CHILD_GONE
 from acp_agent.store import SqliteStore
 from acp_agent.testing.client import Client, spawn_agent
 from tests.helpers.e2e import ROOT
@@ -118,6 +120,31 @@ async def test_live_items_come_back_finalized_never_listed(tmp_path: Path) -> No
         assert tool["status"] == "failed" and not tool.get("capabilities")
         assert terminal["exitStatus"] == {"exitCode": None, "signal": None}
         assert view.background == [] and view.state == "idle"
+
+
+async def test_busy_children_come_back_finished_never_listed(tmp_path: Path) -> None:
+    cwd = str(tmp_path)
+    async with spawn_agent(STORE_AGENT, check=False) as first:
+        await first.initialize()
+        sid = await first.new_session(cwd)
+        view = await first.prompt_and_wait(sid, "child")
+        await first.wait_for(lambda: len(view.background or []) == 1)
+        [(child_id, child)] = view.children.items()
+        assert child["state"]["state"] == "running" and child["capabilities"] == {"cancel": {}}
+        kill(first)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+
+    async with spawn_agent(STORE_AGENT) as second:
+        view = await replayed(second, sid, cwd)
+        assert list(view.children) == [child_id]
+        child = view.children[child_id]
+        assert child["title"] == "worker" and not child.get("capabilities")
+        assert child["state"] == {"state": "idle", "stopReason": "error", "background": [],
+                                  "error": {"code": -32603, "message": CHILD_GONE}}
+        assert view.background == [] and view.state == "idle"
+        with pytest.raises(RequestError) as gone:  # the child went with its process
+            await second.request("session/resume", {"sessionId": child_id, "cwd": cwd})
+        assert gone.value.code == -32002
 
 
 async def test_clean_exit_keeps_everything_and_closed_sessions_resume(tmp_path: Path) -> None:

@@ -13,15 +13,21 @@ from typing import Any
 import pytest
 
 from acp_agent import AgentMessage, ToolCallUpdate, UserMessage
-from acp_agent.history import History, finalize_live_items
+from acp_agent.history import CHILD_GONE, History, finalize_live_items
 from acp_agent.ids import new_session_id
 from acp_agent.records import SessionRecord
 from acp_agent.schema import (
     AvailableCommand,
+    BackgroundTerminal,
+    IdleStateUpdate,
     PlanEntry,
     PlanItems,
     PlanRemoved,
     PlanUpdate,
+    RunningStateUpdate,
+    SessionCancelCapabilities,
+    SubagentSessionCapabilities,
+    SubagentUpdate,
     TerminalOutputChunk,
     TerminalUpdate,
     TextContent,
@@ -172,6 +178,39 @@ def test_finalize_live_items_ends_what_the_gone_process_ran() -> None:
     terminal = items["TerminalUpdate"]
     assert terminal.exit_status is not None and terminal.exit_status.exit_code is None
     assert terminal.capabilities is None
+    assert finalize_live_items(history) == 0
+
+
+def test_finalize_live_items_reports_busy_children_finished() -> None:
+    """A child its parent would list (R90: not idle, or its own list non-empty or unreported) is
+    reported idle with an empty list and without ``cancel``; a quiet child is left as it is."""
+    history = History()
+    running = RunningStateUpdate(background=[])
+    history.record(SubagentUpdate(session_id="sess_run", title="runs", state=running,
+                                  capabilities=SubagentSessionCapabilities(cancel=SessionCancelCapabilities())))
+    history.record(SubagentUpdate(session_id="sess_bg", state=IdleStateUpdate(
+        stop_reason="end_turn", background=[BackgroundTerminal(terminal_id="term_9")])))
+    history.record(SubagentUpdate(session_id="sess_unreported", state=IdleStateUpdate()))
+    history.record(SubagentUpdate(session_id="sess_unconfirmed", state=None))
+    history.record(SubagentUpdate(session_id="sess_quiet", state=IdleStateUpdate(stop_reason="end_turn",
+                                                                                background=[])))
+    closed = History()
+    closed.record(SubagentUpdate(session_id="sess_run", state=running))
+    assert finalize_live_items(history) == 4
+    assert finalize_live_items(closed, "cancelled") == 1
+    children = {item.session_id: item.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                for item in history.replay() if isinstance(item, SubagentUpdate)}
+    assert children["sess_run"] == {
+        "sessionUpdate": "subagent_update", "sessionId": "sess_run", "title": "runs", "capabilities": None,
+        "state": {"state": "idle", "stopReason": "error", "background": [],
+                  "error": {"code": -32603, "message": CHILD_GONE}}}
+    assert children["sess_bg"]["state"] == {"state": "idle", "stopReason": "end_turn", "background": []}
+    assert children["sess_unreported"]["state"] == {"state": "idle", "background": []}
+    assert children["sess_unconfirmed"]["state"]["background"] == []
+    assert children["sess_quiet"]["state"] == {"state": "idle", "stopReason": "end_turn", "background": []}
+    [child] = closed.replay()
+    assert isinstance(child, SubagentUpdate) and isinstance(child.state, IdleStateUpdate)
+    assert child.state.stop_reason == "cancelled" and child.state.background == []
     assert finalize_live_items(history) == 0
 
 
