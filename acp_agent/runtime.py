@@ -285,6 +285,7 @@ class AgentRuntime:
             if not self._flushing:
                 self._flushing = True
                 self.connection.task_group.start_soon(self.keeper.run, self.records)
+                self.connection.task_group.start_soon(self.keeper.retry_held)
         return session
 
     async def _new_session(self, request: NewSessionRequest) -> Reply:
@@ -406,7 +407,7 @@ class AgentRuntime:
             logger.exception("acp: close_session hook failed for %s", session.id)
         record = core_of(session).record
         if keep:
-            await self.keeper.save(record)  # the closed session leaves memory for the store
+            await self.keeper.keep(record)  # the closed session leaves memory for the store (held if that fails)
         if session.id not in self.sessions and self.records.get(session.id) is record:
             del self.records[session.id]
 
@@ -438,6 +439,8 @@ class AgentRuntime:
         fields: dict[str, Any] = {"sessions": [_info(self.records.get(s.session_id, s)) for s in page[:LIST_PAGE_SIZE]]}
         if len(page) > LIST_PAGE_SIZE:
             fields["next_cursor"] = _encode_cursor(start + LIST_PAGE_SIZE)
+        else:  # the last page: closed sessions whose save failed and that the store never had
+            fields["sessions"] += [_info(s) for s in self.keeper.unstored(request.cwd)]
         return ListSessionsResponse(**fields)
 
     async def close_all(self) -> None:
@@ -451,6 +454,7 @@ class AgentRuntime:
         async with anyio.create_task_group() as tg:
             for session in sessions:
                 tg.start_soon(partial(self._stop, session, finalize=True))
+        await self.keeper.flush_held()
 
     # -- prompts -------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from acp_agent import RequestError
@@ -223,6 +224,52 @@ async def test_two_processes_share_one_file(tmp_path: Path) -> None:
         await client.resume_session(sids["b"][7], cwd, replay=True)
         view = client.view(sids["b"][7])
         assert list(view.messages().values()) == ["b 7"]
+
+
+async def test_a_close_on_a_locked_file_keeps_the_session_until_the_lock_goes(
+    tmp_path: Path, agent_data_dir: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Another process holds the file's write lock past the save's wait: the close is answered, the
+    error is on stderr, the session stays listed, and once the lock goes the retry saves it (it is
+    there after a SIGKILL and a restart)."""
+    cwd = str(tmp_path)
+    path = Path(agent_data_dir) / "store-test-agent.sqlite3"
+    env = {"ACP_TEST_BUSY_TIMEOUT": "0.2"}
+    async with spawn_agent(STORE_AGENT, env=env, check=False) as first:
+        await first.initialize()
+        sid = await first.new_session(cwd)
+        await first.prompt_and_wait(sid, "title Before the lock")
+        locker = sqlite3.connect(path, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")  # the write lock, held
+        try:
+            await first.prompt_and_wait(sid, "said while the file was locked")  # its save fails too
+            await first.close_session(sid)
+            assert [s["sessionId"] for s in await first.list_sessions(cwd)] == [sid]
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        err = ""
+        with anyio.fail_after(20):  # retried every second at first
+            while f"session {sid} is saved now" not in err:
+                await anyio.sleep(0.1)
+                err += capfd.readouterr().err
+        assert "said while the file was locked" in await stored_text(path, sid)
+        kill(first)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+    assert f"session {sid} was closed but could not be saved" in err and "database is locked" in err
+    async with spawn_agent(STORE_AGENT) as second:
+        view = await replayed(second, sid, cwd)
+        assert list(view.messages().values()) == ["titled", "said while the file was locked"]
+
+
+async def stored_text(path: Path, sid: str) -> str:
+    """Every history entry of ``sid`` in the file, as text."""
+    def read() -> str:
+        with sqlite3.connect(path) as db:
+            rows = db.execute("SELECT item FROM history WHERE session_id = ?", (sid,)).fetchall()
+        return " ".join(bytes(row[0]).decode() for row in rows)
+
+    return await anyio.to_thread.run_sync(read)
 
 
 async def test_postgres_session_moves_between_processes(tmp_path: Path, postgres_dsn: str) -> None:

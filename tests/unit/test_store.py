@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from acp_agent import AgentMessage, ToolCallUpdate, UserMessage
+from acp_agent import AgentMessage, RequestError, ToolCallUpdate, UserMessage
 from acp_agent.history import CHILD_GONE, History, finalize_live_items
 from acp_agent.ids import new_session_id
 from acp_agent.records import SessionRecord
@@ -32,7 +33,16 @@ from acp_agent.schema import (
     TerminalUpdate,
     TextContent,
 )
-from acp_agent.store import SCHEMA_VERSION, MemoryStore, SessionStore, SqliteStore, StoreUnusableError, data_dir
+from acp_agent.store import (
+    SCHEMA_VERSION,
+    MemoryStore,
+    SessionStore,
+    SqliteStore,
+    StoredSession,
+    StoreError,
+    StoreUnusableError,
+    data_dir,
+)
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
 
@@ -342,3 +352,112 @@ async def test_an_imported_session_is_listed_and_resumed(make_store: StoreFactor
         view = client.view("sess_imported_42")
         assert list(view.messages("user_message").values()) == ["fix the bug"]
         assert list(view.messages().values()) == ["Done."]
+
+
+# -- a save that fails when a session closes -------------------------------------------------
+
+
+class FaultyStore(SessionStore):
+    """A store over ``inner`` whose writes fail while ``failing`` is set (a full disk, a locked file)."""
+
+    durable = True
+
+    def __init__(self, inner: SessionStore) -> None:
+        super().__init__()
+        self.inner = inner
+        self.failing = False
+        self.failed_saves = 0
+
+    async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
+        return await self.inner.load(session_id, terminal_tail=terminal_tail)
+
+    async def save(self, record: SessionRecord) -> None:
+        if self.failing:
+            self.failed_saves += 1
+            record.history.unsaved()
+            raise StoreError(f"could not save session {record.session_id}: disk full")
+        await self.inner.save(record)
+
+    async def delete(self, session_id: str) -> bool:
+        return await self.inner.delete(session_id)
+
+    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50) -> list[StoredSession]:
+        return await self.inner.list_sessions(cwd=cwd, offset=offset, limit=limit)
+
+
+async def stored_messages(store: SessionStore, sid: str) -> list[str]:
+    record = await store.load(sid)
+    if record is None:
+        return []
+    return ["".join(getattr(c, "text", "") for c in item.content or [])
+            for item in record.history.replay() if isinstance(item, AgentMessage)]
+
+
+async def test_a_session_whose_save_fails_at_close_stays_in_memory_and_is_saved_later(
+    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closing answers as always; the session stays listed and resumable from memory, its save is
+    retried until it lands, and each step is on stderr."""
+    inner = make_store()
+    store = FaultyStore(inner)
+    with caplog.at_level(logging.WARNING, logger="acp_agent.store.keeper"):
+        async with connect_agent(ScriptedAgent(), store=store) as client:
+            await client.initialize()
+            sid = await client.new_session("/tmp")
+            await client.prompt_and_wait(sid, "echo before the disk filled")
+            store.failing = True
+            await client.prompt_and_wait(sid, "echo after the disk filled")
+            await client.close_session(sid)  # answered {} like any close
+            assert f"session {sid} was closed but could not be saved" in caplog.text
+            assert [s["sessionId"] for s in await client.list_sessions()] == [sid]
+            await client.resume_session(sid, "/tmp", replay=True)
+            assert list(client.view(sid).messages().values())[-1] == "echo after the disk filled"
+            await client.prompt_and_wait(sid, "echo resumed from memory")
+            await client.close_session(sid)
+            store.failing = False
+            with anyio.fail_after(20):  # retried every second at first, then less often
+                while f"session {sid} is saved now" not in caplog.text:
+                    await anyio.sleep(0.05)
+            assert (await stored_messages(inner, sid))[-1] == "echo resumed from memory"
+    assert store.failed_saves >= 2
+    if not inner.durable:
+        return
+    async with connect_agent(ScriptedAgent(), store=make_store()) as client:  # a restart
+        await client.initialize()
+        await client.resume_session(sid, "/tmp", replay=True)
+        assert list(client.view(sid).messages().values()) == [
+            "echo before the disk filled", "echo after the disk filled", "echo resumed from memory"]
+
+
+async def test_a_session_never_saved_is_listed_deleted_and_named_when_lost(
+    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    inner = make_store()
+    store = FaultyStore(inner)
+    store.failing = True  # from the session's creation on
+    deleted: list[str] = []
+
+    class Deleting(ScriptedAgent):
+        async def delete_session(self, session_id: str) -> None:
+            deleted.append(session_id)
+
+    with caplog.at_level(logging.WARNING, logger="acp_agent.store.keeper"):
+        async with connect_agent(Deleting(), store=store) as client:
+            await client.initialize()
+            kept = await client.new_session("/a")
+            gone = await client.new_session("/b")
+            for sid in (kept, gone):
+                await client.prompt_and_wait(sid, "echo unsaved")
+                await client.close_session(sid)
+            assert [s["sessionId"] for s in await client.list_sessions()] == [kept, gone]
+            assert [s["sessionId"] for s in await client.list_sessions("/b")] == [gone]
+            await client.request("session/delete", {"sessionId": gone})
+            assert deleted == [gone]
+            assert [s["sessionId"] for s in await client.list_sessions()] == [kept]
+            with pytest.raises(RequestError) as unknown:
+                await client.resume_session(gone, "/b")
+            assert unknown.value.code == -32002
+    # the connection ended with the store still failing: the loss is named (the deleted one is no loss)
+    lost = [r.getMessage() for r in caplog.records if "before the connection ended" in r.getMessage()]
+    assert len(lost) == 1 and f"session {kept} could not be saved" in lost[0]
+    assert await inner.load(kept) is None and await inner.load(gone) is None
