@@ -201,7 +201,10 @@ async def test_newer_schema_logs_and_serves_from_memory(tmp_path: Path, agent_da
         assert db.execute("SELECT count(*) FROM sessions").fetchone()[0] == 0
 
 
-async def test_two_processes_share_one_file(tmp_path: Path) -> None:
+async def test_two_processes_share_one_file(tmp_path: Path, agent_data_dir: str,
+                                            capfd: pytest.CaptureFixture[str]) -> None:
+    """Two agents start on one new file at once and write to it side by side: both use it (no
+    fallback to memory), every session is kept whole, and the file is intact."""
     cwd = str(tmp_path)
     sids: dict[str, list[str]] = {"a": [], "b": []}
 
@@ -224,6 +227,19 @@ async def test_two_processes_share_one_file(tmp_path: Path) -> None:
         await client.resume_session(sids["b"][7], cwd, replay=True)
         view = client.view(sids["b"][7])
         assert list(view.messages().values()) == ["b 7"]
+    assert "cannot be used" not in capfd.readouterr().err
+    path = Path(agent_data_dir) / "store-test-agent.sqlite3"
+    store = SqliteStore(path)
+    for name, made in sids.items():
+        for i, sid in enumerate(made):
+            record = await store.load(sid)
+            assert record is not None
+            said = [(type(item).__name__, item.content[0].text)  # type: ignore[union-attr]
+                    for item in record.history.replay()]
+            assert said == [("UserMessage", f"{name} {i}"), ("AgentMessage", f"{name} {i}")]
+    await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 async def test_a_close_on_a_locked_file_keeps_the_session_until_the_lock_goes(

@@ -461,3 +461,42 @@ async def test_a_session_never_saved_is_listed_deleted_and_named_when_lost(
     lost = [r.getMessage() for r in caplog.records if "before the connection ended" in r.getMessage()]
     assert len(lost) == 1 and f"session {kept} could not be saved" in lost[0]
     assert await inner.load(kept) is None and await inner.load(gone) is None
+
+
+# -- several processes on one SQLite file ----------------------------------------------------
+
+
+async def test_sqlite_stores_sharing_a_file_open_and_write_concurrently(tmp_path: Path) -> None:
+    """Four store objects on one new file (four connections, as four agent processes would have),
+    opening at once and then saving and updating sessions at once: one migration, every write
+    kept, the file intact."""
+    path = tmp_path / "shared.sqlite3"
+    stores = [SqliteStore(path) for _ in range(4)]
+    async with anyio.create_task_group() as tg:
+        for store in stores:
+            tg.start_soon(store.open)
+    records: dict[str, SessionRecord] = {}
+
+    async def writer(n: int, store: SqliteStore) -> None:
+        for i in range(25):
+            record = sample_record(f"sess_{n}_{i}")
+            records[record.session_id] = record
+            await store.save(record)
+            record.history.append_text(False, "m1", f" from {n}")  # an incremental save on top
+            record.title = f"writer {n}"
+            await store.save(record)
+
+    async with anyio.create_task_group() as tg:
+        for n, store in enumerate(stores):
+            tg.start_soon(writer, n, store)
+    reader = SqliteStore(path)
+    assert len(await reader.list_sessions(limit=1000)) == 100
+    for sid, record in records.items():
+        loaded = await reader.load(sid)
+        assert loaded is not None and loaded.title == record.title
+        assert dump(loaded.history) == dump(record.history)
+    for store in [*stores, reader]:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
