@@ -4,6 +4,7 @@ tracking, and the runtime keeping sessions in a store (closed sessions leave mem
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -13,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from acp_agent import AgentMessage, RequestError, ToolCallUpdate, UserMessage
+from acp_agent import AgentMessage, RequestError, Session, ToolCallUpdate, UserMessage
 from acp_agent.history import CHILD_GONE, History, finalize_live_items
 from acp_agent.ids import new_session_id
 from acp_agent.records import SessionRecord
@@ -500,3 +501,94 @@ async def test_sqlite_stores_sharing_a_file_open_and_write_concurrently(tmp_path
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
+
+
+# -- the author's side: importing, listing, deleting, reading the history -------------------------
+
+
+class Rebuilding(ScriptedAgent):
+    """The README's agent: rebuilds a model context from ``session.history`` on resume."""
+
+    name = "readme-agent"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contexts: dict[str, list[dict[str, str]]] = {}
+        self.deleted: list[str] = []
+
+    async def resume_session(self, session: Session) -> None:
+        context = []
+        for item in session.history:
+            if isinstance(item, UserMessage):
+                context.append({"role": "user", "content": text(item)})
+            elif isinstance(item, AgentMessage):
+                context.append({"role": "assistant", "content": text(item)})
+            elif isinstance(item, ToolCallUpdate):
+                context.append({"role": "tool", "content": f"{item.title}: {item.status}"})
+        self.contexts[session.id] = context
+
+    async def delete_session(self, session_id: str) -> None:
+        self.deleted.append(session_id)
+
+
+def text(item: UserMessage | AgentMessage) -> str:
+    return "".join(block.text for block in item.content or [] if isinstance(block, TextContent))
+
+
+async def import_threads(folder: Path) -> None:
+    """The README's import, as written there."""
+    store = SqliteStore.for_agent(Rebuilding.name)
+    for path in sorted(folder.glob("*.json")):
+        thread = json.loads(path.read_text())
+        sid = f"sess_imported_{thread['id']}"
+        if await store.load(sid) is not None:
+            continue
+        record = SessionRecord(session_id=sid, cwd=thread["cwd"], title=thread["title"])
+        for n, (asked, answered) in enumerate(thread["turns"]):
+            record.history.record(UserMessage(message_id=f"u{n}", content=[TextContent(text=asked)]))
+            record.history.record(AgentMessage(message_id=f"a{n}", content=[TextContent(text=answered)]))
+        await store.save(record)
+    await store.close()
+
+
+async def test_imported_threads_are_listed_resumed_rebuilt_deleted_and_imported_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACP_AGENT_DATA_DIR", str(tmp_path / "data"))
+    folder = tmp_path / "threads"
+    folder.mkdir()
+    threads = [
+        {"id": "1", "cwd": "/home/me/app", "title": "Fix the login",
+         "turns": [["why does login fail?", "The token expired."], ["fix it", "Done."]]},
+        {"id": "2", "cwd": "/home/me/lib", "title": "Old question", "turns": [["hello", "Hi."]]},
+    ]
+    for thread in threads:
+        (folder / f"{thread['id']}.json").write_text(json.dumps(thread))
+    await import_threads(folder)
+
+    agent = Rebuilding()
+    async with connect_agent(agent, store=SqliteStore.for_agent(Rebuilding.name)) as client:
+        await client.initialize()
+        assert [(s["sessionId"], s["title"]) for s in await client.list_sessions()] == [
+            ("sess_imported_1", "Fix the login"), ("sess_imported_2", "Old question")]
+        await client.resume_session("sess_imported_1", "/home/me/app", replay=True)
+        assert list(client.view("sess_imported_1").messages().values()) == ["The token expired.", "Done."]
+        assert agent.contexts["sess_imported_1"] == [
+            {"role": "user", "content": "why does login fail?"}, {"role": "assistant", "content": "The token expired."},
+            {"role": "user", "content": "fix it"}, {"role": "assistant", "content": "Done."}]
+        await client.prompt_and_wait("sess_imported_1", "echo and now?")
+        await client.prompt_and_wait("sess_imported_1", "extras")  # a tool call, among others
+        await client.request("session/delete", {"sessionId": "sess_imported_2"})
+        assert agent.deleted == ["sess_imported_2"]
+
+    await import_threads(folder)  # the next start imports again: a continued thread keeps its new turns,
+    reader = SqliteStore.for_agent(Rebuilding.name)  # and a deleted one comes back (as the README says)
+    assert await reader.load("sess_imported_2") is not None
+    await reader.close()
+    agent = Rebuilding()
+    async with connect_agent(agent, store=SqliteStore.for_agent(Rebuilding.name)) as client:
+        await client.initialize()
+        await client.resume_session("sess_imported_1", "/home/me/app")
+        assert agent.contexts["sess_imported_1"][4:] == [
+            {"role": "user", "content": "echo and now?"}, {"role": "assistant", "content": "echo and now?"},
+            {"role": "user", "content": "extras"}, {"role": "tool", "content": "Read file: completed"}]
