@@ -112,11 +112,6 @@ class RecordKeeper:
         logger.error("acp: session %s was closed but could not be saved; it stays in this agent's memory (listed "
                      "and resumable on this connection) and its save is retried", record.session_id)
 
-    @property
-    def held(self) -> Mapping[str, SessionRecord]:
-        """Closed sessions whose save failed, by id (kept in memory until a retry saves them)."""
-        return self._held
-
     async def retry_held(self, interval: float = FLUSH_INTERVAL) -> None:
         """Until cancelled: retry the saves of held sessions, every ``interval`` seconds at first and
         twice as long after each round that saved none of them (up to :data:`HELD_RETRY_MAX`)."""
