@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from .errors import ErrorCode
 from .processes import DEFAULT_TAIL_LIMIT as DEFAULT_TERMINAL_TAIL
 from .schema import (
     AgentMessage,
@@ -31,6 +32,8 @@ from .schema import (
     AgentThoughtChunk,
     CompactionSummaryChunk,
     CompactionUpdate,
+    Error,
+    IdleStateUpdate,
     PlanRemoved,
     PlanUpdate,
     SessionMessage,
@@ -47,7 +50,7 @@ from .schema import (
     UserMessageChunk,
 )
 
-__all__ = ["ITEM_CLASSES", "History", "HistoryChanges", "HistoryItem", "finalize_live_items"]
+__all__ = ["CHILD_GONE", "ITEM_CLASSES", "History", "HistoryChanges", "HistoryItem", "finalize_live_items"]
 
 HistoryItem = (
     UserMessage | AgentMessage | AgentThought | SessionMessage | ToolCallUpdate | TerminalUpdate | SubagentUpdate
@@ -401,26 +404,54 @@ def _key_of(entry: _Entry) -> tuple[type[BaseModel], str]:
 
 
 def finalize_live_items(history: History, status: str = "failed") -> int:
-    """End, in ``history`` only, every tool call and terminal it still shows live; returns how many.
+    """End, in ``history`` only, every tool call, terminal and child it still shows live; returns how many.
 
     For work that will never report its end: a session loaded from a store (the process that ran
     it closed or crashed: ``failed``), a session closed without a word to the client, or what a
     fork copied but does not run (``cancelled``). A tool call not in a final status gets
     ``status``, a terminal without an exit status exited with an unknown status
-    (``{"exitCode": null, "signal": null}``); both lose the ``cancel`` capability.
+    (``{"exitCode": null, "signal": null}``); all lose the ``cancel`` capability. A subagent child
+    whose mirrored ``state`` is not ``idle`` with an empty ``background`` list (a child its parent
+    would list, R90) is reported finished: ``idle`` with ``background: []``, its stop reason
+    ``cancelled`` (``status="cancelled"``: the session was closed) or ``error`` (its process is
+    gone); an ``idle`` child keeps the stop reason it had.
     """
     ended = 0
     for item in list(history.replay()):
+        fields: dict[str, Any] = {"capabilities": None} if getattr(item, "capabilities", None) else {}
         if isinstance(item, ToolCallUpdate) and item.status not in ("completed", "failed", "cancelled"):
-            fields: dict[str, Any] = {"capabilities": None} if getattr(item, "capabilities", None) else {}
             history.record(ToolCallUpdate(tool_call_id=item.tool_call_id, status=status, **fields))
             ended += 1
         elif isinstance(item, TerminalUpdate) and getattr(item, "exit_status", None) is None:
-            fields = {"capabilities": None} if getattr(item, "capabilities", None) else {}
             history.record(TerminalUpdate(terminal_id=item.terminal_id,
                                           exit_status=TerminalExitStatus(exit_code=None, signal=None), **fields))
             ended += 1
+        elif isinstance(item, SubagentUpdate) and not _child_finished(item.state):
+            history.record(SubagentUpdate(session_id=item.session_id, state=_child_ended(item.state, status),
+                                          **fields))
+            ended += 1
     return ended
+
+
+def _child_finished(state: Any) -> bool:
+    """Whether a child's mirrored snapshot says it runs nothing: ``idle`` with ``background: []`` (R90)."""
+    return isinstance(state, IdleStateUpdate) and state.background == []
+
+
+def _child_ended(state: Any, status: str) -> IdleStateUpdate:
+    """The snapshot of a child whose work ended unseen (see :func:`finalize_live_items`)."""
+    if isinstance(state, IdleStateUpdate):
+        kept = {name: getattr(state, name) for name in ("stop_reason", "error", "meta")
+                if name in state.model_fields_set}
+        return IdleStateUpdate(**kept, background=[])
+    if status == "cancelled":
+        return IdleStateUpdate(stop_reason="cancelled", background=[])
+    return IdleStateUpdate(stop_reason="error", background=[],
+                           error=Error(code=ErrorCode.INTERNAL_ERROR, message=CHILD_GONE))
+
+
+CHILD_GONE: Final = "the agent process that ran this subagent stopped before its work ended"
+"""The ``error`` message of a child reported ended because its process is gone."""
 
 
 def _patch_meta(stored: dict[str, Any] | None, patch: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -50,9 +50,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -103,6 +103,11 @@ _POLL_MAX: Final = 0.05
 
 _registry_lock = threading.Lock()
 _registered_groups: set[int] = set()
+
+
+def _given(coro: Coroutine[Any, Any, None]) -> Callable[[], Coroutine[Any, Any, None]]:
+    """A task function that returns the coroutine ``coro`` made beforehand."""
+    return lambda: coro
 
 
 def _register_group(pgid: int) -> None:
@@ -346,21 +351,28 @@ class ManagedProcess:
             tail_limit=tail_limit,
         )
         logger.debug("started pid %d in %s: %r", proc.pid, cwd, argv)
+        # The coroutines are made here, not by the task group, so that one the group refuses can
+        # be closed: a group that is shutting down may create the coroutine and then refuse the
+        # task (anyio on trio, in the step where the nursery has closed but the task group is
+        # still active), which would leave it never awaited.
+        pump, reap = proc._pump_output(), proc._reap()
         pump_started = False
         try:
-            task_group.start_soon(proc._pump_output, name=f"output pump for pid {proc.pid}")
+            task_group.start_soon(_given(pump), name=f"output pump for pid {proc.pid}")
             pump_started = True
-            task_group.start_soon(proc._reap, name=f"reaper for pid {proc.pid}")
+            task_group.start_soon(_given(reap), name=f"reaper for pid {proc.pid}")
         except BaseException:
             # The task group no longer takes tasks (it is shutting down): nobody will pump or
             # reap this process, so kill its group and reap the child here.
+            reap.close()
+            if not pump_started:
+                pump.close()
+                os.close(read_fd)
             proc.kill_now()
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(proc.pid, 0)  # SIGKILL cannot be ignored: this returns at once
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_TIMEOUT):
+                await process.aclose()  # reaps it (SIGKILL cannot be ignored) and releases its handle
             if not _group_has_live_members(proc.pid):
                 _unregister_group(proc.pid)
-            if not pump_started:
-                os.close(read_fd)
             raise
         return proc
 

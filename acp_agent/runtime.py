@@ -292,6 +292,7 @@ class AgentRuntime:
             if not self._flushing:
                 self._flushing = True
                 self.connection.task_group.start_soon(self.keeper.run, self.records)
+                self.connection.task_group.start_soon(self.keeper.retry_held)
         return session
 
     async def _new_session(self, request: NewSessionRequest) -> Reply:
@@ -413,7 +414,7 @@ class AgentRuntime:
             logger.exception("acp: close_session hook failed for %s", session.id)
         record = core_of(session).record
         if keep:
-            await self.keeper.save(record)  # the closed session leaves memory for the store
+            await self.keeper.keep(record)  # the closed session leaves memory for the store (held if that fails)
         if session.id not in self.sessions and self.records.get(session.id) is record:
             del self.records[session.id]
 
@@ -446,6 +447,8 @@ class AgentRuntime:
         fields: dict[str, Any] = {"sessions": [_info(self.records.get(s.session_id, s)) for s in page[:LIST_PAGE_SIZE]]}
         if len(page) > LIST_PAGE_SIZE:
             fields["next_cursor"] = _encode_cursor(start + LIST_PAGE_SIZE)
+        else:  # the last page: closed sessions whose save failed and that the store never had
+            fields["sessions"] += [_info(s) for s in self.keeper.unstored(request.cwd, archived)]
         return ListSessionsResponse(**fields)
 
     async def close_all(self) -> None:
@@ -459,6 +462,7 @@ class AgentRuntime:
         async with anyio.create_task_group() as tg:
             for session in sessions:
                 tg.start_soon(partial(self._stop, session, finalize=True))
+        await self.keeper.flush_held()
 
     # -- prompts -------------------------------------------------------------------------
 

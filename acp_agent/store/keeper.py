@@ -8,6 +8,12 @@ keeper writes them to its :class:`~acp_agent.store.SessionStore` off the hot pat
   background work reporting after the turn);
 - when a session is created, forked, closed, and at the end of the connection.
 
+A session whose save fails when it closes (disk full, a database locked too long, a store
+exception) does not leave memory: the keeper *holds* it, logs an error on stderr, and retries
+the save (:meth:`RecordKeeper.retry_held`) until it succeeds. Meanwhile this connection still
+lists it, resumes it from memory and deletes it; a last attempt is made at the end of the
+connection, and if that fails too the error says what is lost.
+
 A chunk of a streamed message costs nothing here: the history marks an entry changed once
 per save, and a save writes only the changed entries.
 """
@@ -26,12 +32,15 @@ from ..records import SessionRecord
 from .base import SessionStore, StoredSession
 from .memory import MemoryStore
 
-__all__ = ["FLUSH_INTERVAL", "RecordKeeper"]
+__all__ = ["FLUSH_INTERVAL", "HELD_RETRY_MAX", "RecordKeeper"]
 
 logger = logging.getLogger(__name__)
 
 FLUSH_INTERVAL: Final = 1.0
 """Seconds between saves of a live session whose history changed while no turn ended."""
+
+HELD_RETRY_MAX: Final = 60.0
+"""Seconds between retries of a held session's save, at most (the wait doubles from :data:`FLUSH_INTERVAL`)."""
 
 
 class RecordKeeper:
@@ -43,6 +52,7 @@ class RecordKeeper:
         self._terminal_tail = terminal_tail
         self._ready = False
         self._opening: anyio.Event | None = None
+        self._held: dict[str, SessionRecord] = {}  # closed sessions whose save failed (retried)
 
     @property
     def durable(self) -> bool:
@@ -76,6 +86,10 @@ class RecordKeeper:
 
     async def save(self, record: SessionRecord) -> None:
         """Save ``record``; a failure is logged (the next save of it writes it in full), never raised."""
+        await self.write(record)
+
+    async def write(self, record: SessionRecord) -> bool:
+        """Save ``record``; whether it was written (a failure is logged, never raised)."""
         try:
             store = await self.ready()
             await store.save(record)
@@ -83,6 +97,55 @@ class RecordKeeper:
             logger.error("acp: %s (retried at the session's next save)", exc)
         except Exception:
             logger.exception("acp: saving session %s failed", record.session_id)
+        else:
+            record.stored = True
+            return True
+        return False
+
+    # -- sessions leaving memory ------------------------------------------------------------
+
+    async def keep(self, record: SessionRecord) -> None:
+        """Save a closed session, which then leaves memory; if that fails, hold it (see the module docstring)."""
+        if await self.write(record) or record.deleted:
+            return
+        self._held[record.session_id] = record
+        logger.error("acp: session %s was closed but could not be saved; it stays in this agent's memory (listed "
+                     "and resumable on this connection) and its save is retried", record.session_id)
+
+    async def retry_held(self, interval: float = FLUSH_INTERVAL) -> None:
+        """Until cancelled: retry the saves of held sessions, every ``interval`` seconds at first and
+        twice as long after each round that saved none of them (up to :data:`HELD_RETRY_MAX`)."""
+        wait = interval
+        while True:
+            await anyio.sleep(wait)
+            if not self._held:
+                wait = interval
+                continue
+            wait = interval if await self._retry_round() else min(wait * 2, HELD_RETRY_MAX)
+
+    async def _retry_round(self) -> bool:
+        """One attempt for each held session; whether one was saved."""
+        saved = False
+        for record in list(self._held.values()):
+            sid = record.session_id
+            if self._held.get(sid) is not record:
+                continue  # resumed or deleted meanwhile
+            if await self.write(record) and self._held.get(sid) is record:
+                del self._held[sid]
+                saved = True
+                logger.warning("acp: session %s is saved now (it stayed in memory since its close)", sid)
+        return saved
+
+    async def flush_held(self) -> None:
+        """The end of the connection: a last attempt for each held session (an error names each one lost)."""
+        for record in list(self._held.values()):
+            if self._held.get(record.session_id) is not record:
+                continue
+            if not await self.write(record):
+                logger.error("acp: session %s could not be saved before the connection ended: what changed in it "
+                             "since its last successful save (all of it, if it was never saved) is lost",
+                             record.session_id)
+            self._held.pop(record.session_id, None)
 
     async def load(self, session_id: str) -> SessionRecord | None:
         """A stored session brought back for ``session/resume``: what was live in it is reported ended.
@@ -90,8 +153,13 @@ class RecordKeeper:
         The process that ran that work is gone (closed or crashed): see
         :func:`~acp_agent.history.finalize_live_items`.
         """
+        held = self._held.pop(session_id, None)
+        if held is not None:
+            return held  # closed, so already finalized; its save is retried once it is closed again
         store = await self.ready()
         record = await store.load(session_id, terminal_tail=self._terminal_tail)
+        if record is not None:
+            record.stored = True
         if record is not None and store.durable:
             ended = finalize_live_items(record.history)
             if ended:
@@ -101,18 +169,31 @@ class RecordKeeper:
 
     async def delete(self, session_id: str, record: SessionRecord | None = None) -> bool:
         """Remove a session from the store; ``record``, its live record if any, is never written again."""
-        if record is not None:
-            record.deleted = True
+        held = self._held.pop(session_id, None)
+        for gone in (record, held):
+            if gone is not None:
+                gone.deleted = True
         store = await self.ready()
-        return await store.delete(session_id)
+        return await store.delete(session_id) or held is not None
+
+    def unstored(self, cwd: str | None, archived: bool | None = None) -> list[StoredSession]:
+        """Held sessions the store has no version of (they go after the last stored one in a listing)."""
+        return [StoredSession.of(r) for r in self._held.values()
+                if not r.stored and cwd in (None, r.cwd) and archived in (None, r.archived)]
 
     async def list(self, cwd: str | None, offset: int, limit: int, archived: bool | None = None) -> list[StoredSession]:
         """A page of stored sessions (see :meth:`SessionStore.list_sessions`)."""
         store = await self.ready()
-        return await store.list_sessions(cwd=cwd, offset=offset, limit=limit, archived=archived)
+        page = await store.list_sessions(cwd=cwd, offset=offset, limit=limit, archived=archived)
+        if not self._held:
+            return page
+        return [StoredSession.of(self._held[s.session_id]) if s.session_id in self._held else s for s in page]
 
     async def find(self, session_id: str) -> StoredSession | None:
         """The listing of one stored session, without loading it (see :meth:`SessionStore.find`)."""
+        held = self._held.get(session_id)
+        if held is not None:
+            return StoredSession.of(held)
         store = await self.ready()
         return await store.find(session_id)
 

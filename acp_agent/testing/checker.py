@@ -2287,6 +2287,8 @@ class WireChecker:
         """R80: the parent's ``subagent_update.state`` mirrors the child's own snapshot."""
         if s.parent is None or s.own_state is None or self._session(s.parent).closed:
             return
+        if s.closed and s.child_state_at > s.closed_at:
+            return  # a closed child reports nothing itself: its parent's replay reports how it ended
         if s.mirrored != s.own_state:
             self._flag("R80", f"parent's mirror of child {s.id!r} is {s.mirrored!r}, child says {s.own_state!r}")
 

@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 
+from acp_agent import RequestError
+from acp_agent.history import CHILD_GONE
 from acp_agent.store import SqliteStore
 from acp_agent.testing.client import Client, spawn_agent
 from tests.helpers.e2e import ROOT
@@ -120,6 +123,31 @@ async def test_live_items_come_back_finalized_never_listed(tmp_path: Path) -> No
         assert view.background == [] and view.state == "idle"
 
 
+async def test_busy_children_come_back_finished_never_listed(tmp_path: Path) -> None:
+    cwd = str(tmp_path)
+    async with spawn_agent(STORE_AGENT, check=False) as first:
+        await first.initialize()
+        sid = await first.new_session(cwd)
+        view = await first.prompt_and_wait(sid, "child")
+        await first.wait_for(lambda: len(view.background or []) == 1)
+        [(child_id, child)] = view.children.items()
+        assert child["state"]["state"] == "running" and child["capabilities"] == {"cancel": {}}
+        kill(first)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+
+    async with spawn_agent(STORE_AGENT) as second:
+        view = await replayed(second, sid, cwd)
+        assert list(view.children) == [child_id]
+        child = view.children[child_id]
+        assert child["title"] == "worker" and not child.get("capabilities")
+        assert child["state"] == {"state": "idle", "stopReason": "error", "background": [],
+                                  "error": {"code": -32603, "message": CHILD_GONE}}
+        assert view.background == [] and view.state == "idle"
+        with pytest.raises(RequestError) as gone:  # the child went with its process
+            await second.request("session/resume", {"sessionId": child_id, "cwd": cwd})
+        assert gone.value.code == -32002
+
+
 async def test_clean_exit_keeps_everything_and_closed_sessions_resume(tmp_path: Path) -> None:
     cwd = str(tmp_path)
     async with spawn_agent(STORE_AGENT) as first:
@@ -173,7 +201,10 @@ async def test_newer_schema_logs_and_serves_from_memory(tmp_path: Path, agent_da
         assert db.execute("SELECT count(*) FROM sessions").fetchone()[0] == 0
 
 
-async def test_two_processes_share_one_file(tmp_path: Path) -> None:
+async def test_two_processes_share_one_file(tmp_path: Path, agent_data_dir: str,
+                                            capfd: pytest.CaptureFixture[str]) -> None:
+    """Two agents start on one new file at once and write to it side by side: both use it (no
+    fallback to memory), every session is kept whole, and the file is intact."""
     cwd = str(tmp_path)
     sids: dict[str, list[str]] = {"a": [], "b": []}
 
@@ -196,6 +227,65 @@ async def test_two_processes_share_one_file(tmp_path: Path) -> None:
         await client.resume_session(sids["b"][7], cwd, replay=True)
         view = client.view(sids["b"][7])
         assert list(view.messages().values()) == ["b 7"]
+    assert "cannot be used" not in capfd.readouterr().err
+    path = Path(agent_data_dir) / "store-test-agent.sqlite3"
+    store = SqliteStore(path)
+    for name, made in sids.items():
+        for i, sid in enumerate(made):
+            record = await store.load(sid)
+            assert record is not None
+            said = [(type(item).__name__, item.content[0].text)  # type: ignore[union-attr]
+                    for item in record.history.replay()]
+            assert said == [("UserMessage", f"{name} {i}"), ("AgentMessage", f"{name} {i}")]
+    await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+async def test_a_close_on_a_locked_file_keeps_the_session_until_the_lock_goes(
+    tmp_path: Path, agent_data_dir: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Another process holds the file's write lock past the save's wait: the close is answered, the
+    error is on stderr, the session stays listed, and once the lock goes the retry saves it (it is
+    there after a SIGKILL and a restart)."""
+    cwd = str(tmp_path)
+    path = Path(agent_data_dir) / "store-test-agent.sqlite3"
+    env = {"ACP_TEST_BUSY_TIMEOUT": "0.2"}
+    async with spawn_agent(STORE_AGENT, env=env, check=False) as first:
+        await first.initialize()
+        sid = await first.new_session(cwd)
+        await first.prompt_and_wait(sid, "title Before the lock")
+        locker = sqlite3.connect(path, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")  # the write lock, held
+        try:
+            await first.prompt_and_wait(sid, "said while the file was locked")  # its save fails too
+            await first.close_session(sid)
+            assert [s["sessionId"] for s in await first.list_sessions(cwd)] == [sid]
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        err = ""
+        with anyio.fail_after(20):  # retried every second at first
+            while f"session {sid} is saved now" not in err:
+                await anyio.sleep(0.1)
+                err += capfd.readouterr().err
+        assert "said while the file was locked" in await stored_text(path, sid)
+        kill(first)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+    assert f"session {sid} was closed but could not be saved" in err and "database is locked" in err
+    async with spawn_agent(STORE_AGENT) as second:
+        view = await replayed(second, sid, cwd)
+        assert list(view.messages().values()) == ["titled", "said while the file was locked"]
+
+
+async def stored_text(path: Path, sid: str) -> str:
+    """Every history entry of ``sid`` in the file, as text."""
+    def read() -> str:
+        with sqlite3.connect(path) as db:
+            rows = db.execute("SELECT item FROM history WHERE session_id = ?", (sid,)).fetchall()
+        return " ".join(bytes(row[0]).decode() for row in rows)
+
+    return await anyio.to_thread.run_sync(read)
 
 
 async def test_postgres_session_moves_between_processes(tmp_path: Path, postgres_dsn: str) -> None:

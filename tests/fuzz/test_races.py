@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_agent import RequestError, SessionClosedError, ToolCallStateError, processes
+from acp_agent.records import SessionRecord
 from acp_agent.schema import TerminalUpdate, ToolCallUpdate
+from acp_agent.session import core_of
 from acp_agent.store import SessionStore, SqliteStore
 from acp_agent.testing.checker import WireChecker
 from acp_agent.testing.client import Client, connect_agent
@@ -119,6 +122,12 @@ class RaceDriver:
         await self.client.close_session(self.sid)
 
 
+def dump(record: SessionRecord) -> list[Any]:
+    """What a resume would show of ``record``: its metadata and its replay."""
+    return [record.title, record.updated_at, record.data,
+            *(item.model_dump(mode="json", by_alias=True, exclude_unset=True) for item in record.history.replay())]
+
+
 def after_close(client: Client, sid: str) -> list[Any]:
     """Messages the agent sent about ``sid`` after answering its ``session/close``."""
     close_ids: set[Any] = set()
@@ -189,6 +198,9 @@ async def race(bursts: list[list[tuple[int, tuple[Any, ...]]]], store: SessionSt
         if record is None:
             problems.append("the closed session is not in the store")
         else:
+            live = core_of(agent.sessions[sid]).record  # the record as the session left it
+            if dump(record) != dump(live):
+                problems.append(f"the stored session differs from the one closed: {dump(record)} != {dump(live)}")
             for item in record.history.replay():
                 if isinstance(item, ToolCallUpdate) and item.status not in FINAL:
                     problems.append(f"stored tool call {item.tool_call_id} is not final: {item.status}")
@@ -226,6 +238,9 @@ def test_races_on_a_sqlite_store_keep_it_consistent(
     async def main() -> None:
         found.append(await race(bursts, store))
         await store.close()
+        with sqlite3.connect(store.path) as db:
+            if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+                found[0].append(f"{store.path} is damaged")
 
     anyio.run(main, backend=backend)
     assert not found[0], "\n".join(found[0])

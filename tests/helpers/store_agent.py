@@ -1,8 +1,9 @@
 """An agent for the store tests, run as a process: ``slow N`` streams N chunks 0.05 s apart;
 ``bgwait CMD`` leaves a listed terminal (and the tool call it ends) running after the turn;
+``child`` leaves a detached subagent working (with a terminal of its own) after the turn;
 ``title T`` sets the session title; anything else is echoed. ``ACP_TEST_AGENT_NAME`` names it
-(the name picks its SQLite file); with ``ACP_TEST_PG_DSN`` it keeps its sessions in that
-PostgreSQL database instead."""
+(the name picks its SQLite file) and ``ACP_TEST_BUSY_TIMEOUT`` how long its saves wait for a
+locked file; with ``ACP_TEST_PG_DSN`` it keeps its sessions in that PostgreSQL database instead."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import anyio
 
 from acp_agent import Agent, ContentBlock, Session, StopReason, TextContent, run_stdio
+from acp_agent.store import SqliteStore
 
 
 class StoreAgent(Agent):
@@ -33,6 +35,15 @@ class StoreAgent(Agent):
         elif command == "bgwait":
             tool = await session.start_tool_call(arg, kind="execute", status="in_progress")
             await session.start_terminal(["sh", "-c", arg], tool_call=tool, ends_tool_call=True, detach=True)
+        elif command == "child":
+            sub = await session.spawn_subagent("worker", description="keeps working")
+
+            async def work(child: Session) -> None:
+                await child.start_terminal(["sleep", "5"], detach=True)
+                await child.say("working")
+                await anyio.sleep_forever()
+
+            sub.start(work)
         elif command == "title":
             await session.update_info(title=arg)
             await session.say("titled")
@@ -48,4 +59,6 @@ if __name__ == "__main__":
 
         run_stdio(StoreAgent(), store=PostgresStore(dsn))
     else:
-        run_stdio(StoreAgent())
+        store = SqliteStore.for_agent(StoreAgent.name)
+        store.busy_timeout = float(os.environ.get("ACP_TEST_BUSY_TIMEOUT", store.busy_timeout))
+        run_stdio(StoreAgent(), store=store)

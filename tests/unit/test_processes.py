@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
 import textwrap
+import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -540,3 +543,106 @@ async def test_start_into_a_closed_task_group_leaves_nothing_behind(
     assert pid not in processes._registered_groups
     with pytest.raises(ChildProcessError):  # already reaped: not even a zombie is left
         os.waitpid(pid, os.WNOHANG)
+
+
+class RefusingTaskGroup:
+    """A task group in the step where it is closing: it makes the task's coroutine, then refuses
+    the task (what anyio does on trio once the nursery has closed but the group is still active)."""
+
+    def __init__(self) -> None:
+        self.made: list[Any] = []
+
+    def start_soon(self, func: Callable[..., Any], *args: Any, name: object = None) -> None:
+        self.made.append(func(*args))
+        raise RuntimeError("Nursery is closed to new arrivals")
+
+
+def leaks(caught: list[warnings.WarningMessage]) -> list[str]:
+    """Coroutines never awaited, processes never reaped and pipes never closed among ``caught``."""
+    return [str(w.message) for w in caught
+            if any(sign in str(w.message) for sign in ("never awaited", "is still running", "unclosed file"))]
+
+
+async def test_a_task_refused_after_its_coroutine_was_made_leaves_no_coroutine_behind(tmp_path: Path) -> None:
+    """The refused pump's coroutine is closed (no "coroutine ... was never awaited" warning), its pipe
+    is closed, and the process is reaped and forgotten."""
+
+    async def ignore(data: bytes) -> None:
+        pass
+
+    group = RefusingTaskGroup()
+    fds_before = set(os.listdir("/proc/self/fd"))
+    gc.collect()  # what earlier tests left behind is not ours to judge
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="closed to new arrivals"):
+            await ManagedProcess.start(["sleep", "30"], cwd=tmp_path, on_output=ignore,
+                                       task_group=group)  # type: ignore[arg-type]
+        [made] = group.made
+        assert made.cr_frame is None  # closed, never started
+        del made
+        group.made.clear()
+        gc.collect()
+    assert leaks(caught) == []
+    assert set(os.listdir("/proc/self/fd")) <= fds_before  # the pipe's read end is closed
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_a_process_started_as_its_task_group_closes_leaves_no_coroutine_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real race (trio): the spawn returns in the scheduling step where the task group's last
+    task has ended and its nursery has closed. Trio runs the two in either order, so it is tried
+    until the start hits that step; nothing may be left unawaited or unreaped either way."""
+    real_open = anyio.open_process
+    outcomes: set[str] = set()
+
+    async def ignore(data: bytes) -> None:
+        pass
+
+    async def attempt() -> None:
+        gate = anyio.Event()
+
+        async def open_late(*args: Any, **kwargs: Any) -> Any:
+            process = await real_open(*args, **kwargs)
+            await gate.wait()  # returns together with the group's last task ending
+            return process
+
+        monkeypatch.setattr(anyio, "open_process", open_late)
+        group: list[anyio.abc.TaskGroup] = []
+        entered = anyio.Event()
+
+        async def closing_group() -> None:
+            async with anyio.create_task_group() as tg:
+                group.append(tg)
+                entered.set()
+
+                async def last_task() -> None:
+                    await anyio.sleep(0.02)
+                    gate.set()
+
+                tg.start_soon(last_task)
+
+        async def starter() -> None:
+            await entered.wait()
+            try:
+                proc = await ManagedProcess.start(["true"], cwd=tmp_path, on_output=ignore, task_group=group[0])
+            except RuntimeError as exc:
+                outcomes.add(str(exc))
+            else:  # pragma: no cover - trio never lets a closed nursery take a task
+                outcomes.add(f"started {proc.pid}")
+
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(closing_group)
+            outer.start_soon(starter)
+
+    gc.collect()  # what earlier tests left behind is not ours to judge
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(60):
+            await attempt()
+            if "Nursery is closed to new arrivals" in outcomes:
+                break
+        gc.collect()
+    assert "Nursery is closed to new arrivals" in outcomes
+    assert leaks(caught) == []

@@ -4,24 +4,32 @@ tracking, and the runtime keeping sessions in a store (closed sessions leave mem
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from acp_agent import AgentMessage, ToolCallUpdate, UserMessage
-from acp_agent.history import History, finalize_live_items
+from acp_agent import AgentMessage, RequestError, Session, ToolCallUpdate, UserMessage
+from acp_agent.history import CHILD_GONE, History, finalize_live_items
 from acp_agent.ids import new_session_id
 from acp_agent.records import SessionRecord
 from acp_agent.schema import (
     AvailableCommand,
+    BackgroundTerminal,
+    IdleStateUpdate,
     PlanEntry,
     PlanItems,
     PlanRemoved,
     PlanUpdate,
+    RunningStateUpdate,
+    SessionCancelCapabilities,
+    SubagentSessionCapabilities,
+    SubagentUpdate,
     TerminalOutputChunk,
     TerminalUpdate,
     TextContent,
@@ -32,6 +40,7 @@ from acp_agent.store import (
     SessionStore,
     SqliteStore,
     StoredSession,
+    StoreError,
     StoreUnusableError,
     data_dir,
 )
@@ -204,6 +213,39 @@ def test_finalize_live_items_ends_what_the_gone_process_ran() -> None:
     assert finalize_live_items(history) == 0
 
 
+def test_finalize_live_items_reports_busy_children_finished() -> None:
+    """A child its parent would list (R90: not idle, or its own list non-empty or unreported) is
+    reported idle with an empty list and without ``cancel``; a quiet child is left as it is."""
+    history = History()
+    running = RunningStateUpdate(background=[])
+    history.record(SubagentUpdate(session_id="sess_run", title="runs", state=running,
+                                  capabilities=SubagentSessionCapabilities(cancel=SessionCancelCapabilities())))
+    history.record(SubagentUpdate(session_id="sess_bg", state=IdleStateUpdate(
+        stop_reason="end_turn", background=[BackgroundTerminal(terminal_id="term_9")])))
+    history.record(SubagentUpdate(session_id="sess_unreported", state=IdleStateUpdate()))
+    history.record(SubagentUpdate(session_id="sess_unconfirmed", state=None))
+    history.record(SubagentUpdate(session_id="sess_quiet", state=IdleStateUpdate(stop_reason="end_turn",
+                                                                                background=[])))
+    closed = History()
+    closed.record(SubagentUpdate(session_id="sess_run", state=running))
+    assert finalize_live_items(history) == 4
+    assert finalize_live_items(closed, "cancelled") == 1
+    children = {item.session_id: item.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                for item in history.replay() if isinstance(item, SubagentUpdate)}
+    assert children["sess_run"] == {
+        "sessionUpdate": "subagent_update", "sessionId": "sess_run", "title": "runs", "capabilities": None,
+        "state": {"state": "idle", "stopReason": "error", "background": [],
+                  "error": {"code": -32603, "message": CHILD_GONE}}}
+    assert children["sess_bg"]["state"] == {"state": "idle", "stopReason": "end_turn", "background": []}
+    assert children["sess_unreported"]["state"] == {"state": "idle", "background": []}
+    assert children["sess_unconfirmed"]["state"]["background"] == []
+    assert children["sess_quiet"]["state"] == {"state": "idle", "stopReason": "end_turn", "background": []}
+    [child] = closed.replay()
+    assert isinstance(child, SubagentUpdate) and isinstance(child.state, IdleStateUpdate)
+    assert child.state.stop_reason == "cancelled" and child.state.background == []
+    assert finalize_live_items(history) == 0
+
+
 # -- SQLite specifics ----------------------------------------------------------------------
 
 
@@ -332,3 +374,242 @@ async def test_an_imported_session_is_listed_and_resumed(make_store: StoreFactor
         view = client.view("sess_imported_42")
         assert list(view.messages("user_message").values()) == ["fix the bug"]
         assert list(view.messages().values()) == ["Done."]
+
+
+# -- a save that fails when a session closes -------------------------------------------------
+
+
+class FaultyStore(SessionStore):
+    """A store over ``inner`` whose writes fail while ``failing`` is set (a full disk, a locked file)."""
+
+    durable = True
+
+    def __init__(self, inner: SessionStore) -> None:
+        super().__init__()
+        self.inner = inner
+        self.failing = False
+        self.failed_saves = 0
+
+    async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
+        return await self.inner.load(session_id, terminal_tail=terminal_tail)
+
+    async def save(self, record: SessionRecord) -> None:
+        if self.failing:
+            self.failed_saves += 1
+            record.history.unsaved()
+            raise StoreError(f"could not save session {record.session_id}: disk full")
+        await self.inner.save(record)
+
+    async def delete(self, session_id: str) -> bool:
+        return await self.inner.delete(session_id)
+
+    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50) -> list[StoredSession]:
+        return await self.inner.list_sessions(cwd=cwd, offset=offset, limit=limit)
+
+
+async def stored_messages(store: SessionStore, sid: str) -> list[str]:
+    record = await store.load(sid)
+    if record is None:
+        return []
+    return ["".join(getattr(c, "text", "") for c in item.content or [])
+            for item in record.history.replay() if isinstance(item, AgentMessage)]
+
+
+async def test_a_session_whose_save_fails_at_close_stays_in_memory_and_is_saved_later(
+    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closing answers as always; the session stays listed and resumable from memory, its save is
+    retried until it lands, and each step is on stderr."""
+    inner = make_store()
+    store = FaultyStore(inner)
+    with caplog.at_level(logging.WARNING, logger="acp_agent.store.keeper"):
+        async with connect_agent(ScriptedAgent(), store=store) as client:
+            await client.initialize()
+            sid = await client.new_session("/tmp")
+            await client.prompt_and_wait(sid, "echo before the disk filled")
+            store.failing = True
+            await client.prompt_and_wait(sid, "echo after the disk filled")
+            await client.close_session(sid)  # answered {} like any close
+            assert f"session {sid} was closed but could not be saved" in caplog.text
+            assert [s["sessionId"] for s in await client.list_sessions()] == [sid]
+            await client.resume_session(sid, "/tmp", replay=True)
+            assert list(client.view(sid).messages().values())[-1] == "echo after the disk filled"
+            await client.prompt_and_wait(sid, "echo resumed from memory")
+            await client.close_session(sid)
+            store.failing = False
+            with anyio.fail_after(20):  # retried every second at first, then less often
+                while f"session {sid} is saved now" not in caplog.text:
+                    await anyio.sleep(0.05)
+            assert (await stored_messages(inner, sid))[-1] == "echo resumed from memory"
+    assert store.failed_saves >= 2
+    if not inner.durable:
+        return
+    async with connect_agent(ScriptedAgent(), store=make_store()) as client:  # a restart
+        await client.initialize()
+        await client.resume_session(sid, "/tmp", replay=True)
+        assert list(client.view(sid).messages().values()) == [
+            "echo before the disk filled", "echo after the disk filled", "echo resumed from memory"]
+
+
+async def test_a_session_never_saved_is_listed_deleted_and_named_when_lost(
+    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    inner = make_store()
+    store = FaultyStore(inner)
+    store.failing = True  # from the session's creation on
+    deleted: list[str] = []
+
+    class Deleting(ScriptedAgent):
+        async def delete_session(self, session_id: str) -> None:
+            deleted.append(session_id)
+
+    with caplog.at_level(logging.WARNING, logger="acp_agent.store.keeper"):
+        async with connect_agent(Deleting(), store=store) as client:
+            await client.initialize()
+            kept = await client.new_session("/a")
+            gone = await client.new_session("/b")
+            for sid in (kept, gone):
+                await client.prompt_and_wait(sid, "echo unsaved")
+                await client.close_session(sid)
+            assert [s["sessionId"] for s in await client.list_sessions()] == [kept, gone]
+            assert [s["sessionId"] for s in await client.list_sessions("/b")] == [gone]
+            await client.request("session/delete", {"sessionId": gone})
+            assert deleted == [gone]
+            assert [s["sessionId"] for s in await client.list_sessions()] == [kept]
+            with pytest.raises(RequestError) as unknown:
+                await client.resume_session(gone, "/b")
+            assert unknown.value.code == -32002
+    # the connection ended with the store still failing: the loss is named (the deleted one is no loss)
+    lost = [r.getMessage() for r in caplog.records if "before the connection ended" in r.getMessage()]
+    assert len(lost) == 1 and f"session {kept} could not be saved" in lost[0]
+    assert await inner.load(kept) is None and await inner.load(gone) is None
+
+
+# -- several processes on one SQLite file ----------------------------------------------------
+
+
+async def test_sqlite_stores_sharing_a_file_open_and_write_concurrently(tmp_path: Path) -> None:
+    """Four store objects on one new file (four connections, as four agent processes would have),
+    opening at once and then saving and updating sessions at once: one migration, every write
+    kept, the file intact."""
+    path = tmp_path / "shared.sqlite3"
+    stores = [SqliteStore(path) for _ in range(4)]
+    async with anyio.create_task_group() as tg:
+        for store in stores:
+            tg.start_soon(store.open)
+    records: dict[str, SessionRecord] = {}
+
+    async def writer(n: int, store: SqliteStore) -> None:
+        for i in range(25):
+            record = sample_record(f"sess_{n}_{i}")
+            records[record.session_id] = record
+            await store.save(record)
+            record.history.append_text(False, "m1", f" from {n}")  # an incremental save on top
+            record.title = f"writer {n}"
+            await store.save(record)
+
+    async with anyio.create_task_group() as tg:
+        for n, store in enumerate(stores):
+            tg.start_soon(writer, n, store)
+    reader = SqliteStore(path)
+    assert len(await reader.list_sessions(limit=1000)) == 100
+    for sid, record in records.items():
+        loaded = await reader.load(sid)
+        assert loaded is not None and loaded.title == record.title
+        assert dump(loaded.history) == dump(record.history)
+    for store in [*stores, reader]:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
+
+
+# -- the author's side: importing, listing, deleting, reading the history -------------------------
+
+
+class Rebuilding(ScriptedAgent):
+    """The README's agent: rebuilds a model context from ``session.history`` on resume."""
+
+    name = "readme-agent"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contexts: dict[str, list[dict[str, str]]] = {}
+        self.deleted: list[str] = []
+
+    async def resume_session(self, session: Session) -> None:
+        context = []
+        for item in session.history:
+            if isinstance(item, UserMessage):
+                context.append({"role": "user", "content": text(item)})
+            elif isinstance(item, AgentMessage):
+                context.append({"role": "assistant", "content": text(item)})
+            elif isinstance(item, ToolCallUpdate):
+                context.append({"role": "tool", "content": f"{item.title}: {item.status}"})
+        self.contexts[session.id] = context
+
+    async def delete_session(self, session_id: str) -> None:
+        self.deleted.append(session_id)
+
+
+def text(item: UserMessage | AgentMessage) -> str:
+    return "".join(block.text for block in item.content or [] if isinstance(block, TextContent))
+
+
+async def import_threads(folder: Path) -> None:
+    """The README's import, as written there."""
+    store = SqliteStore.for_agent(Rebuilding.name)
+    for path in sorted(folder.glob("*.json")):
+        thread = json.loads(path.read_text())
+        sid = f"sess_imported_{thread['id']}"
+        if await store.load(sid) is not None:
+            continue
+        record = SessionRecord(session_id=sid, cwd=thread["cwd"], title=thread["title"])
+        for n, (asked, answered) in enumerate(thread["turns"]):
+            record.history.record(UserMessage(message_id=f"u{n}", content=[TextContent(text=asked)]))
+            record.history.record(AgentMessage(message_id=f"a{n}", content=[TextContent(text=answered)]))
+        await store.save(record)
+    await store.close()
+
+
+async def test_imported_threads_are_listed_resumed_rebuilt_deleted_and_imported_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACP_AGENT_DATA_DIR", str(tmp_path / "data"))
+    folder = tmp_path / "threads"
+    folder.mkdir()
+    threads = [
+        {"id": "1", "cwd": "/home/me/app", "title": "Fix the login",
+         "turns": [["why does login fail?", "The token expired."], ["fix it", "Done."]]},
+        {"id": "2", "cwd": "/home/me/lib", "title": "Old question", "turns": [["hello", "Hi."]]},
+    ]
+    for thread in threads:
+        (folder / f"{thread['id']}.json").write_text(json.dumps(thread))
+    await import_threads(folder)
+
+    agent = Rebuilding()
+    async with connect_agent(agent, store=SqliteStore.for_agent(Rebuilding.name)) as client:
+        await client.initialize()
+        assert [(s["sessionId"], s["title"]) for s in await client.list_sessions()] == [
+            ("sess_imported_1", "Fix the login"), ("sess_imported_2", "Old question")]
+        await client.resume_session("sess_imported_1", "/home/me/app", replay=True)
+        assert list(client.view("sess_imported_1").messages().values()) == ["The token expired.", "Done."]
+        assert agent.contexts["sess_imported_1"] == [
+            {"role": "user", "content": "why does login fail?"}, {"role": "assistant", "content": "The token expired."},
+            {"role": "user", "content": "fix it"}, {"role": "assistant", "content": "Done."}]
+        await client.prompt_and_wait("sess_imported_1", "echo and now?")
+        await client.prompt_and_wait("sess_imported_1", "extras")  # a tool call, among others
+        await client.request("session/delete", {"sessionId": "sess_imported_2"})
+        assert agent.deleted == ["sess_imported_2"]
+
+    await import_threads(folder)  # the next start imports again: a continued thread keeps its new turns,
+    reader = SqliteStore.for_agent(Rebuilding.name)  # and a deleted one comes back (as the README says)
+    assert await reader.load("sess_imported_2") is not None
+    await reader.close()
+    agent = Rebuilding()
+    async with connect_agent(agent, store=SqliteStore.for_agent(Rebuilding.name)) as client:
+        await client.initialize()
+        await client.resume_session("sess_imported_1", "/home/me/app")
+        assert agent.contexts["sess_imported_1"][4:] == [
+            {"role": "user", "content": "echo and now?"}, {"role": "assistant", "content": "echo and now?"},
+            {"role": "user", "content": "extras"}, {"role": "tool", "content": "Read file: completed"}]

@@ -701,6 +701,39 @@ async def test_parent_close_ends_children_and_nothing_follows_the_answer() -> No
     assert violations(client, except_for={("R68", c.id) for c in children}) == []
 
 
+async def test_a_closed_parent_replays_its_busy_children_finished_and_unlisted() -> None:
+    """Closing a parent ends its children without a word (§11.15); a later resume must not replay
+    them running: each comes back idle (``cancelled``) with an empty list and no ``cancel``."""
+    async def spawn(session: Session, _: str) -> None:
+        for n in range(2):
+            child = await session.spawn_subagent(f"worker {n}", detach=True)
+            agent.h[f"child {n}"] = child
+
+            async def work(child_session: Session) -> None:
+                await child_session.say("working")
+                await anyio.sleep_forever()
+
+            child.start(work)
+        await agent.h["child 1"].session.start_terminal(["sleep", "30"], detach=True)  # its own background
+
+    agent = SubAgent(spawn=spawn)
+    async with opened(agent, check=False) as (client, sid, _session):
+        await client.prompt_and_wait(sid, "spawn")
+        children: list[Subagent] = [agent.h["child 0"], agent.h["child 1"]]
+        await client.wait_for(lambda: now_listed(client, sid) == {("subagent", c.id) for c in children})
+        await client.close_session(sid)
+        mark = len(client.transcript)
+        await client.request("session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}})
+        replayed = [u for i, u in session_updates(client, sid) if i >= mark]
+        about_children = {u["sessionId"]: u for u in replayed if u["sessionUpdate"] == "subagent_update"}
+        for child in children:
+            assert about_children[child.id]["state"] == {"state": "idle", "stopReason": "cancelled",
+                                                         "background": []}
+            assert not about_children[child.id].get("capabilities")
+        assert replayed[-1] == {"sessionUpdate": "state_update", "state": "idle", "background": []}
+    assert violations(client, except_for={("R68", c.id) for c in children}) == []
+
+
 # -- fork copies no children -------------------------------------------------------------------------------------
 
 
