@@ -403,8 +403,9 @@ class FaultyStore(SessionStore):
     async def delete(self, session_id: str) -> bool:
         return await self.inner.delete(session_id)
 
-    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50) -> list[StoredSession]:
-        return await self.inner.list_sessions(cwd=cwd, offset=offset, limit=limit)
+    async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
+                            archived: bool | None = None) -> list[StoredSession]:
+        return await self.inner.list_sessions(cwd=cwd, offset=offset, limit=limit, archived=archived)
 
 
 async def stored_messages(store: SessionStore, sid: str) -> list[str]:
