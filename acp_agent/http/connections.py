@@ -23,9 +23,13 @@ import anyio
 import orjson
 
 from ..agent import Agent
+from ..errors import RequestError
 from ..runtime import AgentRuntime
+from ..schema import CloseSessionRequest
 from ..stdio import open_runtime
+from ..store import SessionStore
 from .options import HttpOptions
+from .sessions import SessionDirectory, active_elsewhere
 from .streams import Mailbox, MessageInbox, OutputStream
 
 __all__ = ["SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection", "Route",
@@ -77,6 +81,8 @@ class RemoteConnection:
         *,
         credential: bytes | None = None,
         send_text: Callable[[str], Awaitable[None]] | None = None,
+        store: SessionStore | None = None,
+        directory: SessionDirectory | None = None,
     ) -> None:
         self.id = str(uuid.uuid4())
         """The ``Acp-Connection-Id`` (random, unguessable)."""
@@ -87,9 +93,12 @@ class RemoteConnection:
         self._send_text = send_text
         self.inbox = MessageInbox()
         self.runtime: AgentRuntime = open_runtime(
-            agent, self.inbox, OutputStream(self._write), limits=options.limits
+            agent, self.inbox, OutputStream(self._write), limits=options.limits, store=store
         )
         self.runtime.shutdown_timeout = options.shutdown_timeout
+        self._directory = directory
+        if directory is not None:
+            directory.attach(self)
         self.initialized = False
         """Whether the ``initialize`` answer went out."""
         self.initial_response: bytes | None = None
@@ -130,6 +139,8 @@ class RemoteConnection:
             self._initial.set()
             for mailbox in self._mailboxes():
                 mailbox.finish()
+            if self._directory is not None:
+                self._directory.detach(self)
             self.done.set()
 
     def shutdown(self, *, discard: bool) -> None:
@@ -166,6 +177,21 @@ class RemoteConnection:
                        abandoned)
         self.discarding = True
         scope.cancel()
+
+    async def saved(self, session_id: str) -> None:
+        """Wait until ``session_id`` is no longer active here (closed and saved) or the connection finished."""
+        while session_id in self.runtime.records and not self.done.is_set():
+            with anyio.move_on_after(0.05):
+                await self.done.wait()
+
+    async def close_session(self, session_id: str) -> None:
+        """Close one session here, as ``session/close`` does (its work stops, it is saved)."""
+        route = self.runtime.connection.requests["session/close"]
+        assert route.handler is not None
+        try:
+            await route.handler(CloseSessionRequest(session_id=session_id))
+        except RequestError:
+            raise active_elsewhere(session_id) from None
 
     async def wait_initialized(self) -> bytes | None:
         """The first line the runtime wrote (the ``initialize`` answer), or ``None`` if it closed first."""

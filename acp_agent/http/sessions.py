@@ -1,0 +1,128 @@
+"""One session, one connection: which connection of a server has each session active.
+
+Every connection of an :class:`~acp_agent.http.AcpApp` keeps its sessions in the app's one store,
+so a client that lost its connection can ``initialize`` again and ``session/resume`` its session
+on a new one (on any replica sharing the store). A session is active on one connection at a
+time; a ``session/resume`` (or ``session/delete``) naming a session active on another connection
+of this server is handled so:
+
+- the other connection is closing (DELETE, a dropped WebSocket, idle expiry, a broken limit): the
+  request waits until that connection has saved the session, then goes ahead;
+- the other connection is an HTTP connection nobody reads any more (no event stream attached: the
+  client that opened it is gone, it just has not sent DELETE) and was opened with the same
+  credential: the session is closed there, as ``session/close`` would (its work stops, it is
+  saved), then the request goes ahead: the new connection takes the session over;
+- otherwise (a client still reads the other connection): the request is refused ``-32002`` with
+  the message "Session is active on another connection" and ``data: {"sessionId": ...}``, so two
+  live clients never run one session side by side. The client closes it there first, or retries
+  once the other connection is gone.
+
+Sessions active in another process (a replica on the same database) are not seen here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from ..connection import Method
+from ..errors import ErrorCode, RequestError
+
+if TYPE_CHECKING:
+    from .connections import RemoteConnection
+
+__all__ = ["ACTIVE_ELSEWHERE", "SessionDirectory", "active_elsewhere"]
+
+logger = logging.getLogger(__name__)
+
+ACTIVE_ELSEWHERE: Final = "Session is active on another connection"
+"""The error message of a request refused because another live connection has the session."""
+
+_GUARDED: Final = ("session/resume", "session/delete")
+
+
+def active_elsewhere(session_id: str) -> RequestError:
+    """The ``-32002`` answer for a session another live connection has active."""
+    return RequestError(ErrorCode.RESOURCE_NOT_FOUND, ACTIVE_ELSEWHERE, {"sessionId": session_id})
+
+
+class SessionDirectory:
+    """The connections of one server that are not finished, and the sessions they are taking up."""
+
+    def __init__(self, wait_limit: float) -> None:
+        self._connections: set[RemoteConnection] = set()
+        self._claims: dict[str, tuple[RemoteConnection, int]] = {}  # sessions being resumed / deleted
+        self._wait_limit = wait_limit
+
+    def attach(self, connection: RemoteConnection) -> None:
+        """Track ``connection`` and guard its ``session/resume`` and ``session/delete``."""
+        self._connections.add(connection)
+        requests = connection.runtime.connection.requests
+        for method in _GUARDED:
+            route = requests.get(method)
+            if route is not None and route.handler is not None:
+                requests[method] = Method(self._guarded(connection, route.handler), route.params, route.prepare)
+
+    def detach(self, connection: RemoteConnection) -> None:
+        """Forget a finished connection (its sessions were saved)."""
+        self._connections.discard(connection)
+
+    def owner(self, session_id: str, asking: RemoteConnection) -> RemoteConnection | None:
+        """The other connection that has ``session_id`` active or is bringing it up, if any."""
+        claim = self._claims.get(session_id)
+        if claim is not None and claim[0] is not asking:
+            return claim[0]
+        for connection in self._connections:
+            if connection is not asking and session_id in connection.runtime.records:
+                return connection
+        return None
+
+    def _guarded(self, connection: RemoteConnection,
+                 handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        async def guarded(request: Any) -> Any:
+            session_id: str = request.session_id
+            await self._claim(connection, session_id)
+            try:
+                return await handler(request)
+            finally:
+                self._release(connection, session_id)
+
+        return guarded
+
+    async def _claim(self, connection: RemoteConnection, session_id: str) -> None:
+        with anyio.move_on_after(self._wait_limit):
+            while (owner := self.owner(session_id, connection)) is not None:
+                claim = self._claims.get(session_id)
+                if claim is not None and claim[0] is owner:
+                    raise active_elsewhere(session_id)  # being resumed or deleted there right now
+                session = owner.runtime.sessions.get(session_id)
+                if owner.closing or session is None:
+                    await owner.saved(session_id)  # its close is under way: wait for the save
+                elif session.parent is None and self._abandoned(owner, connection):
+                    logger.info("acp: connection %s takes session %s over from connection %s, which nobody "
+                                "reads", connection.id, session_id, owner.id)
+                    await owner.close_session(session_id)
+                else:
+                    raise active_elsewhere(session_id)
+            held = self._claims.get(session_id)
+            self._claims[session_id] = (connection, held[1] + 1 if held is not None else 1)
+            return
+        raise active_elsewhere(session_id)  # the other connection did not let go in time
+
+    @staticmethod
+    def _abandoned(owner: RemoteConnection, asking: RemoteConnection) -> bool:
+        """Whether nobody reads ``owner`` (an HTTP connection with no event stream) and ``asking``
+        was opened with the same credential."""
+        return owner.transport == "http" and owner.receivers == 0 and owner.credential == asking.credential
+
+    def _release(self, connection: RemoteConnection, session_id: str) -> None:
+        held = self._claims.get(session_id)
+        if held is None or held[0] is not connection:
+            return
+        if held[1] > 1:
+            self._claims[session_id] = (connection, held[1] - 1)
+        else:
+            del self._claims[session_id]
