@@ -3,7 +3,9 @@
 ``serve`` loads the agent (the one :class:`~acp_agent.Agent` subclass or instance in the file or
 module, or the one named after the colon) and serves it over Streamable HTTP and WebSocket at
 ``/acp``. Once it listens it writes the URL to stderr (``--port 0`` picks a free port). A class
-gets a new instance for every client connection; an instance is shared by all of them.
+gets a new instance for every client connection; an instance is shared by all of them. Every
+connection keeps its sessions in one store (``--store``), so clients resume them on a new
+connection, and replicas sharing a ``postgres:`` store resume each other's.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from types import ModuleType
 from typing import Any
 
 from .agent import Agent
+from .store import MemoryStore, SessionStore, SqliteStore
 
-__all__ = ["AgentSource", "load_agent", "main"]
+__all__ = ["AgentSource", "affinity_header", "load_agent", "main", "parse_store"]
 
 AgentSource = Agent | Callable[[], Agent]
 """An agent instance (shared by every connection) or a class (one instance per connection)."""
@@ -116,7 +119,38 @@ def _parser() -> argparse.ArgumentParser:
                        help="largest POST body or WebSocket message (default 16 MiB)")
     serve.add_argument("--ssl-certfile", default=None, help="TLS certificate (PEM): serve https/wss")
     serve.add_argument("--ssl-keyfile", default=None, help="TLS private key (PEM)")
+    serve.add_argument("--store", default=None, metavar="sqlite:PATH|postgres:DSN|memory",
+                       help="where every connection keeps its sessions (default: $ACP_AGENT_STORE, else the agent's "
+                            "own store or its SQLite file in the data directory); replicas share a postgres: store")
+    serve.add_argument("--affinity-cookie", default=None, metavar="NAME=VALUE",
+                       help="a cookie set on every answer (Path=/; HttpOnly) for a load balancer that routes by it")
     return parser
+
+
+def parse_store(spec: str) -> SessionStore:
+    """The store named by ``sqlite:PATH``, ``postgres:DSN`` (or a ``postgresql://`` URL) or ``memory``."""
+    kind, _, rest = spec.partition(":")
+    if spec == "memory":
+        return MemoryStore()
+    if kind == "sqlite" and rest:
+        return SqliteStore(Path(rest).expanduser())
+    if spec.startswith(("postgresql://", "postgres://")):
+        rest, kind = spec, "postgres"
+    if kind in ("postgres", "postgresql") and rest:
+        try:
+            from .store.postgres import PostgresStore
+        except ImportError as exc:  # pragma: no cover - the module itself imports nothing optional
+            raise LoadError(f"the postgres store needs the postgres extra ({exc})") from None
+        return PostgresStore(rest)
+    raise LoadError(f"unknown store {spec!r}: use sqlite:PATH, postgres:DSN or memory")
+
+
+def affinity_header(spec: str) -> tuple[str, str]:
+    """The ``Set-Cookie`` header of ``--affinity-cookie NAME=VALUE``."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name or any(c in spec for c in ";, \t\r\n"):
+        raise LoadError(f"--affinity-cookie wants NAME=VALUE (no spaces, commas or semicolons), got {spec!r}")
+    return "Set-Cookie", f"{name}={value}; Path=/; HttpOnly"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -129,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         source, description = load_agent(args.agent)
+        store_spec = args.store if args.store is not None else os.environ.get("ACP_AGENT_STORE") or None
+        store = parse_store(store_spec) if store_spec else None
+        extra_headers = (affinity_header(args.affinity_cookie),) if args.affinity_cookie else ()
     except LoadError as exc:
         sys.stderr.write(f"acp: {exc}\n")
         return 2
@@ -154,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             source, host=args.host, port=args.port, path=args.path, token=token,
             allowed_origins=tuple(args.allow_origin), max_connections=args.max_connections,
             idle_timeout=args.idle_timeout, max_body_bytes=args.max_body_bytes, ready=ready, uvicorn_settings=settings,
+            store=store, extra_headers=extra_headers,
         )
     except OSError as exc:
         sys.stderr.write(f"acp: cannot serve on {args.host}:{args.port}: {exc}\n")

@@ -12,7 +12,9 @@ of this server is handled so:
   client that opened it is gone, it just has not sent DELETE) and was opened with the same
   credential: the session is closed there, as ``session/close`` would (its work stops, it is
   saved), then the request goes ahead: the new connection takes the session over;
-- otherwise (a client still reads the other connection): the request is refused ``-32002`` with
+- otherwise (a client still reads the other connection, and it is not found gone within
+  :data:`LET_GO_GRACE` seconds: a client reconnecting at once may be ahead of the server noticing
+  that its old connection dropped): the request is refused ``-32002`` with
   the message "Session is active on another connection" and ``data: {"sessionId": ...}``, so two
   live clients never run one session side by side. The client closes it there first, or retries
   once the other connection is gone.
@@ -34,12 +36,15 @@ from ..errors import ErrorCode, RequestError
 if TYPE_CHECKING:
     from .connections import RemoteConnection
 
-__all__ = ["ACTIVE_ELSEWHERE", "SessionDirectory", "active_elsewhere"]
+__all__ = ["ACTIVE_ELSEWHERE", "LET_GO_GRACE", "SessionDirectory", "active_elsewhere"]
 
 logger = logging.getLogger(__name__)
 
 ACTIVE_ELSEWHERE: Final = "Session is active on another connection"
 """The error message of a request refused because another live connection has the session."""
+
+LET_GO_GRACE: Final = 1.0
+"""Seconds a request waits for a connection still read to be found gone before it is refused."""
 
 _GUARDED: Final = ("session/resume", "session/delete")
 
@@ -105,12 +110,21 @@ class SessionDirectory:
                     logger.info("acp: connection %s takes session %s over from connection %s, which nobody "
                                 "reads", connection.id, session_id, owner.id)
                     await owner.close_session(session_id)
-                else:
+                elif not await self._let_go(owner, connection):
                     raise active_elsewhere(session_id)
             held = self._claims.get(session_id)
             self._claims[session_id] = (connection, held[1] + 1 if held is not None else 1)
             return
         raise active_elsewhere(session_id)  # the other connection did not let go in time
+
+    async def _let_go(self, owner: RemoteConnection, asking: RemoteConnection) -> bool:
+        """Whether ``owner`` starts closing or loses its last reader within :data:`LET_GO_GRACE` seconds
+        (a client that reconnects at once may be ahead of the server noticing its old connection drop)."""
+        with anyio.move_on_after(LET_GO_GRACE):
+            while not (owner.closing or self._abandoned(owner, asking)):
+                await anyio.sleep(0.02)
+            return True
+        return False
 
     @staticmethod
     def _abandoned(owner: RemoteConnection, asking: RemoteConnection) -> bool:
