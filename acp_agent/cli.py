@@ -117,6 +117,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="seconds an HTTP connection nobody reads is kept (default 300)")
     serve.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024,
                        help="largest POST body or WebSocket message (default 16 MiB)")
+    serve.add_argument("--max-buffered-bytes", type=int, default=64 * 1024 * 1024,
+                       help="output held for one connection's slow client before the agent waits (default 64 MiB)")
+    serve.add_argument("--max-output-stall", type=float, default=60.0,
+                       help="seconds a connection may stay at --max-buffered-bytes with its client reading nothing "
+                            "before it is closed (default 60)")
     serve.add_argument("--ssl-certfile", default=None, help="TLS certificate (PEM): serve https/wss")
     serve.add_argument("--ssl-keyfile", default=None, help="TLS private key (PEM)")
     serve.add_argument("--store", default=None, metavar="sqlite:PATH|postgres:DSN|memory",
@@ -191,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             source, host=args.host, port=args.port, path=args.path, token=token,
             allowed_origins=tuple(args.allow_origin), max_connections=args.max_connections,
             idle_timeout=args.idle_timeout, max_body_bytes=args.max_body_bytes, ready=ready, uvicorn_settings=settings,
+            max_buffered_bytes=args.max_buffered_bytes, max_output_stall=args.max_output_stall,
             store=store, extra_headers=extra_headers,
         )
     except OSError as exc:

@@ -13,6 +13,7 @@ runtime, sessions, streams and routes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import uuid
@@ -213,7 +214,10 @@ class RemoteConnection:
             return
         for line in lines:
             self._route(line)
-        await self.wait_for_room()
+        # Closed for stalling: its output is dropped from now on, but the runtime's writer keeps
+        # running, so producers stay paced by its queue (and cancellable) while the connection closes.
+        with contextlib.suppress(anyio.BrokenResourceError):
+            await self.wait_for_room()
 
     async def _send_websocket(self, lines: list[bytes]) -> None:
         assert self._send_text is not None
@@ -221,12 +225,11 @@ class RemoteConnection:
             try:
                 for line in lines:
                     await self._send_text(line.decode("utf-8", "replace"))
-            except Exception as exc:  # the server's "client disconnected" errors vary
+            except Exception:  # the server's "client disconnected" errors vary
                 self.shutdown(discard=True)
-                raise anyio.BrokenResourceError from exc
+                return
         if scope.cancelled_caught:
             self.fail(f"output stalled for max_output_stall ({self.options.max_output_stall:g} s)")
-            raise anyio.BrokenResourceError
 
     async def wait_for_room(self) -> None:
         """Wait while clients hold ``max_buffered_bytes`` unread; close the connection if they stall."""
