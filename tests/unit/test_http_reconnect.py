@@ -232,3 +232,54 @@ async def test_two_apps_on_one_sqlite_file_resume_each_other_s_sessions(tmp_path
         resumed = await second.resume(sid)
         assert "on replica one" in texts(resumed["before"])
         await second.delete()
+
+
+@pytest.mark.anyio
+async def test_a_vanished_client_s_session_is_not_taken_over_with_another_credential() -> None:
+    app = asgi_app(EchoAgent, store=MemoryStore(), keepalive=0.2, token=lambda presented: presented in ("a", "b"))
+    async with serving(app) as tg:
+        first = HttpClient(app, tg)
+        first_auth = {"authorization": "Bearer a"}
+        status, headers, _ = await request(app, "POST", first_auth, INITIALIZE)
+        assert status == 200
+        first.cid = headers["acp-connection-id"]
+        tg.start_soon(first.events.run, app, {"acp-connection-id": first.cid, **first_auth})
+        new = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/tmp"}}
+        assert (await request(app, "POST", {"acp-connection-id": first.cid, **first_auth}, new))[0] == 202
+        sid = (await first.events.next())["result"]["sessionId"]
+        first.drop()
+        old = connection_of(app, first.cid)
+        with anyio.fail_after(5):
+            while old.receivers:
+                await anyio.sleep(0.01)
+        other_auth = {"authorization": "Bearer b"}
+        status, headers, _ = await request(app, "POST", other_auth, INITIALIZE)
+        cid = headers["acp-connection-id"]
+        events = Events()
+        tg.start_soon(events.run, app, {"acp-connection-id": cid, **other_auth})
+        resume = {"jsonrpc": "2.0", "id": 1, "method": "session/resume", "params": {"sessionId": sid, "cwd": "/tmp"}}
+        assert (await request(app, "POST", {"acp-connection-id": cid, "acp-session-id": sid, **other_auth},
+                              resume))[0] == 202
+        refused = await events.next()
+        assert refused["error"]["message"] == ACTIVE_ELSEWHERE
+        assert sid in old.runtime.sessions  # untouched
+        events.gone.set()
+
+
+def test_cli_store_and_cookie_specs(tmp_path: Path) -> None:
+    from acp_agent.cli import LoadError, affinity_header, parse_store
+    from acp_agent.store.postgres import PostgresStore
+
+    assert isinstance(parse_store("memory"), MemoryStore)
+    sqlite = parse_store(f"sqlite:{tmp_path}/s.db")
+    assert isinstance(sqlite, SqliteStore) and sqlite.path == tmp_path / "s.db"
+    for spec in ("postgres:dbname=acp host=/tmp", "postgresql://u@h/db"):
+        store = parse_store(spec)
+        assert isinstance(store, PostgresStore) and store.conninfo == spec.removeprefix("postgres:")
+    with pytest.raises(LoadError, match="unknown store"):
+        parse_store("redis://x")
+    assert affinity_header("acp_replica=r1") == ("Set-Cookie", "acp_replica=r1; Path=/; HttpOnly")
+    with pytest.raises(LoadError):
+        affinity_header("no-value")
+    with pytest.raises(LoadError):
+        affinity_header("a=b; Domain=evil")
