@@ -28,6 +28,7 @@ from anyio.abc import TaskGroup
 from ..agent import Agent
 from ..errors import RequestError, StoreError, StoreUnusableError
 from ..store import MemoryStore, SessionStore, SqliteStore
+from ..store.postgres import PostgresStore
 from .connections import (
     SHUTDOWN_MARGIN,
     ConnectionLimitError,
@@ -36,6 +37,7 @@ from .connections import (
     credential_digest,
     id_key,
 )
+from .leases import Leases, PostgresLeases
 from .options import HttpOptions
 from .security import Refusal, check_request
 from .sessions import SessionDirectory
@@ -124,6 +126,9 @@ class AcpApp:
             self._store = agent.store if agent.store is not None else SqliteStore.for_agent(agent.name)
         store = self._store
         assert store is not None
+        if isinstance(store, PostgresStore) and type(self.sessions.leases) is Leases:
+            # Replicas share this database: a session active here is leased, so no other replica resumes it.
+            self.sessions.leases = PostgresLeases(store.conninfo, connect_timeout=store.connect_timeout)
         while not self._store_ready:
             if self._store_opening is not None:
                 await self._store_opening.wait()
@@ -163,6 +168,11 @@ class AcpApp:
                 await self.close()
                 self._tg = None
                 tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.sessions.leases.close()
+                    except Exception:
+                        logger.exception("acp: closing the session leases failed")
                 if self._store is not None and self._store_ready:
                     with anyio.CancelScope(shield=True):
                         try:

@@ -141,7 +141,8 @@ class RemoteConnection:
             for mailbox in self._mailboxes():
                 mailbox.finish()
             if self._directory is not None:
-                self._directory.detach(self)
+                with anyio.CancelScope(shield=True):
+                    await self._directory.detach(self)
             self.done.set()
 
     def shutdown(self, *, discard: bool) -> None:

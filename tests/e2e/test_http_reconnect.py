@@ -1,20 +1,27 @@
 """Reconnect against real ``python -m acp_agent serve`` processes: a client whose connection died (TCP reset of
 its event stream, or DELETE) initializes again and resumes its session with replay; two replicas on one
-PostgreSQL database list and resume each other's sessions. Every message the agent sends is schema-checked.
+PostgreSQL database list and resume each other's sessions, never one that is active on the other (its lease),
+and resume a crashed replica's sessions. Every message the agent sends is schema-checked.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import socket
 import struct
+import subprocess
+import sys
+import time
 from typing import Any
 
 import httpx
 
+from acp_agent.http.sessions import ACTIVE_ELSEWHERE
 from acp_agent.testing import SchemaValidator
 from tests.e2e.test_http_faults import ECHO_AGENT, EventStream, initialize
-from tests.helpers.remote import ServedAgent, served_agent, wait_until
+from tests.helpers.remote import ROOT, URL_LINE, ServedAgent, served_agent, wait_until
 
 Message = dict[str, Any]
 
@@ -146,3 +153,73 @@ def test_affinity_cookie_is_set() -> None:
         assert response.headers["set-cookie"] == "acp_replica=r1; Path=/; HttpOnly"
         assert http.delete(served.url, headers={"acp-connection-id": response.headers["acp-connection-id"]}
                            ).status_code == 202
+
+
+def resume_when_free(client: Client, sid: str, timeout: float = 10.0) -> tuple[Message, list[Message]]:
+    """Resume, retrying while the session is still active elsewhere (a close under way on another replica)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer, before = client.resume(sid)
+        if "result" in answer or time.monotonic() > deadline:
+            return answer, before
+        assert answer["error"]["message"] == ACTIVE_ELSEWHERE, answer
+        time.sleep(0.2)
+
+
+def test_a_session_active_on_one_replica_is_not_resumed_on_another(
+    validator: SchemaValidator, postgres_dsn: str
+) -> None:
+    store = ("--store", f"postgres:{postgres_dsn}")
+    with served_agent(ECHO_AGENT, *store) as one:
+        first = Client(one, validator)
+        sid = first.new_session()
+        first.prompt_and_wait(sid, "live on replica one")
+        with served_agent(ECHO_AGENT, *store) as two:
+            second = Client(two, validator)
+            refused, _ = second.resume(sid)  # replica one holds its lease: refused after a second's wait
+            assert refused["error"] == {"code": -32002, "message": ACTIVE_ELSEWHERE, "data": {"sessionId": sid}}
+            refused, _ = second.call("session/delete", {"sessionId": sid}, sid)
+            assert refused["error"]["message"] == ACTIVE_ELSEWHERE
+            first.prompt_and_wait(sid, "still live on replica one")
+            first.delete()  # its close saves the session and gives the lease back
+            answer, before = resume_when_free(second, sid)
+            assert "result" in answer, answer
+            assert "still live on replica one" in " ".join(replayed_texts(before))
+            second.prompt_and_wait(sid, "now on replica two")
+            second.delete()
+        # A closed replica gave its leases back too.
+        third = Client(one, validator)
+        answer, before = resume_when_free(third, sid)
+        assert "now on replica two" in " ".join(replayed_texts(before))
+        third.delete()
+
+
+def test_a_crashed_replica_s_sessions_are_resumed_elsewhere(validator: SchemaValidator, postgres_dsn: str) -> None:
+    store = ("--store", f"postgres:{postgres_dsn}")
+    with served_agent(ECHO_AGENT, *store) as survivor:
+        command = [sys.executable, "-m", "acp_agent", "serve", str(ECHO_AGENT), "--port", "0", *store]
+        doomed = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True, start_new_session=True)
+        try:
+            assert doomed.stderr is not None
+            match = None
+            while match is None:
+                line = doomed.stderr.readline()
+                assert line, "the replica printed no URL"
+                match = URL_LINE.search(line)
+            crashed = ServedAgent(doomed, match.group(1))
+            first = Client(crashed, validator)
+            sid = first.new_session()
+            first.prompt_and_wait(sid, "said just before the crash")
+            os.killpg(doomed.pid, signal.SIGKILL)  # no close, no save at the end: the periodic saves are what is left
+            doomed.wait(10)
+            second = Client(survivor, validator)
+            answer, before = resume_when_free(second, sid)  # the database dropped the dead replica's locks
+            assert "result" in answer, answer
+            assert "said just before the crash" in " ".join(replayed_texts(before))
+            second.delete()
+        finally:
+            if doomed.poll() is None:
+                os.killpg(doomed.pid, signal.SIGKILL)
+                doomed.wait()
