@@ -2,8 +2,10 @@
 
 ``asgi_app(agent)`` is an ASGI application for any ASGI server or for mounting in an existing
 Starlette/FastAPI app; ``run_http(agent)`` serves it on uvicorn (the ``acp-agent[http]`` extra).
-Each client connection gets its own runtime and sessions, exactly as a stdio connection. Nothing
-here is imported by ``import acp_agent`` or by a stdio agent.
+Each client connection gets its own runtime, exactly as a stdio connection; all of them keep their
+sessions in one store, so a client resumes its session on a new connection (or on another replica
+sharing a PostgreSQL store), and a session is active on one connection at a time
+(:mod:`acp_agent.http.sessions`). Nothing here is imported by ``import acp_agent`` or by a stdio agent.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ RFD's single-stream model, so a client sees exactly the order a stdio client see
 session's updates and a subagent's updates interleave as the agent wrote them). The TypeScript
 SDK's client also opens one stream per session (``Acp-Session-Id`` on the GET); those are
 accepted, one reader each (409 for a second), and carry only keep-alive comments. Over WebSocket
-every line goes to the socket. Nothing here is shared between connections: each has its own
-runtime, sessions, streams and routes.
+every line goes to the socket. Each connection has its own runtime, live sessions, streams and
+routes; what they share is the server's session store (where a session goes when it is closed or
+its connection ends, and comes back from on ``session/resume``).
 """
 
 from __future__ import annotations
