@@ -175,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"acp: {exc}\n")
         return 2
     try:
-        from .http import run_http
+        from .http import HttpOptions, run_http
         from .http import server as _server  # noqa: F401 - fails early without the http extra
     except ImportError as exc:
         sys.stderr.write(f"acp: serving over HTTP needs the http extra: pip install 'acp-agent[http]' ({exc})\n")
@@ -191,14 +191,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.ssl_keyfile:
         settings["ssl_keyfile"] = args.ssl_keyfile
     token = args.token if args.token is not None else os.environ.get("ACP_AGENT_TOKEN") or None
+    options: dict[str, Any] = {
+        "path": args.path, "token": token, "allowed_origins": tuple(args.allow_origin),
+        "max_connections": args.max_connections, "idle_timeout": args.idle_timeout,
+        "max_body_bytes": args.max_body_bytes, "max_buffered_bytes": args.max_buffered_bytes,
+        "max_output_stall": args.max_output_stall, "extra_headers": extra_headers,
+    }
     try:
-        run_http(
-            source, host=args.host, port=args.port, path=args.path, token=token,
-            allowed_origins=tuple(args.allow_origin), max_connections=args.max_connections,
-            idle_timeout=args.idle_timeout, max_body_bytes=args.max_body_bytes, ready=ready, uvicorn_settings=settings,
-            max_buffered_bytes=args.max_buffered_bytes, max_output_stall=args.max_output_stall,
-            store=store, extra_headers=extra_headers,
-        )
+        HttpOptions(**options)
+    except ValueError as exc:  # a setting out of range
+        sys.stderr.write(f"acp: {exc}\n")
+        return 2
+    try:
+        run_http(source, host=args.host, port=args.port, ready=ready, uvicorn_settings=settings, store=store,
+                 **options)
     except OSError as exc:
         sys.stderr.write(f"acp: cannot serve on {args.host}:{args.port}: {exc}\n")
         return 1

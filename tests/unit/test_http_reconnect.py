@@ -283,3 +283,13 @@ def test_cli_store_and_cookie_specs(tmp_path: Path) -> None:
         affinity_header("no-value")
     with pytest.raises(LoadError):
         affinity_header("a=b; Domain=evil")
+
+
+def test_cli_refuses_settings_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
+    from acp_agent.cli import main
+
+    echo = str(Path(__file__).resolve().parents[2] / "examples" / "echo_agent.py")
+    assert main(["serve", echo, "--port", "0", "--max-output-stall", "0"]) == 2
+    assert "max_output_stall must be a positive number" in capsys.readouterr().err
+    assert main(["serve", echo, "--port", "0", "--store", "nowhere"]) == 2
+    assert "unknown store 'nowhere'" in capsys.readouterr().err
