@@ -3,7 +3,9 @@
 ``serve`` loads the agent (the one :class:`~acp_agent.Agent` subclass or instance in the file or
 module, or the one named after the colon) and serves it over Streamable HTTP and WebSocket at
 ``/acp``. Once it listens it writes the URL to stderr (``--port 0`` picks a free port). A class
-gets a new instance for every client connection; an instance is shared by all of them.
+gets a new instance for every client connection; an instance is shared by all of them. Every
+connection keeps its sessions in one store (``--store``), so clients resume them on a new
+connection, and replicas sharing a ``postgres:`` store resume each other's.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from types import ModuleType
 from typing import Any
 
 from .agent import Agent
+from .store import MemoryStore, SessionStore, SqliteStore
 
-__all__ = ["AgentSource", "load_agent", "main"]
+__all__ = ["AgentSource", "affinity_header", "load_agent", "main", "parse_store"]
 
 AgentSource = Agent | Callable[[], Agent]
 """An agent instance (shared by every connection) or a class (one instance per connection)."""
@@ -114,9 +117,45 @@ def _parser() -> argparse.ArgumentParser:
                        help="seconds an HTTP connection nobody reads is kept (default 300)")
     serve.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024,
                        help="largest POST body or WebSocket message (default 16 MiB)")
+    serve.add_argument("--max-buffered-bytes", type=int, default=64 * 1024 * 1024,
+                       help="output held for one connection's slow client before the agent waits (default 64 MiB)")
+    serve.add_argument("--max-output-stall", type=float, default=60.0,
+                       help="seconds a connection may stay at --max-buffered-bytes with its client reading nothing "
+                            "before it is closed (default 60)")
     serve.add_argument("--ssl-certfile", default=None, help="TLS certificate (PEM): serve https/wss")
     serve.add_argument("--ssl-keyfile", default=None, help="TLS private key (PEM)")
+    serve.add_argument("--store", default=None, metavar="sqlite:PATH|postgres:DSN|memory",
+                       help="where every connection keeps its sessions (default: $ACP_AGENT_STORE, else the agent's "
+                            "own store or its SQLite file in the data directory); replicas share a postgres: store")
+    serve.add_argument("--affinity-cookie", default=None, metavar="NAME=VALUE",
+                       help="a cookie set on every answer (Path=/; HttpOnly) for a load balancer that routes by it")
     return parser
+
+
+def parse_store(spec: str) -> SessionStore:
+    """The store named by ``sqlite:PATH``, ``postgres:DSN`` (or a ``postgresql://`` URL) or ``memory``."""
+    kind, _, rest = spec.partition(":")
+    if spec == "memory":
+        return MemoryStore()
+    if kind == "sqlite" and rest:
+        return SqliteStore(Path(rest).expanduser())
+    if spec.startswith(("postgresql://", "postgres://")):
+        rest, kind = spec, "postgres"
+    if kind in ("postgres", "postgresql") and rest:
+        try:
+            from .store.postgres import PostgresStore
+        except ImportError as exc:  # pragma: no cover - the module itself imports nothing optional
+            raise LoadError(f"the postgres store needs the postgres extra ({exc})") from None
+        return PostgresStore(rest)
+    raise LoadError(f"unknown store {spec!r}: use sqlite:PATH, postgres:DSN or memory")
+
+
+def affinity_header(spec: str) -> tuple[str, str]:
+    """The ``Set-Cookie`` header of ``--affinity-cookie NAME=VALUE``."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name or any(c in spec for c in ";, \t\r\n"):
+        raise LoadError(f"--affinity-cookie wants NAME=VALUE (no spaces, commas or semicolons), got {spec!r}")
+    return "Set-Cookie", f"{name}={value}; Path=/; HttpOnly"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -129,11 +168,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         source, description = load_agent(args.agent)
+        store_spec = args.store if args.store is not None else os.environ.get("ACP_AGENT_STORE") or None
+        store = parse_store(store_spec) if store_spec else None
+        extra_headers = (affinity_header(args.affinity_cookie),) if args.affinity_cookie else ()
     except LoadError as exc:
         sys.stderr.write(f"acp: {exc}\n")
         return 2
     try:
-        from .http import run_http
+        from .http import HttpOptions, run_http
         from .http import server as _server  # noqa: F401 - fails early without the http extra
     except ImportError as exc:
         sys.stderr.write(f"acp: serving over HTTP needs the http extra: pip install 'acp-agent[http]' ({exc})\n")
@@ -149,12 +191,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.ssl_keyfile:
         settings["ssl_keyfile"] = args.ssl_keyfile
     token = args.token if args.token is not None else os.environ.get("ACP_AGENT_TOKEN") or None
+    options: dict[str, Any] = {
+        "path": args.path, "token": token, "allowed_origins": tuple(args.allow_origin),
+        "max_connections": args.max_connections, "idle_timeout": args.idle_timeout,
+        "max_body_bytes": args.max_body_bytes, "max_buffered_bytes": args.max_buffered_bytes,
+        "max_output_stall": args.max_output_stall, "extra_headers": extra_headers,
+    }
     try:
-        run_http(
-            source, host=args.host, port=args.port, path=args.path, token=token,
-            allowed_origins=tuple(args.allow_origin), max_connections=args.max_connections,
-            idle_timeout=args.idle_timeout, max_body_bytes=args.max_body_bytes, ready=ready, uvicorn_settings=settings,
-        )
+        HttpOptions(**options)
+    except ValueError as exc:  # a setting out of range
+        sys.stderr.write(f"acp: {exc}\n")
+        return 2
+    try:
+        run_http(source, host=args.host, port=args.port, ready=ready, uvicorn_settings=settings, store=store,
+                 **options)
     except OSError as exc:
         sys.stderr.write(f"acp: cannot serve on {args.host}:{args.port}: {exc}\n")
         return 1

@@ -2,35 +2,31 @@
 
 Ids must not repeat across restarts: a session's history outlives the process (it is kept in
 a store), and a resumed session keeps adding messages and tool calls next to the old ones.
-So every id carries randomness: a session id is random as a whole (it names a stored
-record, possibly on several machines), and other ids join a per-process random token to a
-counter (short, and unique next to those of any other process).
+They must not tell one client anything about another either: one process serves many
+connections (``acp_agent.http``), so an id built from a process-wide counter would let a client
+count what the others do between two of its own ids. So every id is random as a whole: 64 bits
+for an item id (unique next to the ids of any session, with odds of a repeat far below one in a
+billion even for a million ids in one session), 80 bits for a session id (it names a stored
+record, possibly shared by several machines).
 """
 
 from __future__ import annotations
 
 import base64
-import itertools
 import secrets
-from typing import Final
 
 __all__ = ["new_id", "new_session_id"]
-
-_ids: Final = itertools.count(1)
 
 
 def _random_text(n_bytes: int) -> str:
     return base64.b32encode(secrets.token_bytes(n_bytes)).decode().rstrip("=").lower()
 
 
-_PROCESS_TOKEN: Final = _random_text(5)  # 8 characters, 40 bits
-
-
 def new_id(prefix: str) -> str:
-    """An opaque id unique across processes, such as ``msg_q3vx7k2a_12``."""
+    """A random opaque id such as ``msg_3f9c0a7d12e4b865`` (64 random bits after the prefix)."""
     if prefix == "sess":
         return new_session_id()
-    return f"{prefix}_{_PROCESS_TOKEN}_{next(_ids)}"
+    return f"{prefix}_{secrets.token_bytes(8).hex()}"
 
 
 def new_session_id() -> str:

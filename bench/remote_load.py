@@ -42,8 +42,9 @@ def peak_rss_mb(pid: int) -> float:
 
 def start(server: str) -> tuple[subprocess.Popen[str], str]:
     if server == "acp-agent":
+        # Sessions in memory: the TypeScript server keeps none either (the default store is the agent's SQLite file).
         command = [sys.executable, "-m", "acp_agent", "serve", "bench/agents/sdk_agent.py", "--port", "0",
-                   "--max-connections", "5000"]
+                   "--max-connections", "5000", "--store", os.environ.get("ACP_BENCH_STORE", "memory")]
         pattern = re.compile(r"at (http://\S+)")
     else:
         command = ["node", "bench/agents/ts_http_server.mjs"]

@@ -2,8 +2,10 @@
 
 ``asgi_app(agent)`` is an ASGI application for any ASGI server or for mounting in an existing
 Starlette/FastAPI app; ``run_http(agent)`` serves it on uvicorn (the ``acp-agent[http]`` extra).
-Each client connection gets its own runtime and sessions, exactly as a stdio connection. Nothing
-here is imported by ``import acp_agent`` or by a stdio agent.
+Each client connection gets its own runtime, exactly as a stdio connection; all of them keep their
+sessions in one store, so a client resumes its session on a new connection (or on another replica
+sharing a PostgreSQL store), and a session is active on one connection at a time
+(:mod:`acp_agent.http.sessions`). Nothing here is imported by ``import acp_agent`` or by a stdio agent.
 """
 
 from __future__ import annotations
@@ -12,25 +14,31 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agent import Agent
+from ..store import SessionStore
 from .app import AcpApp
 from .options import DEFAULT_PATH, HttpOptions, TokenCheck
 
 __all__ = ["DEFAULT_PATH", "AcpApp", "HttpOptions", "TokenCheck", "asgi_app", "run_http", "serve_http"]
 
 
-def asgi_app(agent: Agent | Callable[[], Agent], **options: Any) -> AcpApp:
+def asgi_app(agent: Agent | Callable[[], Agent], *, store: SessionStore | None = None, **options: Any) -> AcpApp:
     """The ASGI application serving ``agent`` (an instance shared by all connections, or a factory
-    called once per connection); ``options`` are the fields of :class:`HttpOptions`."""
-    return AcpApp(agent, HttpOptions(**options))
+    called once per connection); ``options`` are the fields of :class:`HttpOptions`.
+
+    ``store`` keeps the sessions of every connection (default: ``agent.store``, else the agent's
+    SQLite file, as for :func:`~acp_agent.run_stdio`): a client can resume its session on a new
+    connection, and servers sharing a PostgreSQL store resume each other's sessions.
+    """
+    return AcpApp(agent, HttpOptions(**options), store=store)
 
 
 def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
     """Serve ``agent`` at ``http://host:port/acp`` on uvicorn until SIGINT/SIGTERM (loopback by default).
 
-    ``options`` are the fields of :class:`HttpOptions`, plus ``ready`` (called with the URL once
-    the server listens) and ``uvicorn_settings`` (a dict of extra ``uvicorn.Config`` settings,
-    e.g. ``ssl_certfile``). Logging goes
-    to stderr. Needs the ``http`` extra (``pip install 'acp-agent[http]'``).
+    ``options`` are the fields of :class:`HttpOptions`, plus ``store`` (as for :func:`asgi_app`),
+    ``ready`` (called with the URL once the server listens) and ``uvicorn_settings`` (a dict of
+    extra ``uvicorn.Config`` settings, e.g. ``ssl_certfile``). Logging goes to stderr. Needs the
+    ``http`` extra (``pip install 'acp-agent[http]'``).
     """
     from .server import run_http as _run
 

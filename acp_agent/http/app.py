@@ -26,7 +26,9 @@ import orjson
 from anyio.abc import TaskGroup
 
 from ..agent import Agent
-from ..errors import RequestError
+from ..errors import RequestError, StoreError, StoreUnusableError
+from ..store import MemoryStore, SessionStore, SqliteStore
+from ..store.postgres import PostgresStore
 from .connections import (
     SHUTDOWN_MARGIN,
     ConnectionLimitError,
@@ -35,8 +37,10 @@ from .connections import (
     credential_digest,
     id_key,
 )
+from .leases import Leases, PostgresLeases
 from .options import HttpOptions
 from .security import Refusal, check_request
+from .sessions import SessionDirectory
 
 __all__ = ["SESSION_SCOPED_METHODS", "AcpApp", "Receive", "Scope", "Send"]
 
@@ -83,16 +87,68 @@ class AcpApp:
     ``agent`` is an :class:`Agent` shared by every connection, or a callable returning a new one
     for each connection. Run it on any ASGI server with lifespan support, or mount it in another
     app and enter :meth:`lifespan` from that app's lifespan.
+
+    Every connection keeps its sessions in one ``store`` (default: the agent's ``store``, else its
+    SQLite file, as :func:`~acp_agent.run_stdio` does), so a client can resume a session on a new
+    connection, or on another server sharing the store; a session is active on one connection at
+    a time (see :mod:`acp_agent.http.sessions`). The store is closed when the lifespan ends.
     """
 
-    def __init__(self, agent: Agent | Callable[[], Agent], options: HttpOptions | None = None) -> None:
+    def __init__(self, agent: Agent | Callable[[], Agent], options: HttpOptions | None = None, *,
+                 store: SessionStore | None = None) -> None:
         self._agent = agent
         self.options = options if options is not None else HttpOptions()
         """The server settings."""
         self.registry = ConnectionRegistry(self.options.max_connections)
         """The live connections."""
+        self.sessions = SessionDirectory(self.options.shutdown_timeout + 2 * SHUTDOWN_MARGIN)
+        """Which connection has each session active."""
+        self._store = store
+        self._store_ready = False
+        self._store_opening: anyio.Event | None = None
         self._tg: TaskGroup | None = None
         self._closing = False
+
+    @property
+    def store(self) -> SessionStore | None:
+        """The store every connection keeps its sessions in (``None`` until known: an agent factory
+        that is not a class is asked on the first connection)."""
+        if self._store is None:
+            source = self._agent
+            if isinstance(source, Agent) or (isinstance(source, type) and issubclass(source, Agent)):
+                self._store = source.store if source.store is not None else SqliteStore.for_agent(source.name)
+        return self._store
+
+    async def _shared_store(self, agent: Agent) -> SessionStore:
+        """The store, opened once for all connections (an unusable one is replaced by one
+        :class:`MemoryStore` for the whole server, never one per connection)."""
+        if self.store is None:
+            self._store = agent.store if agent.store is not None else SqliteStore.for_agent(agent.name)
+        store = self._store
+        assert store is not None
+        if isinstance(store, PostgresStore) and type(self.sessions.leases) is Leases:
+            # Replicas share this database: a session active here is leased, so no other replica resumes it.
+            self.sessions.leases = PostgresLeases(store.conninfo, connect_timeout=store.connect_timeout)
+        while not self._store_ready:
+            if self._store_opening is not None:
+                await self._store_opening.wait()
+                continue
+            self._store_opening = opening = anyio.Event()
+            try:
+                await store.open()
+                self._store_ready = True
+            except StoreUnusableError as exc:
+                logger.error("acp: the session store cannot be used: %s. This server keeps its sessions in memory "
+                             "only (they are lost when it exits); the store was left as it is.", exc)
+                self._store = store = MemoryStore()
+                self._store_ready = True
+            except StoreError as exc:
+                logger.error("acp: the session store cannot be opened now: %s (retried on the next use)", exc)
+                break
+            finally:
+                self._store_opening = None
+                opening.set()
+        return store
 
     # -- lifespan -----------------------------------------------------------------------------
 
@@ -112,6 +168,18 @@ class AcpApp:
                 await self.close()
                 self._tg = None
                 tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.sessions.leases.close()
+                    except Exception:
+                        logger.exception("acp: closing the session leases failed")
+                if self._store is not None and self._store_ready:
+                    with anyio.CancelScope(shield=True):
+                        try:
+                            await self._store.close()
+                        except Exception:
+                            logger.exception("acp: closing the session store failed")
+                    self._store_ready = False
 
     async def close(self) -> None:
         """Close every connection: sessions stop their work, their last output is delivered where a
@@ -315,8 +383,10 @@ class AcpApp:
         if self.registry.full():
             await _text(send, 503, "Too many connections")
             return
+        agent = self._new_agent()
         connection = RemoteConnection(
-            self._new_agent(), "http", self.options, credential=credential_digest(headers.get("authorization"))
+            agent, "http", self.options, credential=credential_digest(headers.get("authorization")),
+            store=await self._shared_store(agent), directory=self.sessions,
         )
         self.registry.add(connection)
         self._tg.start_soon(self._run_connection, connection)
@@ -436,9 +506,10 @@ class AcpApp:
         async def send_text(text: str) -> None:
             await send({"type": "websocket.send", "text": text})
 
+        agent = self._new_agent()
         connection = RemoteConnection(
-            self._new_agent(), "websocket", self.options,
-            credential=credential_digest(headers.get("authorization")), send_text=send_text,
+            agent, "websocket", self.options, credential=credential_digest(headers.get("authorization")),
+            send_text=send_text, store=await self._shared_store(agent), directory=self.sessions,
         )
         self.registry.add(connection)
         state = _SocketState()

@@ -7,12 +7,14 @@ RFD's single-stream model, so a client sees exactly the order a stdio client see
 session's updates and a subagent's updates interleave as the agent wrote them). The TypeScript
 SDK's client also opens one stream per session (``Acp-Session-Id`` on the GET); those are
 accepted, one reader each (409 for a second), and carry only keep-alive comments. Over WebSocket
-every line goes to the socket. Nothing here is shared between connections: each has its own
-runtime, sessions, streams and routes.
+every line goes to the socket. Each connection has its own runtime, live sessions, streams and
+routes; what they share is the server's session store (where a session goes when it is closed or
+its connection ends, and comes back from on ``session/resume``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import uuid
@@ -23,9 +25,13 @@ import anyio
 import orjson
 
 from ..agent import Agent
+from ..errors import RequestError
 from ..runtime import AgentRuntime
+from ..schema import CloseSessionRequest
 from ..stdio import open_runtime
+from ..store import SessionStore
 from .options import HttpOptions
+from .sessions import SessionDirectory, active_elsewhere
 from .streams import Mailbox, MessageInbox, OutputStream
 
 __all__ = ["SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection", "Route",
@@ -77,6 +83,8 @@ class RemoteConnection:
         *,
         credential: bytes | None = None,
         send_text: Callable[[str], Awaitable[None]] | None = None,
+        store: SessionStore | None = None,
+        directory: SessionDirectory | None = None,
     ) -> None:
         self.id = str(uuid.uuid4())
         """The ``Acp-Connection-Id`` (random, unguessable)."""
@@ -87,9 +95,12 @@ class RemoteConnection:
         self._send_text = send_text
         self.inbox = MessageInbox()
         self.runtime: AgentRuntime = open_runtime(
-            agent, self.inbox, OutputStream(self._write), limits=options.limits
+            agent, self.inbox, OutputStream(self._write), limits=options.limits, store=store
         )
         self.runtime.shutdown_timeout = options.shutdown_timeout
+        self._directory = directory
+        if directory is not None:
+            directory.attach(self)
         self.initialized = False
         """Whether the ``initialize`` answer went out."""
         self.initial_response: bytes | None = None
@@ -130,6 +141,9 @@ class RemoteConnection:
             self._initial.set()
             for mailbox in self._mailboxes():
                 mailbox.finish()
+            if self._directory is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._directory.detach(self)
             self.done.set()
 
     def shutdown(self, *, discard: bool) -> None:
@@ -167,6 +181,21 @@ class RemoteConnection:
         self.discarding = True
         scope.cancel()
 
+    async def saved(self, session_id: str) -> None:
+        """Wait until ``session_id`` is no longer active here (closed and saved) or the connection finished."""
+        while session_id in self.runtime.records and not self.done.is_set():
+            with anyio.move_on_after(0.05):
+                await self.done.wait()
+
+    async def close_session(self, session_id: str) -> None:
+        """Close one session here, as ``session/close`` does (its work stops, it is saved)."""
+        route = self.runtime.connection.requests["session/close"]
+        assert route.handler is not None
+        try:
+            await route.handler(CloseSessionRequest(session_id=session_id))
+        except RequestError:
+            raise active_elsewhere(session_id) from None
+
     async def wait_initialized(self) -> bytes | None:
         """The first line the runtime wrote (the ``initialize`` answer), or ``None`` if it closed first."""
         await self._initial.wait()
@@ -187,7 +216,10 @@ class RemoteConnection:
             return
         for line in lines:
             self._route(line)
-        await self.wait_for_room()
+        # Closed for stalling: its output is dropped from now on, but the runtime's writer keeps
+        # running, so producers stay paced by its queue (and cancellable) while the connection closes.
+        with contextlib.suppress(anyio.BrokenResourceError):
+            await self.wait_for_room()
 
     async def _send_websocket(self, lines: list[bytes]) -> None:
         assert self._send_text is not None
@@ -195,12 +227,11 @@ class RemoteConnection:
             try:
                 for line in lines:
                     await self._send_text(line.decode("utf-8", "replace"))
-            except Exception as exc:  # the server's "client disconnected" errors vary
+            except Exception:  # the server's "client disconnected" errors vary
                 self.shutdown(discard=True)
-                raise anyio.BrokenResourceError from exc
+                return
         if scope.cancelled_caught:
             self.fail(f"output stalled for max_output_stall ({self.options.max_output_stall:g} s)")
-            raise anyio.BrokenResourceError
 
     async def wait_for_room(self) -> None:
         """Wait while clients hold ``max_buffered_bytes`` unread; close the connection if they stall."""

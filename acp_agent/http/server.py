@@ -21,6 +21,7 @@ import anyio
 import uvicorn
 
 from ..agent import Agent
+from ..store import SessionStore
 from .app import AcpApp
 from .connections import SHUTDOWN_MARGIN
 from .options import HttpOptions
@@ -89,13 +90,14 @@ async def serve_http(
     port: int = 8000,
     ready: Callable[[str], None] | None = None,
     uvicorn_settings: dict[str, Any] | None = None,
+    store: SessionStore | None = None,
     **options: Any,
 ) -> None:
     """Serve ``agent`` on uvicorn in the running asyncio loop until a signal (see :func:`run_http`)."""
     if "allowed_hosts" not in options and is_loopback(host):
         options["allowed_hosts"] = LOOPBACK_HOSTS
     settings = HttpOptions(**options)
-    app = AcpApp(agent, settings)
+    app = AcpApp(agent, settings, store=store)
     extra = dict(uvicorn_settings or {})
     sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]

@@ -58,7 +58,7 @@ class MessageInbox(ByteReceiveStream):
 class OutputStream(ByteSendStream):
     """The runtime's output: each chunk it writes is handed to ``write`` as a list of message lines.
 
-    ``write`` routes or sends them (raising ``anyio.BrokenResourceError`` when the client is gone)
+    ``write`` routes or sends them (or drops them once the client is gone or too slow)
     and is where the runtime's writer waits while clients are behind.
     """
 

@@ -1,0 +1,143 @@
+"""Which server process has a session active, for replicas sharing one PostgreSQL store.
+
+Within one process :class:`~acp_agent.http.sessions.SessionDirectory` keeps a session on one
+connection at a time. Across processes, :class:`PostgresLeases` holds a PostgreSQL advisory lock
+(session level) per session this process has active, on a connection of its own to the store's
+database: another replica's ``session/resume`` of it is refused while it is held. The database
+releases the locks of a process that dies (its connection ends), so a crashed replica's sessions
+can be resumed elsewhere at once. If the lease connection drops, it reconnects and takes its
+locks again on next use. psycopg is imported only here, when a server uses a PostgreSQL store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["Leases", "PostgresLeases", "lease_key"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def lease_key(session_id: str) -> int:
+    """The advisory-lock key of a session: 64 bits of a hash of its id, as a signed bigint."""
+    return int.from_bytes(hashlib.blake2b(b"acp-session:" + session_id.encode(), digest_size=8).digest(), "big",
+                          signed=True)
+
+
+class Leases:
+    """Leases held nowhere but in this process (a store not shared with other processes)."""
+
+    async def acquire(self, session_id: str) -> bool:
+        """Take the lease of ``session_id`` for this process; ``False`` if another process holds it."""
+        return True
+
+    async def release(self, session_id: str) -> None:
+        """Give the lease of ``session_id`` back."""
+
+    async def close(self) -> None:
+        """Give every lease back."""
+
+
+class PostgresLeases(Leases):
+    """Session leases as PostgreSQL advisory locks on the database at ``conninfo``."""
+
+    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0) -> None:
+        self.conninfo = conninfo
+        self.connect_timeout = connect_timeout
+        self._db: psycopg.Connection[Any] | None = None
+        self._held: set[int] = set()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return "PostgresLeases(...)"  # the conninfo may hold a password
+
+    async def acquire(self, session_id: str) -> bool:
+        """Take the session's advisory lock (at once or not at all). A database that cannot be
+        reached does not stop the request: it is logged, and the lease counts as taken."""
+        key = lease_key(session_id)
+        try:
+            return await self._run(self._acquire, key)
+        except Exception as exc:
+            logger.error("acp: cannot take the lease of session %s in the session database (%s); going ahead "
+                         "without it", session_id, exc)
+            return True
+
+    async def release(self, session_id: str) -> None:
+        """Release the session's advisory lock (if this process holds it)."""
+        try:
+            await self._run(self._release, lease_key(session_id))
+        except Exception as exc:
+            logger.error("acp: cannot release the lease of session %s (%s)", session_id, exc)
+
+    async def close(self) -> None:
+        """Close the lease connection: the database releases every lock it held."""
+        await self._run(self._close)
+
+    async def _run(self, func: Callable[..., T], *args: Any) -> T:
+        def locked() -> T:
+            with self._lock:
+                return func(*args)
+
+        with anyio.CancelScope(shield=True):
+            result = await anyio.to_thread.run_sync(locked)
+        return result
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        import psycopg
+
+        if self._db is not None and not self._db.closed:
+            return self._db
+        db = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=max(1, int(self.connect_timeout)))
+        for key in list(self._held):  # a new database session: take the locks again
+            row = db.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if row is None or not row[0]:
+                self._held.discard(key)
+                logger.error("acp: lost the lease of a session while reconnecting to the session database; "
+                             "another replica may have resumed it")
+        self._db = db
+        return db
+
+    def _execute(self, query: str, key: int) -> bool:
+        import psycopg
+
+        for attempt in (1, 2):
+            db = self._connect()
+            try:
+                row = db.execute(query, (key,)).fetchone()
+                return bool(row is not None and row[0])
+            except psycopg.OperationalError:
+                db.close()
+                self._db = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _acquire(self, key: int) -> bool:
+        if key in self._held:
+            return True
+        if self._execute("SELECT pg_try_advisory_lock(%s)", key):
+            self._held.add(key)
+            return True
+        return False
+
+    def _release(self, key: int) -> None:
+        if key in self._held:
+            self._held.discard(key)
+            self._execute("SELECT pg_advisory_unlock(%s)", key)
+
+    def _close(self) -> None:
+        db, self._db = self._db, None
+        self._held.clear()
+        if db is not None:
+            db.close()

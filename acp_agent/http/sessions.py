@@ -1,0 +1,212 @@
+"""One session, one connection: which connection of a server has each session active.
+
+Every connection of an :class:`~acp_agent.http.AcpApp` keeps its sessions in the app's one store,
+so a client that lost its connection can ``initialize`` again and ``session/resume`` its session
+on a new one (on any replica sharing the store). A session is active on one connection at a
+time; a ``session/resume`` (or ``session/delete``) naming a session active on another connection
+of this server is handled so:
+
+- the other connection is closing (DELETE, a dropped WebSocket, idle expiry, a broken limit): the
+  request waits until that connection has saved the session, then goes ahead;
+- the other connection is an HTTP connection nobody reads any more (no event stream attached: the
+  client that opened it is gone, it just has not sent DELETE) and was opened with the same
+  credential: the session is closed there, as ``session/close`` would (its work stops, it is
+  saved), then the request goes ahead: the new connection takes the session over;
+- otherwise (a client still reads the other connection, and it is not found gone within
+  :data:`LET_GO_GRACE` seconds: a client reconnecting at once may be ahead of the server noticing
+  that its old connection dropped): the request is refused ``-32002`` with
+  the message "Session is active on another connection" and ``data: {"sessionId": ...}``, so two
+  live clients never run one session side by side. The client closes it there first, or retries
+  once the other connection is gone.
+
+Across processes (replicas sharing a PostgreSQL store) the process that has a session active holds
+its lease (:mod:`acp_agent.http.leases`): another process's ``session/resume`` or ``session/delete``
+waits up to :data:`LET_GO_GRACE` seconds for it, then is refused the same way. A process holds
+the lease from the moment a session becomes active on one of its connections (``session/new``,
+``session/fork``, ``session/resume``) until no connection of it has the session any more (closed,
+deleted, or its connection ended: always after the session was saved).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+
+from ..connection import Method, Reply
+from ..errors import ErrorCode, RequestError
+from .leases import Leases
+
+if TYPE_CHECKING:
+    from .connections import RemoteConnection
+
+__all__ = ["ACTIVE_ELSEWHERE", "LET_GO_GRACE", "SessionDirectory", "active_elsewhere"]
+
+logger = logging.getLogger(__name__)
+
+ACTIVE_ELSEWHERE: Final = "Session is active on another connection"
+"""The error message of a request refused because another live connection has the session."""
+
+LET_GO_GRACE: Final = 1.0
+"""Seconds a request waits for a connection still read to be found gone before it is refused."""
+
+_GUARDED: Final = ("session/resume", "session/delete")
+_OPENING: Final = ("session/new", "session/fork")
+
+
+def active_elsewhere(session_id: str) -> RequestError:
+    """The ``-32002`` answer for a session another live connection has active."""
+    return RequestError(ErrorCode.RESOURCE_NOT_FOUND, ACTIVE_ELSEWHERE, {"sessionId": session_id})
+
+
+class SessionDirectory:
+    """The connections of one server that are not finished, and the sessions they are taking up."""
+
+    def __init__(self, wait_limit: float, leases: Leases | None = None) -> None:
+        self._connections: set[RemoteConnection] = set()
+        self._claims: dict[str, tuple[RemoteConnection, int]] = {}  # sessions being resumed / deleted
+        self._wait_limit = wait_limit
+        self.leases = leases if leases is not None else Leases()
+        """The leases of the sessions active in this process (another process's are refused)."""
+        self._leased: dict[RemoteConnection, set[str]] = {}  # the sessions leased for each connection
+
+    def attach(self, connection: RemoteConnection) -> None:
+        """Track ``connection`` and guard its ``session/resume`` and ``session/delete``."""
+        self._connections.add(connection)
+        requests = connection.runtime.connection.requests
+        for method in _GUARDED:
+            route = requests.get(method)
+            if route is not None and route.handler is not None:
+                requests[method] = Method(self._guarded(connection, route.handler), route.params, route.prepare)
+        if type(self.leases) is Leases:
+            return  # no other process shares the store: nothing more to track
+        for method in _OPENING:
+            route = requests.get(method)
+            if route is not None and route.handler is not None:
+                requests[method] = Method(self._opening(connection, route.handler), route.params, route.prepare)
+        route = requests.get("session/close")
+        if route is not None and route.handler is not None:
+            requests["session/close"] = Method(self._closing(route.handler), route.params, route.prepare)
+
+    async def detach(self, connection: RemoteConnection) -> None:
+        """Forget a finished connection (its sessions were saved) and give back the leases it alone held."""
+        self._connections.discard(connection)
+        for session_id in self._leased.pop(connection, ()):
+            await self._unlease_if_free(session_id)
+
+    def owner(self, session_id: str, asking: RemoteConnection | None) -> RemoteConnection | None:
+        """The other connection that has ``session_id`` active or is bringing it up, if any."""
+        claim = self._claims.get(session_id)
+        if claim is not None and claim[0] is not asking:
+            return claim[0]
+        for connection in self._connections:
+            if connection is not asking and session_id in connection.runtime.records:
+                return connection
+        return None
+
+    def _guarded(self, connection: RemoteConnection,
+                 handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        async def guarded(request: Any) -> Any:
+            session_id: str = request.session_id
+            await self._claim(connection, session_id)
+            try:
+                return await handler(request)
+            finally:
+                self._release(connection, session_id)
+                with anyio.CancelScope(shield=True):
+                    await self._unlease_if_free(session_id)  # a failed resume, a delete
+
+        return guarded
+
+    def _opening(self, connection: RemoteConnection,
+                 handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        async def opening(request: Any) -> Any:
+            result = await handler(request)
+            answer = result.result if isinstance(result, Reply) else result
+            session_id = getattr(answer, "session_id", None)
+            if isinstance(session_id, str):
+                with anyio.CancelScope(shield=True):
+                    if not await self._lease(connection, session_id):
+                        logger.error("acp: the lease of new session %s is held by another process", session_id)
+            return result
+
+        return opening
+
+    def _closing(self, handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        async def closing(request: Any) -> Any:
+            try:
+                return await handler(request)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._unlease_if_free(request.session_id)
+
+        return closing
+
+    async def _lease(self, connection: RemoteConnection, session_id: str, wait: float = 0.0) -> bool:
+        """Take the lease of ``session_id`` for this process (waiting up to ``wait`` seconds for another
+        process to give it back); ``False`` if it did not."""
+        if type(self.leases) is Leases:
+            return True
+        with anyio.move_on_after(wait):
+            while not await self.leases.acquire(session_id):
+                if wait <= 0:
+                    return False
+                await anyio.sleep(0.1)
+            self._leased.setdefault(connection, set()).add(session_id)
+            return True
+        return False
+
+    async def _unlease_if_free(self, session_id: str) -> None:
+        """Give the lease of ``session_id`` back once no connection of this process has it."""
+        if type(self.leases) is Leases or session_id in self._claims or self.owner(session_id, None) is not None:
+            return
+        await self.leases.release(session_id)
+
+    async def _claim(self, connection: RemoteConnection, session_id: str) -> None:
+        with anyio.move_on_after(self._wait_limit) as waited:
+            while (owner := self.owner(session_id, connection)) is not None:
+                claim = self._claims.get(session_id)
+                if claim is not None and claim[0] is owner:
+                    raise active_elsewhere(session_id)  # being resumed or deleted there right now
+                session = owner.runtime.sessions.get(session_id)
+                if owner.closing or session is None:
+                    await owner.saved(session_id)  # its close is under way: wait for the save
+                elif session.parent is None and self._abandoned(owner, connection):
+                    logger.info("acp: connection %s takes session %s over from connection %s, which nobody "
+                                "reads", connection.id, session_id, owner.id)
+                    await owner.close_session(session_id)
+                elif not await self._let_go(owner, connection):
+                    raise active_elsewhere(session_id)
+        if waited.cancelled_caught:
+            raise active_elsewhere(session_id)  # the other connection did not let go in time
+        held = self._claims.get(session_id)
+        self._claims[session_id] = (connection, held[1] + 1 if held is not None else 1)
+        if held is None and not await self._lease(connection, session_id, LET_GO_GRACE):
+            self._release(connection, session_id)
+            raise active_elsewhere(session_id)  # active in another process
+
+    async def _let_go(self, owner: RemoteConnection, asking: RemoteConnection) -> bool:
+        """Whether ``owner`` starts closing or loses its last reader within :data:`LET_GO_GRACE` seconds
+        (a client that reconnects at once may be ahead of the server noticing its old connection drop)."""
+        with anyio.move_on_after(LET_GO_GRACE):
+            while not (owner.closing or self._abandoned(owner, asking)):
+                await anyio.sleep(0.02)
+            return True
+        return False
+
+    @staticmethod
+    def _abandoned(owner: RemoteConnection, asking: RemoteConnection) -> bool:
+        """Whether nobody reads ``owner`` (an HTTP connection with no event stream) and ``asking``
+        was opened with the same credential."""
+        return owner.transport == "http" and owner.receivers == 0 and owner.credential == asking.credential
+
+    def _release(self, connection: RemoteConnection, session_id: str) -> None:
+        held = self._claims.get(session_id)
+        if held is None or held[0] is not connection:
+            return
+        if held[1] > 1:
+            self._claims[session_id] = (connection, held[1] - 1)
+        else:
+            del self._claims[session_id]

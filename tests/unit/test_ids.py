@@ -1,0 +1,27 @@
+"""Ids are random as a whole: unique, and telling nothing about ids made before or elsewhere."""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+
+from acp_agent.ids import new_id, new_session_id
+
+
+def test_item_ids_are_random_hex_after_their_prefix() -> None:
+    ids = [new_id("msg") for _ in range(20000)]
+    assert all(re.fullmatch(r"msg_[0-9a-f]{16}", i) for i in ids)
+    assert len(set(ids)) == len(ids)
+    # No shared part (a process token) and no counter: consecutive ids agree on their first
+    # four hex digits only by chance (1 in 65536 per pair).
+    same_head = sum(a[4:8] == b[4:8] for a, b in pairwise(ids))
+    assert same_head < 10
+    tails = [int(i[4:], 16) for i in ids[:1000]]
+    assert sum(b - a == 1 for a, b in pairwise(tails)) == 0
+
+
+def test_session_ids_keep_their_format() -> None:
+    ids = {new_session_id() for _ in range(5000)}
+    assert len(ids) == 5000
+    assert all(re.fullmatch(r"sess_[a-z2-7]{16}", i) for i in ids)
+    assert re.fullmatch(r"sess_[a-z2-7]{16}", new_id("sess"))
