@@ -117,6 +117,9 @@ class SqliteStore(SessionStore):
         """Seconds a write waits for another process's write before it fails."""
         self._db: sqlite3.Connection | None = None
         self._inline_saves = 0  # inline commits since the last commit in a thread (which checkpoints)
+        # The metadata row last written per session: a save whose metadata did not change (most
+        # saves: ``updatedAt`` has whole seconds) writes only history rows, half the cost.
+        self._written: dict[str, tuple[Any, ...]] = {}
 
     @classmethod
     def for_agent(cls, name: str) -> SqliteStore:
@@ -197,6 +200,7 @@ class SqliteStore(SessionStore):
             await self.in_thread(self._close)
 
     def _close(self) -> None:
+        self._written.clear()
         db, self._db = self._db, None
         if db is not None:
             db.close()
@@ -292,7 +296,8 @@ class SqliteStore(SessionStore):
         sid = columns[0]
         try:
             try:
-                db.execute(_UPSERT, columns)
+                if full or self._written.get(sid) != columns:
+                    db.execute(_UPSERT, columns)
                 if full:
                     db.execute("DELETE FROM history WHERE session_id = ?", (sid,))
                 elif removed:
@@ -302,10 +307,12 @@ class SqliteStore(SessionStore):
                                rows)
                 db.execute("COMMIT")
             except BaseException:
+                self._written.pop(sid, None)
                 db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
             raise StoreError(f"could not save session {sid} to {self.path}: {exc}") from exc
+        self._written[sid] = columns
 
     async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
         """The stored session, rebuilt (history included), or ``None``."""
@@ -340,6 +347,7 @@ class SqliteStore(SessionStore):
     def _delete(self, session_id: str) -> bool:
         import sqlite3
 
+        self._written.pop(session_id, None)
         db = self._conn()
         try:
             db.execute("BEGIN IMMEDIATE")

@@ -240,11 +240,20 @@ async def test_sqlite_small_saves_commit_on_the_loop_and_wait_in_a_thread_when_l
     record.touch()
     await store.save(record)
     assert threaded == ["_save"] and store._inline_saves == 0
+    # Metadata that did not change is not written again; a change is.
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE sessions SET title = 'marker' WHERE session_id = ?", (record.session_id,))
+    record.history.record(AgentMessage(message_id="m_rows_only", content=[TextContent(text="rows only")]))
+    await store.save(record)
+    assert [s.title for s in await store.list_sessions()] == ["marker"]
+    record.title = "Renamed"
+    await store.save(record)
+    assert [s.title for s in await store.list_sessions()] == ["Renamed"]
     await store.close()
     loaded = await SqliteStore(store.path).load(record.session_id)
     assert loaded is not None
     texts = [item.content[0].text for item in loaded.history.replay() if isinstance(item, AgentMessage)]
-    assert texts[-2:] == ["kept", "also kept"]
+    assert texts[-3:] == ["kept", "also kept", "rows only"]
 
 
 def test_data_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
