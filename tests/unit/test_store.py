@@ -28,8 +28,8 @@ from acp_agent.schema import (
     TextContent,
 )
 from acp_agent.store import SCHEMA_VERSION, MemoryStore, SessionStore, SqliteStore, StoreUnusableError, data_dir
-from acp_agent.testing.client import connect_agent
 from acp_agent.store.sqlite import INLINE_CHECKPOINT
+from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
 
 pytestmark = pytest.mark.anyio
