@@ -444,7 +444,8 @@ class TerminalEnd:
 def terminal_run(python: str, megabytes: int) -> Message:
     """Terminal output through this driver: ``examples/background_agent.py`` runs ``/bg head -c N /dev/zero``;
     MB/s from the prompt to the ``exitStatus`` update, chunks, the agent's CPU; every byte is checked after."""
-    spec = AgentSpec("background-agent", "examples/background_agent.py", this_checkout([python, "examples/background_agent.py"]), 2)
+    spec = AgentSpec("background-agent", "examples/background_agent.py",
+                     this_checkout([python, "examples/background_agent.py"]), 2)
     size = megabytes * 1_000_000
     with tempfile.TemporaryFile() as stderr:
         peer = Peer(spec, stderr)

@@ -7,6 +7,7 @@ every stage alike, so read the differences (and their ratio to the floor), not t
 
 - ``floor``: ``import anyio, jsonrpcserver, pydantic`` and one model: the dependency floor of
   ``make bench`` (``bench/agents/deps_floor_agent.py`` does this, then serves with a blocking loop);
+- ``+ asyncio only``: the floor, then ``asyncio.run`` of an empty coroutine (any event loop's start);
 - ``+ anyio running``: the floor, then ``anyio.run`` of what every anyio agent runs before it can answer
   (a task group, an event, a signal receiver, a shielded checkpoint): anyio imports its backend lazily,
   so the floor agent, which never runs a loop, does not pay for it;
@@ -51,6 +52,13 @@ async def _main():
                 await anyio.sleep(0)
         tg.cancel_scope.cancel()
 anyio.run(_main)
+"""
+
+ASYNCIO = """
+import asyncio
+async def _nothing():
+    pass
+asyncio.run(_nothing())
 """
 
 # The wire models without the rest of the package: a bare package object, so acp_agent/__init__.py
@@ -101,6 +109,7 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 STAGES: list[tuple[str, str]] = [
     ("floor", FLOOR),
+    ("+ asyncio only", FLOOR + ASYNCIO),
     ("+ anyio running", FLOOR + LOOP),
     ("+ initialize's models", FLOOR + LOOP + INITIALIZE_MODELS),
     ("+ those, built", FLOOR + LOOP + INITIALIZE_MODELS + INITIALIZE),
