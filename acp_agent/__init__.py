@@ -5,10 +5,12 @@ The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and e
 ``state_update``.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
 from .agent import Agent
 from .auth import Login
 from .background import BackgroundRegistry
-from .elicitation import ElicitationResult
 from .errors import (
     AcpAgentError,
     ElicitationUnsupportedError,
@@ -25,7 +27,7 @@ from .extensions import extension
 from .history import HistoryItem
 from .limits import Limits
 from .peer import ClientPeer
-from .permissions import PermissionOutcome
+from .processes import ExitStatus
 from .providers import Provider, ProviderSettings
 from .schema import (
     AgentMessage,
@@ -37,7 +39,6 @@ from .schema import (
     ContentBlock,
     EmbeddedResource,
     ImageContent,
-    PermissionOption,
     PlanEntry,
     ResourceLink,
     SessionConfigOption,
@@ -49,8 +50,35 @@ from .schema import (
 )
 from .session import MessageStream, Session, StopReason, Subagent, SubagentResult
 from .stdio import run_stdio, serve, serve_stdio
-from .terminals import ExitStatus, Terminal
-from .tool_calls import ToolCall, ToolCallFields
+
+if TYPE_CHECKING:
+    from .elicitation import ElicitationResult
+    from .permissions import PermissionOutcome
+    from .schema import PermissionOption
+    from .terminals import Terminal
+    from .tool_calls import ToolCall, ToolCallFields
+
+# Loaded on first use, under the same names: a stdio agent that never asks the user, runs a
+# process or starts a tool call does not import them (tests/unit/test_exports.py).
+_LAZY: Final = {
+    "ElicitationResult": "elicitation",
+    "PermissionOutcome": "permissions",
+    "PermissionOption": "schema",
+    "Terminal": "terminals",
+    "ToolCall": "tool_calls",
+    "ToolCallFields": "tool_calls",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module of a lazily loaded public name (see ``_LAZY``) and return the name."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AcpAgentError",

@@ -13,10 +13,12 @@ without calling any hook until a login succeeded on that connection, and again a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .elicitation import ElicitationResult, ask_for_request
 from .peer import ClientPeer
+
+if TYPE_CHECKING:
+    from .elicitation import ElicitationResult
 
 __all__ = ["Login"]
 
@@ -38,8 +40,12 @@ class Login:
         Never for a secret: use :meth:`ask_url`. Raises
         :class:`~acp_agent.elicitation.ElicitationUnsupportedError` if the client has no forms.
         """
+        from .elicitation import ask_for_request  # loaded on first use (most logins ask nothing)
+
         return await ask_for_request(self.client, message, schema=schema)
 
     async def ask_url(self, message: str, url: str, *, elicitation_id: str | None = None) -> ElicitationResult:
         """Send the user to ``url`` (an OAuth page, say), scoped to this request."""
+        from .elicitation import ask_for_request
+
         return await ask_for_request(self.client, message, url=url, elicitation_id=elicitation_id)

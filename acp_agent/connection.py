@@ -21,8 +21,10 @@ import anyio
 import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 from jsonrpcserver import Success, dispatch_to_response
+from jsonrpcserver.dispatcher import call as rpc_call
 from jsonrpcserver.exceptions import JsonRpcError
-from jsonrpcserver.sentinels import NODATA
+from jsonrpcserver.request import Request as RpcRequest
+from jsonrpcserver.sentinels import NODATA, NOID
 from oslash.either import Left
 from pydantic import BaseModel, ValidationError
 
@@ -338,13 +340,7 @@ class Connection:
             out.answer(request_id, RequestError.invalid_params("params must be an object").to_dict())
             return
         call = _Call()
-        response = dispatch_to_response(
-            message,  # type: ignore[arg-type]  # already parsed; the deserializer is the identity
-            self._bound_requests_table(),
-            context=call,
-            deserializer=_identity,
-            validator=_no_validation,
-        )
+        response = self._dispatch(message, method, params, request_id, self._bound_requests_table(), call)
         if call.immediate is not None:
             out.answer(request_id, None, call.immediate.result, call.immediate.sent)
             return
@@ -363,15 +359,33 @@ class Connection:
         if not isinstance(params, (dict, list)) or self._check_guard(method, False) is not None:
             return
         call = _Call()
-        dispatch_to_response(
-            {"jsonrpc": "2.0", "method": method, "params": params},  # type: ignore[arg-type]
-            self._bound_notifications_table(),
+        self._dispatch({"jsonrpc": "2.0", "method": method, "params": params}, method, params, NOID,
+                       self._bound_notifications_table(), call)
+        if call.thunk is not None:
+            tg.start_soon(self._run_notification, method, call.thunk)
+
+    @staticmethod
+    def _dispatch(message: dict[str, Any], method: str, params: Any, request_id: Any,
+                  table: dict[str, Callable[..., Any]], call: _Call) -> Any:
+        """Dispatch one call through jsonrpcserver; the result is its ``Left`` error or ``Right``.
+
+        A known method with object params takes jsonrpcserver's cheap path: ``dispatcher.call``
+        runs the bound method and maps what it raises to a JSON-RPC error, as the full pipeline
+        would; the pipeline's other steps (parsing, request validation, the signature check of
+        every call) have nothing to do here: the message is parsed and checked already and every
+        bound method takes any keyword params. Anything else (an unknown method, by-position
+        params) goes through ``dispatch_to_response`` for its error answers.
+        """
+        bound = table.get(method)
+        if bound is not None and isinstance(params, dict):
+            return rpc_call(RpcRequest(method, params, request_id), call, bound)
+        return dispatch_to_response(
+            message,  # type: ignore[arg-type]  # already parsed; the deserializer is the identity
+            table,
             context=call,
             deserializer=_identity,
             validator=_no_validation,
         )
-        if call.thunk is not None:
-            tg.start_soon(self._run_notification, method, call.thunk)
 
     def _check_guard(self, method: str, is_request: bool) -> RequestError | None:
         guard = self.routes.guard

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import anyio
@@ -130,7 +130,9 @@ class Writer:
         self._batch_bytes = batch_bytes
         self._data = anyio.Event()
         self._space = anyio.Event()
-        self._drained = anyio.Event()
+        self._space_waiters = 0  # producers waiting in backpressure(): only then is _space set and renewed
+        self._drained: anyio.Event | None = None  # made by drain(), only when someone waits
+        self._event: Callable[[], anyio.Event] = anyio.Event  # the running backend's Event class, once run() runs
         self._closing = False
         self._sending = False  # a chunk taken off the queue is being written
         self._broken = False
@@ -174,11 +176,17 @@ class Writer:
         exceeds its mark by at most one message per producer).
         """
         if self.full():
-            await self._space.wait()
+            self._space_waiters += 1
+            try:
+                await self._space.wait()
+            finally:
+                self._space_waiters -= 1
 
     async def drain(self) -> None:
         """Wait until everything queued so far has been written (or the stream broke)."""
         while (self._queue or self._sending) and not self._broken:
+            if self._drained is None:
+                self._drained = self._event()
             await self._drained.wait()
 
     def close(self) -> None:
@@ -189,14 +197,18 @@ class Writer:
     async def run(self) -> None:
         """Write queued messages until :meth:`close` is called and the queue is empty."""
         queue = self._queue
+        # Made once: anyio.Event() looks the backend up at every call, and the writer renews
+        # its wake-up event at every pass.
+        new_event = self._event = type(anyio.Event())
         while True:
             if not queue:
-                self._drained.set()
-                self._drained = anyio.Event()
+                if self._drained is not None:
+                    self._drained.set()
+                    self._drained = None
                 if self._closing:
                     return
                 await self._data.wait()
-                self._data = anyio.Event()
+                self._data = new_event()
                 continue
             if len(queue) == 1 or len(queue[0]) >= self._batch_bytes:
                 chunk = queue.popleft()
@@ -219,12 +231,14 @@ class Writer:
                 queue.clear()
                 self._queued_bytes = 0
                 self._space.set()
-                self._drained.set()
+                if self._drained is not None:
+                    self._drained.set()
                 return
             finally:
                 self._sending = False
 
     def _wake_producers(self) -> None:
-        if len(self._queue) <= self._high_water // 2 and self._queued_bytes <= self._high_water_bytes // 2:
+        if (self._space_waiters and len(self._queue) <= self._high_water // 2
+                and self._queued_bytes <= self._high_water_bytes // 2):
             self._space.set()
-            self._space = anyio.Event()
+            self._space = self._event()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from .history import History
@@ -12,9 +12,16 @@ from .schema import AvailableCommand, SessionConfigOption, SystemPrompt
 __all__ = ["SessionRecord", "now_text"]
 
 
+_last_second: list[Any] = [None, ""]  # the last second formatted, and its text (every prompt touches its session)
+
+
 def now_text() -> str:
     """The current UTC time as ACP writes it (``2026-12-01T17:14:16Z``)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    second = int(time.time())
+    if second != _last_second[0]:
+        _last_second[1] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        _last_second[0] = second
+    return str(_last_second[1])
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import anyio
 import orjson
@@ -22,15 +22,12 @@ from pydantic import BaseModel
 
 from .background import BackgroundRegistry, Entity
 from .core import SessionCore
-from .elicitation import ElicitationResult, ask_form, ask_url
-from .elicitation import complete as complete_elicitation
 from .errors import NotInTurnError
 from .history import HistoryItem
 from .ids import new_id
 from .limits import Limits
 from .peer import ClientPeer
-from .permissions import PermissionOutcome, request_permission
-from .processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL
+from .processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_TERMINATE_GRACE
 from .records import SessionRecord
 from .schema import (
     AgentMessage,
@@ -43,7 +40,6 @@ from .schema import (
     ContentBlock,
     Error,
     Notice,
-    PermissionOption,
     PlanEntry,
     PlanItems,
     PlanUpdate,
@@ -61,9 +57,15 @@ from .schema import (
     UsageUpdate,
 )
 from .state import ForegroundState
-from .terminals import DEFAULT_GRACE, Terminal, start_terminal
-from .tool_calls import CANCEL_CAPABILITIES as TOOL_CALL_CANCEL
-from .tool_calls import ToolCall, ToolCallExtras, ToolCallFields, check_fields
+
+if TYPE_CHECKING:
+    # Loaded when first used, not at import: an agent that never asks, runs a process or starts a
+    # tool call does not pay for them (``tests/unit/test_exports.py`` pins what a stdio agent loads).
+    from .elicitation import ElicitationResult
+    from .permissions import PermissionOutcome
+    from .schema import PermissionOption
+    from .terminals import Terminal
+    from .tool_calls import ToolCall, ToolCallExtras, ToolCallFields
 from .turns import StopReason
 
 __all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "core_of"]
@@ -353,6 +355,8 @@ class Session:
         Prefer the :class:`ToolCall` handle of :meth:`start_tool_call`; this is for tool calls
         announced by id. A keyword that is not a tool call field raises :class:`TypeError`.
         """
+        from .tool_calls import check_fields
+
         check_fields(dict(fields))
         await self.send(ToolCallUpdate(tool_call_id=tool_call_id, **fields))
 
@@ -378,6 +382,8 @@ class Session:
         background work, ask through its handle (``ToolCall.request_permission``,
         ``Terminal.request_permission``): the state does not change (R61).
         """
+        from .permissions import request_permission
+
         return await request_permission(self._core, title, options, subject=subject, description=description)
 
     async def ask(self, message: str, schema: Mapping[str, Any], *, tool_call: ToolCall | None = None
@@ -393,6 +399,8 @@ class Session:
         Raises :class:`~acp_agent.elicitation.ElicitationUnsupportedError` (nothing sent) if the
         client did not advertise forms.
         """
+        from .elicitation import ask_form
+
         owner = _owner(tool_call)
         return await ask_form(self._core, self._core.client, message, schema,
                               tool_call_id=tool_call.id if tool_call is not None else None, **owner)
@@ -405,13 +413,17 @@ class Session:
         :meth:`complete_elicitation` with the same ``elicitation_id`` (one is made up if not given;
         pass your own to recognise the flow when it completes). State and ownership as for :meth:`ask`.
         """
+        from .elicitation import ask_url
+
         owner = _owner(tool_call)
         return await ask_url(self._core, self._core.client, message, url, elicitation_id=elicitation_id,
                              tool_call_id=tool_call.id if tool_call is not None else None, **owner)
 
     def complete_elicitation(self, elicitation_id: str) -> None:
         """Tell the client the URL flow ``elicitation_id`` finished (``elicitation/complete``)."""
-        complete_elicitation(self._core.client, elicitation_id)
+        from .elicitation import complete
+
+        complete(self._core.client, elicitation_id)
 
     def set_turn_usage(self, usage: Usage) -> None:
         """[unstable] Report the current foreground work's token usage: it goes on the idle that ends it."""
@@ -438,6 +450,8 @@ class Session:
         a tool call started by foreground work belongs to it, and one started by background
         work is background work.
         """
+        from .tool_calls import ToolCall, check_fields
+
         check_fields(dict(fields))
         announce: dict[str, Any] = {**fields, "title": title, "status": status}
         if kind is not None:
@@ -463,7 +477,7 @@ class Session:
         ends_tool_call: bool = False,
         detach: bool | None = None,
         cancellable: bool = True,
-        grace: float = DEFAULT_GRACE,
+        grace: float = DEFAULT_TERMINATE_GRACE,
         size: tuple[int, int] | None = None,
         tail_limit: int | None = None,
         flush_bytes: int = DEFAULT_FLUSH_BYTES,
@@ -492,6 +506,8 @@ class Session:
         item would go past ``limits.max_listed_items``;
         :class:`~acp_agent.errors.SessionClosedError` once the session closed.
         """
+        from .terminals import start_terminal
+
         return await start_terminal(
             self._core, command, cwd=cwd, env=env, tool_call=tool_call, ends_tool_call=ends_tool_call,
             detach=detach, cancellable=cancellable, grace=grace, size=size, tail_limit=tail_limit,
@@ -514,8 +530,10 @@ class Session:
         seconds after the first and stays ``pending`` until cancelled. Either way it offers
         ``tool_call/cancel``.
         """
+        from .tool_calls import CANCEL_CAPABILITIES
+
         tool = await self.start_tool_call(title, kind="other", name=name, detach=True,
-                                          capabilities=TOOL_CALL_CANCEL)
+                                          capabilities=CANCEL_CAPABILITIES)
         scope = tool.own_scope()
         core = self._core
 

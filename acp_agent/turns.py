@@ -32,7 +32,7 @@ from .schema.state import STOP_REASONS, StopReason
 from .sink import SessionSink
 from .state import StatePublisher
 
-__all__ = ["FOREGROUND", "STOP_REASONS", "ForegroundJob", "StopReason", "Turns"]
+__all__ = ["FOREGROUND", "STOP_REASONS", "ForegroundJob", "Signal", "StopReason", "Turns"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +43,33 @@ FOREGROUND: Final[contextvars.ContextVar[Turns | None]] = contextvars.ContextVar
 Work = Callable[[], Awaitable["StopReason | None"]]
 
 
+class Signal:
+    """A one-shot flag to wait on; its event is made only if someone has to wait (most never do)."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: anyio.Event | None = None
+
+    def set(self) -> None:
+        """Raise the flag and wake the waiters."""
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+
+    def is_set(self) -> bool:
+        """Whether the flag is raised."""
+        return self._set
+
+    async def wait(self) -> None:
+        """Wait until the flag is raised (at once, with no checkpoint, if it is)."""
+        if not self._set:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+
+
 @dataclass(slots=True, eq=False)
 class ForegroundJob:
     """One unit of foreground work (a held prompt or agent-initiated work) waiting for the worker."""
@@ -50,8 +77,8 @@ class ForegroundJob:
     run: Work | None = None
     prompt: list[ContentBlock] | None = None
     meta: dict[str, Any] | None = None  # the prompt request's _meta
-    inserted: anyio.Event = field(default_factory=anyio.Event)
-    answered: anyio.Event = field(default_factory=anyio.Event)
+    inserted: Signal = field(default_factory=Signal)
+    answered: Signal = field(default_factory=Signal)
     rejected: RequestError | None = None
     cancelled: bool = False  # session/cancel arrived after insertion, before the worker started it
     echo: UserMessage | None = None  # set at insertion: the user_message, sent after the answer
@@ -82,6 +109,7 @@ class Turns:
         self._end_items = end_items
         self._touched = touched
         self._jobs: deque[ForegroundJob] = deque()
+        self._event: Callable[[], anyio.Event] = anyio.Event  # the backend's Event class, once run() runs
         self._job_ready = anyio.Event()
         self.scope: anyio.CancelScope | None = None
         """The cancel scope of the foreground work running now."""
@@ -147,7 +175,7 @@ class Turns:
         if quiet and not self._idle.is_set():
             self._idle.set()
         elif not quiet and self._idle.is_set():
-            self._idle = anyio.Event()
+            self._idle = self._event()
 
     # -- queueing --------------------------------------------------------------------------
 
@@ -218,16 +246,18 @@ class Turns:
     async def run(self, task_group: TaskGroup) -> None:
         """The session's worker: runs queued foreground jobs one at a time until cancelled."""
         self.tg = task_group
+        # Made once: anyio.Event() looks the backend up at every call, and every job renews events.
+        new_event = self._event = type(anyio.Event())
         while True:
             while not self._jobs:
                 await self._job_ready.wait()
-                self._job_ready = anyio.Event()
+                self._job_ready = new_event()
             await self._run_job(self._jobs.popleft())
 
     async def _run_job(self, job: ForegroundJob) -> None:
         self.active = True
         self._cancelled_late = False
-        self._done = anyio.Event()
+        self._done = self._event()
         self.last_start = len(self._sink.history)
         self.prompt_meta, self.usage = job.meta, None
         scope = self.scope = anyio.CancelScope()

@@ -74,10 +74,16 @@ class AgentSpec:
     protocol: int  # 2 for ACP v2 (idle end_turn ends a turn), 1 for v1 (the prompt response ends it)
 
 
+def this_checkout(argv: list[str]) -> list[str]:
+    """``argv`` run with this checkout's ``acp_agent`` first on the path (not whatever the venv installed,
+    e.g. another worktree's editable install); ``--baseline`` runs its checkout the same way."""
+    return ["env", f"PYTHONPATH={ROOT}", *argv]
+
+
 def agent_specs(python: str, anchors_python: str, node: str) -> list[AgentSpec]:
     agents = "bench/agents/"
     return [
-        AgentSpec("acp-agent", "acp-agent (v2)", [python, agents + "sdk_agent.py"], 2),
+        AgentSpec("acp-agent", "acp-agent (v2)", this_checkout([python, agents + "sdk_agent.py"]), 2),
         AgentSpec(
             "official-py", "official Python SDK 0.12.1 (v1)", [anchors_python, agents + "official_python_agent.py"], 1
         ),
@@ -438,7 +444,8 @@ class TerminalEnd:
 def terminal_run(python: str, megabytes: int) -> Message:
     """Terminal output through this driver: ``examples/background_agent.py`` runs ``/bg head -c N /dev/zero``;
     MB/s from the prompt to the ``exitStatus`` update, chunks, the agent's CPU; every byte is checked after."""
-    spec = AgentSpec("background-agent", "examples/background_agent.py", [python, "examples/background_agent.py"], 2)
+    spec = AgentSpec("background-agent", "examples/background_agent.py",
+                     this_checkout([python, "examples/background_agent.py"]), 2)
     size = megabytes * 1_000_000
     with tempfile.TemporaryFile() as stderr:
         peer = Peer(spec, stderr)
@@ -525,7 +532,8 @@ TERMINAL_RE = re.compile(r"terminal output: (\d+) MB in ([\d.]+) s = ([\d.]+) MB
 
 
 def run_script(python: str, args: list[str]) -> str:
-    completed = subprocess.run([python, *args], cwd=ROOT, capture_output=True, text=True, timeout=1200, env=AGENT_ENV)
+    completed = subprocess.run(this_checkout([python, *args]), cwd=ROOT, capture_output=True, text=True,
+                               timeout=1200, env=AGENT_ENV)
     if completed.returncode != 0:
         raise BenchError(f"{' '.join(args)} failed ({completed.returncode}):\n{completed.stdout}{completed.stderr}")
     return completed.stdout

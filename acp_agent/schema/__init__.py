@@ -117,20 +117,6 @@ from .initialize import (
     LogoutAuthResponse,
     UnknownAuthMethod,
 )
-from .permissions import (
-    CancelledPermissionOutcome,
-    CommandPermissionSubject,
-    PermissionOption,
-    PermissionOptionKind,
-    RequestPermissionOutcome,
-    RequestPermissionRequest,
-    RequestPermissionResponse,
-    RequestPermissionSubject,
-    SelectedPermissionOutcome,
-    ToolCallPermissionSubject,
-    UnknownPermissionOutcome,
-    UnknownRequestPermissionSubject,
-)
 from .plans import (
     PlanEntry,
     PlanEntryPriority,
@@ -295,6 +281,20 @@ if TYPE_CHECKING:
         PROTOCOL_METHODS,
         MethodSpec,
     )
+    from .permissions import (
+        CancelledPermissionOutcome,
+        CommandPermissionSubject,
+        PermissionOption,
+        PermissionOptionKind,
+        RequestPermissionOutcome,
+        RequestPermissionRequest,
+        RequestPermissionResponse,
+        RequestPermissionSubject,
+        SelectedPermissionOutcome,
+        ToolCallPermissionSubject,
+        UnknownPermissionOutcome,
+        UnknownRequestPermissionSubject,
+    )
     from .providers import (
         DisableProviderRequest,
         DisableProviderResponse,
@@ -308,6 +308,18 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
+    "CancelledPermissionOutcome": "permissions",
+    "CommandPermissionSubject": "permissions",
+    "PermissionOption": "permissions",
+    "PermissionOptionKind": "permissions",
+    "RequestPermissionOutcome": "permissions",
+    "RequestPermissionRequest": "permissions",
+    "RequestPermissionResponse": "permissions",
+    "RequestPermissionSubject": "permissions",
+    "SelectedPermissionOutcome": "permissions",
+    "ToolCallPermissionSubject": "permissions",
+    "UnknownPermissionOutcome": "permissions",
+    "UnknownRequestPermissionSubject": "permissions",
     "AGENT_METHODS": "methods",
     "BooleanPropertySchema": "elicitation",
     "CLIENT_METHODS": "methods",
@@ -349,7 +361,7 @@ _LAZY: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    """Load the rarely needed modules (elicitation, MCP-over-ACP, providers, method tables) on first use."""
+    """Load the rarely needed modules (elicitation, permissions, MCP-over-ACP, providers, method tables) when used."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

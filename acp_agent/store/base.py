@@ -122,7 +122,7 @@ class SessionStore(ABC):
         writing them, so a later save of a record never lands before an earlier one (FIFO)."""
         token = anyio.lowlevel.current_token()
         if self._loop_lock is None or self._loop_lock[0] != token:
-            self._loop_lock = (token, anyio.Lock())  # the store may outlive an event loop (tests)
+            self._loop_lock = (token, anyio.Lock(fast_acquire=True))  # the store may outlive an event loop (tests)
         return self._loop_lock[1]
 
     async def in_thread(self, func: Callable[..., T], *args: Any) -> T:

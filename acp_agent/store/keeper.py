@@ -3,7 +3,8 @@
 A :class:`RecordKeeper` serves one connection. Live sessions are objects in memory; the
 keeper writes them to its :class:`~acp_agent.store.SessionStore` off the hot path:
 
-- when foreground work ends, before its ``idle`` goes out (through ``SessionCore.persist``);
+- when foreground work ends, before its ``idle`` goes out (through ``SessionCore.persist``; the
+  SQLite store commits such a small save on the event loop, without a thread hand-over);
 - every :data:`FLUSH_INTERVAL` seconds, for live sessions whose history changed (a long turn,
   background work reporting after the turn);
 - when a session is created, forked, closed, and at the end of the connection.

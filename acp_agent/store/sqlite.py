@@ -1,10 +1,20 @@
 """``SqliteStore``: sessions in one SQLite file per agent, the default of ``run_stdio``.
 
-stdlib :mod:`sqlite3`, called in anyio worker threads (one call at a time per store), so it
-works on asyncio and trio. The file is in WAL mode with ``synchronous=NORMAL``: a committed
-save survives the agent process being killed (SIGKILL); a power loss may lose the last
-saves but never corrupts the file. Several processes may share a file: writers wait for each
-other (``busy_timeout``) and every save is one transaction.
+stdlib :mod:`sqlite3`, so it works on asyncio and trio. The file is in WAL mode with
+``synchronous=NORMAL``: a committed save survives the agent process being killed (SIGKILL); a
+power loss may lose the last saves but never corrupts the file. Several processes may share a
+file: writers wait for each other (``busy_timeout``) and every save is one transaction.
+
+Where the calls run: opening, loading, listing and deleting run in anyio worker threads (one
+call at a time per store). A save is usually small (the end of a turn: a few history rows), and
+in WAL mode with ``synchronous=NORMAL`` its commit is a few writes to the WAL file and no
+``fsync``, so it is made right on the event loop (:data:`INLINE_ROWS` rows and
+:data:`INLINE_BYTES` bytes at most): a worker thread's hand-over costs more than the commit
+(`make bench`, bench/README.md). The inline commit never waits: the connection's busy timeout
+is 0 outside worker threads, and a file locked by another process, a bigger save or a save
+while a thread call runs goes to a worker thread as before. WAL checkpoints (which ``fsync``)
+never run inline: automatic checkpoints are off on the loop, and after
+:data:`INLINE_CHECKPOINT` inline saves the next save goes to a thread, which checkpoints.
 
 The schema is versioned: ``schema_migrations`` lists the migrations applied, and opening a
 file applies the missing ones in one transaction. A file whose newest migration is above
@@ -14,10 +24,12 @@ database, is refused with :class:`~acp_agent.errors.StoreUnusableError` and left
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import orjson
 
@@ -29,7 +41,12 @@ from .codec import encode_info, encode_item, encode_state, listing_filters, reco
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["DATA_DIR_ENV", "SCHEMA_VERSION", "SqliteStore", "data_dir"]
+__all__ = ["DATA_DIR_ENV", "INLINE_BYTES", "INLINE_CHECKPOINT", "INLINE_ROWS", "SCHEMA_VERSION", "SqliteStore",
+           "data_dir"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DATA_DIR_ENV: Final = "ACP_AGENT_DATA_DIR"
 """The environment variable that overrides where agents keep their session files."""
@@ -62,6 +79,18 @@ SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 
 _COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, info, state"
 _LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info"  # what a listing reads
+_UPSERT: Final = (
+    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) "
+    "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
+    "archived = excluded.archived, info = excluded.info, state = excluded.state"
+)
+
+INLINE_ROWS: Final = 64
+"""Most history rows a save may write on the event loop (more go to a worker thread)."""
+INLINE_BYTES: Final = 256 * 1024
+"""Most bytes of history rows a save may write on the event loop (more go to a worker thread)."""
+INLINE_CHECKPOINT: Final = 200
+"""Inline saves after which the next save runs in a worker thread, where the WAL is checkpointed."""
 
 
 def data_dir() -> Path:
@@ -88,6 +117,10 @@ class SqliteStore(SessionStore):
         self.busy_timeout = busy_timeout
         """Seconds a write waits for another process's write before it fails."""
         self._db: sqlite3.Connection | None = None
+        self._inline_saves = 0  # inline commits since the last commit in a thread (which checkpoints)
+        # The metadata row last written per session: a save whose metadata did not change (most
+        # saves: ``updatedAt`` has whole seconds) writes only history rows, half the cost.
+        self._written: dict[str, tuple[Any, ...]] = {}
 
     @classmethod
     def for_agent(cls, name: str) -> SqliteStore:
@@ -123,6 +156,8 @@ class SqliteStore(SessionStore):
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._migrate(db)
+            db.execute("PRAGMA busy_timeout = 0")  # never wait on the event loop (see _patient)
+            db.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints (fsync) run in threads only
         except StoreUnusableError:
             db.close()
             raise
@@ -166,6 +201,7 @@ class SqliteStore(SessionStore):
             await self.in_thread(self._close)
 
     def _close(self) -> None:
+        self._written.clear()
         db, self._db = self._db, None
         if db is not None:
             db.close()
@@ -176,10 +212,32 @@ class SqliteStore(SessionStore):
         assert self._db is not None
         return self._db
 
+    async def in_thread(self, func: Callable[..., T], *args: Any) -> T:
+        """Run blocking ``func(*args)`` in a worker thread, where the connection waits for other
+        processes' writes (``busy_timeout``) and checkpoints; on the event loop it never waits."""
+        return await super().in_thread(self._patient, func, *args)
+
+    def _patient(self, func: Callable[..., T], *args: Any) -> T:
+        db = self._db
+        if db is not None:
+            db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            db.execute("PRAGMA wal_autocheckpoint = 1000")
+        try:
+            return func(*args)
+        finally:
+            db = self._db
+            if db is not None:
+                db.execute("PRAGMA busy_timeout = 0")
+                db.execute("PRAGMA wal_autocheckpoint = 0")
+
     # -- records -----------------------------------------------------------------------------
 
     async def save(self, record: SessionRecord) -> None:
-        """Write the metadata and the history entries changed since the last save, in one transaction."""
+        """Write the metadata and the history entries changed since the last save, in one transaction.
+
+        A small save commits right here, on the event loop, when it can do so without waiting (see
+        the module docstring); otherwise it runs in a worker thread.
+        """
         await self.open()
         async with self.lock():
             if record.deleted:
@@ -190,24 +248,57 @@ class SqliteStore(SessionStore):
                         for seq, item in changes.entries]
                 columns = (record.session_id, record.cwd, record.title, record.created_at, record.updated_at,
                            int(record.archived), encode_info(record).decode(), encode_state(record).decode())
+                if self._save_inline(columns, changes.full, rows, changes.removed):
+                    return
                 await self.in_thread(self._save, columns, changes.full, rows, changes.removed)
             except BaseException:
                 record.history.unsaved()
                 raise
 
-    def _save(self, columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, bytes]],
-              removed: list[int]) -> None:
+    def _save_inline(self, columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, bytes]],
+                     removed: list[int]) -> bool:
+        """Commit a small save on the calling (event loop) thread if that needs no waiting; ``False`` if not."""
         import sqlite3
 
+        db = self._db
+        if (db is None or self._inline_saves >= INLINE_CHECKPOINT or len(rows) > INLINE_ROWS
+                or sum(len(row[3]) for row in rows) > INLINE_BYTES):
+            return False
+        if not self._thread_lock.acquire(blocking=False):
+            return False  # a worker thread uses the connection now
+        try:
+            try:
+                db.execute("BEGIN IMMEDIATE")  # busy timeout 0: fails at once if another process writes
+            except sqlite3.OperationalError:
+                return False
+            self._write(db, columns, full, rows, removed)
+            self._inline_saves += 1
+            return True
+        finally:
+            self._thread_lock.release()
+
+    def _save(self, columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, bytes]],
+              removed: list[int]) -> None:
         db = self._conn()
+        db.execute("BEGIN IMMEDIATE")
+        self._write(db, columns, full, rows, removed)
+        if self._inline_saves:
+            self._inline_saves = 0
+            try:
+                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except Exception:  # pragma: no cover - a checkpoint is an optimisation; the next one retries
+                logger.debug("acp: WAL checkpoint of %s failed", self.path, exc_info=True)
+
+    def _write(self, db: sqlite3.Connection, columns: tuple[Any, ...], full: bool,
+               rows: list[tuple[str, int, str, bytes]], removed: list[int]) -> None:
+        """The body of a save, in the transaction ``BEGIN IMMEDIATE`` opened; commits or rolls back."""
+        import sqlite3
+
         sid = columns[0]
         try:
-            db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute(
-                    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) "
-                    "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
-                    "archived = excluded.archived, info = excluded.info, state = excluded.state", columns)
+                if full or self._written.get(sid) != columns:
+                    db.execute(_UPSERT, columns)
                 if full:
                     db.execute("DELETE FROM history WHERE session_id = ?", (sid,))
                 elif removed:
@@ -217,10 +308,12 @@ class SqliteStore(SessionStore):
                                rows)
                 db.execute("COMMIT")
             except BaseException:
+                self._written.pop(sid, None)
                 db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
             raise StoreError(f"could not save session {sid} to {self.path}: {exc}") from exc
+        self._written[sid] = columns
 
     async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
         """The stored session, rebuilt (history included), or ``None``."""
@@ -255,6 +348,7 @@ class SqliteStore(SessionStore):
     def _delete(self, session_id: str) -> bool:
         import sqlite3
 
+        self._written.pop(session_id, None)
         db = self._conn()
         try:
             db.execute("BEGIN IMMEDIATE")

@@ -27,8 +27,21 @@ The modules, from the wire inwards:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .negotiation import V1_PROTOCOL_VERSION
 from .streams import negotiating_streams
-from .translator import V1Translator
+
+if TYPE_CHECKING:
+    from .translator import V1Translator
 
 __all__ = ["V1_PROTOCOL_VERSION", "V1Translator", "negotiating_streams"]
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`V1Translator` is loaded on first use (a v2 client never needs it)."""
+    if name == "V1Translator":
+        from .translator import V1Translator
+
+        return V1Translator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ is (it answers -32700). An unfinished last line at end of input is still deliver
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import anyio
 import orjson
@@ -19,7 +19,9 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from .messages import Message
 from .negotiation import Mode, list_version_1, old_initialize, probe
-from .translator import V1Translator
+
+if TYPE_CHECKING:
+    from .translator import V1Translator
 
 __all__ = ["PROBE_LIMIT", "negotiating_streams"]
 
@@ -100,6 +102,8 @@ class _BridgeReceive(ByteReceiveStream):
                 if b.mode == "probe" and (old := old_initialize(line)) is not None:
                     b.refused.add(old)
                 if b.mode == "v1":
+                    from .translator import V1Translator  # here: a v2 client never loads the translation
+
                     b.translator = V1Translator()
             if b.mode != "v1" or b.translator is None:
                 out.append(line)

@@ -86,8 +86,58 @@ def test_no_import_cycles() -> None:
 
 
 def test_no_cycles_hidden_under_type_checking() -> None:
+    """``if TYPE_CHECKING:`` only names what a module loads on first use (lazily, for start-up), never a
+    module that imports it back at import time (a cycle that would fail at run time)."""
+    import ast
     import pathlib
 
     root = pathlib.Path(acp_agent.__file__).parent
+
+    def top_level_imports(path: pathlib.Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        return {node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom) and node.level == 1}
+
     for path in root.glob("*.py"):
-        assert "TYPE_CHECKING" not in path.read_text(), f"{path.name} hides an import under TYPE_CHECKING"
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+                for hidden in node.body:
+                    assert isinstance(hidden, ast.ImportFrom) and hidden.level == 1 and hidden.module
+                    target = root / f"{hidden.module}.py"
+                    if not target.exists():
+                        target = root / hidden.module / "__init__.py"
+                    assert path.stem not in top_level_imports(target), (
+                        f"{path.name} hides an import cycle with {hidden.module} under TYPE_CHECKING")
+            elif path.stem not in ("__init__", "session", "auth"):
+                assert "TYPE_CHECKING" not in ast.dump(node), f"{path.name} uses TYPE_CHECKING"
+
+
+# What a stdio agent that only talks (no tool calls, terminals, questions, v1 client) loads: the modules
+# of those features are imported on first use. ``python -X importtime`` and bench/README.md say why.
+LAZY_FOR_A_TALKING_AGENT = {
+    "acp_agent.asks", "acp_agent.elicitation", "acp_agent.permissions", "acp_agent.terminals", "acp_agent.tool_calls",
+    "acp_agent.schema.elicitation", "acp_agent.schema.permissions", "acp_agent.schema.methods",
+    "acp_agent.schema.mcp", "acp_agent.schema.providers", "acp_agent.v1.translator", "acp_agent.http",
+    "acp_agent.store.postgres", "acp_agent.testing", "psycopg", "starlette", "uvicorn",
+}
+
+
+def test_a_talking_stdio_agent_loads_only_what_it_uses() -> None:
+    code = (
+        "import sys\n"
+        "from acp_agent import Agent, Session, TextContent, run_stdio\n"
+        "import acp_agent.stdio, acp_agent.runtime\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                text=True).stdout.split())
+    assert "acp_agent.session" in loaded and "acp_agent.schema.updates" in loaded
+    assert not loaded & LAZY_FOR_A_TALKING_AGENT, sorted(loaded & LAZY_FOR_A_TALKING_AGENT)
+    # ... and every lazily loaded public name is still there, under the same name.
+    from acp_agent import ElicitationResult, PermissionOption, PermissionOutcome, ToolCallFields
+    from acp_agent.v1 import V1Translator
+
+    assert {ElicitationResult.__module__, PermissionOption.__module__, PermissionOutcome.__module__,
+            ToolCallFields.__module__, V1Translator.__module__} == {
+        "acp_agent.elicitation", "acp_agent.schema.permissions", "acp_agent.permissions", "acp_agent.tool_calls",
+        "acp_agent.v1.translator"}

@@ -44,6 +44,7 @@ from acp_agent.store import (
     StoreUnusableError,
     data_dir,
 )
+from acp_agent.store.sqlite import INLINE_CHECKPOINT
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
 
@@ -270,6 +271,59 @@ async def test_sqlite_refuses_newer_schema_and_corrupt_files(tmp_path: Path) -> 
     with pytest.raises(StoreUnusableError, match="not a usable session database"):
         await SqliteStore(corrupt).open()
     assert corrupt.read_bytes() == b"\x00garbage" * 1000
+
+
+async def test_sqlite_small_saves_commit_on_the_loop_and_wait_in_a_thread_when_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=5.0)
+    record = sample_record()
+    await store.save(record)  # the first save opens the file (in a thread)
+    threaded: list[str] = []
+    real_in_thread = SqliteStore.in_thread
+
+    async def spy(self: SqliteStore, func: Callable[..., Any], *args: Any) -> Any:
+        threaded.append(func.__name__)
+        return await real_in_thread(self, func, *args)
+
+    monkeypatch.setattr(SqliteStore, "in_thread", spy)
+    record.history.record(AgentMessage(message_id="m_inline", content=[TextContent(text="kept")]))
+    await store.save(record)
+    assert threaded == []  # a small save: committed inline, no worker thread
+    # Another process holds the write lock: the inline commit does not wait, a worker thread does.
+    other = sqlite3.connect(store.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    record.history.record(AgentMessage(message_id="m_waited", content=[TextContent(text="also kept")]))
+
+    async def release_soon() -> None:
+        await anyio.sleep(0.2)
+        other.execute("COMMIT")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(release_soon)
+        await store.save(record)
+    other.close()
+    assert threaded == ["_save"]
+    # After INLINE_CHECKPOINT inline saves, the next one goes to a thread (which checkpoints the WAL).
+    threaded.clear()
+    store._inline_saves = INLINE_CHECKPOINT
+    record.touch()
+    await store.save(record)
+    assert threaded == ["_save"] and store._inline_saves == 0
+    # Metadata that did not change is not written again; a change is.
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE sessions SET title = 'marker' WHERE session_id = ?", (record.session_id,))
+    record.history.record(AgentMessage(message_id="m_rows_only", content=[TextContent(text="rows only")]))
+    await store.save(record)
+    assert [s.title for s in await store.list_sessions()] == ["marker"]
+    record.title = "Renamed"
+    await store.save(record)
+    assert [s.title for s in await store.list_sessions()] == ["Renamed"]
+    await store.close()
+    loaded = await SqliteStore(store.path).load(record.session_id)
+    assert loaded is not None
+    texts = [item.content[0].text for item in loaded.history.replay() if isinstance(item, AgentMessage)]
+    assert texts[-3:] == ["kept", "also kept", "rows only"]
 
 
 def test_data_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
