@@ -20,7 +20,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -28,16 +28,9 @@ import anyio.lowlevel
 
 from .connection import Method
 from .errors import RequestError
-from .schema import (
-    DisableProviderRequest,
-    DisableProviderResponse,
-    ListProvidersRequest,
-    ListProvidersResponse,
-    ProviderCurrentConfig,
-    ProviderInfo,
-    SetProviderRequest,
-    SetProviderResponse,
-)
+
+if TYPE_CHECKING:  # the wire models load with the routes (an agent without providers never needs them)
+    from .schema import ProviderCurrentConfig
 
 __all__ = ["Provider", "ProviderSettings", "provider_routes"]
 
@@ -84,6 +77,8 @@ class _Table:
     """One agent's providers: the declaration and the endpoint each uses now."""
 
     def __init__(self, declared: Sequence[Provider]) -> None:
+        from .schema import ProviderCurrentConfig
+
         self.declared = {p.id: p for p in declared}
         self.current: dict[str, ProviderCurrentConfig | None] = {
             p.id: ProviderCurrentConfig(api_type=p.api_type, base_url=p.base_url)
@@ -118,6 +113,16 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
 
     ``owner`` (the agent) holds the endpoints set: every connection it serves sees the same.
     """
+    from .schema import (
+        DisableProviderRequest,
+        DisableProviderResponse,
+        ListProvidersRequest,
+        ListProvidersResponse,
+        ProviderCurrentConfig,
+        ProviderInfo,
+        SetProviderRequest,
+        SetProviderResponse,
+    )
 
     def _table() -> _Table:
         table = _tables.get(id(owner))
