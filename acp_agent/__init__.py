@@ -14,16 +14,20 @@ from .errors import (
     ElicitationUnsupportedError,
     ErrorCode,
     LimitExceededError,
+    McpServerError,
+    McpTransportError,
     NotInTurnError,
     ProcessStartError,
     RequestError,
     SessionClosedError,
     SessionNotOpenError,
     ToolCallStateError,
+    UnknownMcpServerError,
 )
 from .extensions import extension
 from .history import HistoryItem
 from .limits import Limits
+from .mcp import AcpMcpServer, AcpMcpServers, McpNotification, McpTool, McpToolResult
 from .peer import ClientPeer
 from .permissions import PermissionOutcome
 from .schema import (
@@ -53,6 +57,8 @@ from .tool_calls import ToolCall, ToolCallFields
 
 __all__ = [
     "AcpAgentError",
+    "AcpMcpServer",
+    "AcpMcpServers",
     "Agent",
     "AgentMessage",
     "AgentThought",
@@ -73,6 +79,11 @@ __all__ = [
     "LimitExceededError",
     "Limits",
     "Login",
+    "McpNotification",
+    "McpServerError",
+    "McpTool",
+    "McpToolResult",
+    "McpTransportError",
     "MessageStream",
     "NotInTurnError",
     "PermissionOption",
@@ -95,6 +106,7 @@ __all__ = [
     "ToolCallFields",
     "ToolCallStateError",
     "ToolCallUpdate",
+    "UnknownMcpServerError",
     "Usage",
     "UserMessage",
     "extension",
