@@ -170,6 +170,8 @@ class McpRouter:
             raise
         finally:
             self._listeners.pop(key, None)
+            send.close()
+            receive.close()  # also when the pump never got to run
 
 
 async def _pump(receive: MemoryObjectReceiveStream[McpNotification], handler: NotificationHandler) -> None:

@@ -29,8 +29,7 @@ from acp_agent import (
 )
 from acp_agent.connection import Method
 from acp_agent.mcp import MCP_PROTOCOL_VERSION
-from acp_agent.testing import Client, SchemaValidator, connect_agent
-from acp_agent.testing.mcp import HostedMcpRequest, McpErrorAnswer
+from acp_agent.testing import Client, HostedMcpRequest, McpErrorAnswer, SchemaValidator, connect_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -243,6 +242,45 @@ async def test_a_failing_notification_callback_ends_the_request() -> None:
         await hosted.done.wait()
         assert hosted.withdrawn
         assert withdrawals(client) == [mcp_requests(client)[-1]["id"]]
+    validate(client)
+
+
+async def test_failures_with_a_notification_callback_are_not_wrapped() -> None:
+    """With ``on_notification`` the call runs a helper task; its failures still arrive as themselves."""
+    agent = McpAgent()
+    async with connect_agent(agent) as client:
+        entry = client.host_mcp_server("tools", Tools())
+        sid = await open_session(client, entry)
+        got: list[McpNotification] = []
+
+        async def timeout(session: Session) -> None:
+            await session.acp_mcp_servers["tools"].call_tool("slow", timeout=0.05, on_notification=got.append)
+
+        assert await run(client, agent, sid, timeout) == ["McpTransportError"]
+        assert isinstance(agent.raised, McpTransportError) and agent.raised.code == -32800
+
+        async def inner_error(session: Session) -> None:
+            await session.acp_mcp_servers["tools"].call_tool("nope", on_notification=got.append)
+
+        assert await run(client, agent, sid, inner_error) == ["McpServerError"]
+
+        del client.mcp.servers[entry["serverId"]]
+        assert await run(client, agent, sid, inner_error) == ["McpTransportError"]
+        assert isinstance(agent.raised, McpTransportError) and agent.raised.code == -33001
+
+        client.host_mcp_server("tools", Tools(), server_id=entry["serverId"])  # back again
+
+        async def wait(session: Session) -> None:
+            await session.acp_mcp_servers["tools"].call_tool("slow", on_notification=got.append)
+
+        agent.script = wait
+        await client.prompt(sid, "go")
+        await client.wait_for(lambda: len(client.mcp.requests) == 3)
+        await client.mcp.requests[-1].started.wait()
+        client.cancel(sid)
+        assert (await client.wait_idle(sid, 4)).stop_reason == "cancelled"
+        await client.mcp.requests[-1].done.wait()
+        assert client.mcp.requests[-1].withdrawn and got == []
     validate(client)
 
 
