@@ -44,7 +44,7 @@ import { agentTexts, clientAnswersTo, promptTurn, readUntilStop, waitFor, withdr
 const OVERALL_TIMEOUT_MS = 45_000;
 const EXPECTED_AGENT_NAME = "mcp-tool-agent";
 
-setup({
+await setup({
   name: "mcp_client",
   usage: "usage: node mcp_client.mjs <python> <path/to/mcp_agent.py>",
   wireEnv: true,

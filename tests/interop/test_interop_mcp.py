@@ -6,16 +6,21 @@ The agent process lists the server's tools and calls them through ``session.acp_
 round trip with progress notifications, an inner MCP error, ``session/cancel`` withdrawing a call in flight (the
 provider's handler is aborted), and a call after the registration is disposed (the provider's ``-33001``). This
 module runs it once per agent event loop, checks its summary, validates every agent message against the official
-unstable v2 JSON Schema and judges the whole exchange with the ``WireChecker``.
+unstable v2 JSON Schema and judges the whole exchange with the ``WireChecker``; then once over each remote
+transport (``python -m acp_agent serve``: Streamable HTTP and WebSocket), where the agent's ``mcp/message``
+requests and the client's notifications travel the server's streams.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.helpers.interop import INTEROP_DIR, ROOT, run_official_client
+from tests.helpers.interop import INTEROP_DIR, ROOT, InteropRun, run_official_client
+from tests.helpers.remote import ServedAgent, served_agent
 
 pytestmark = pytest.mark.interop
 
@@ -23,10 +28,25 @@ CLIENT_SCRIPT = INTEROP_DIR / "mcp_client.mjs"
 MCP_AGENT = ROOT / "examples" / "mcp_agent.py"
 
 
+@pytest.fixture(scope="module")
+def mcp_server() -> Iterator[ServedAgent]:
+    with served_agent(MCP_AGENT) as served:
+        yield served
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_official_typescript_client_hosts_an_mcp_server_over_acp(tmp_path: Path, backend: str) -> None:
-    run = run_official_client(tmp_path, CLIENT_SCRIPT, MCP_AGENT, wire=True, backend=backend)
-    summary = run.summary
+    check(run_official_client(tmp_path, CLIENT_SCRIPT, MCP_AGENT, wire=True, backend=backend))
+
+
+@pytest.mark.parametrize("transport", ["http", "ws"])
+def test_mcp_over_acp_over_the_remote_transports(tmp_path: Path, mcp_server: ServedAgent, transport: str) -> None:
+    check(run_official_client(tmp_path, CLIENT_SCRIPT, MCP_AGENT, wire=True, remote=(mcp_server.url, transport)))
+    assert mcp_server.proc.poll() is None, mcp_server.log()
+
+
+def check(run: InteropRun) -> None:
+    summary: dict[str, Any] = run.summary
     assert summary["agent"]["name"] == "mcp-tool-agent"
     assert summary["mcpCapabilities"] == {"acp": {}}
 
