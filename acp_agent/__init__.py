@@ -16,16 +16,20 @@ from .errors import (
     ElicitationUnsupportedError,
     ErrorCode,
     LimitExceededError,
+    McpServerError,
+    McpTransportError,
     NotInTurnError,
     ProcessStartError,
     RequestError,
     SessionClosedError,
     SessionNotOpenError,
     ToolCallStateError,
+    UnknownMcpServerError,
 )
 from .extensions import extension
 from .history import HistoryItem
 from .limits import Limits
+from .mcp import AcpMcpServer, AcpMcpServers, McpNotification, McpTool, McpToolResult
 from .peer import ClientPeer
 from .processes import ExitStatus
 from .providers import Provider, ProviderSettings
@@ -82,6 +86,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AcpAgentError",
+    "AcpMcpServer",
+    "AcpMcpServers",
     "Agent",
     "AgentMessage",
     "AgentThought",
@@ -102,6 +108,11 @@ __all__ = [
     "LimitExceededError",
     "Limits",
     "Login",
+    "McpNotification",
+    "McpServerError",
+    "McpTool",
+    "McpToolResult",
+    "McpTransportError",
     "MessageStream",
     "NotInTurnError",
     "PermissionOption",
@@ -126,6 +137,7 @@ __all__ = [
     "ToolCallFields",
     "ToolCallStateError",
     "ToolCallUpdate",
+    "UnknownMcpServerError",
     "Usage",
     "UserMessage",
     "extension",

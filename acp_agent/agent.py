@@ -41,7 +41,8 @@ class Agent:
     Class attributes describe the agent: ``name``, ``title`` and ``version`` fill the
     ``info`` of the ``initialize`` answer; the ``accepts_*`` flags declare which prompt
     content beyond text and resource links the agent understands; ``mcp_stdio`` /
-    ``mcp_http`` declare the MCP transports it can connect to. ``limits`` holds the
+    ``mcp_http`` declare the MCP transports it can connect to (``mcp_acp``, unstable: MCP
+    servers the client hosts, called through ``session.acp_mcp_servers``). ``limits`` holds the
     resource limits of each connection (a ``limits=`` argument to :func:`~acp_agent.run_stdio`
     wins over it). ``store`` is where sessions are kept (a ``store=`` argument wins over it;
     by default ``run_stdio`` uses a SQLite file per agent and the in-memory test client a
@@ -57,6 +58,9 @@ class Agent:
     accepts_embedded_context: ClassVar[bool] = False
     mcp_stdio: ClassVar[bool] = False
     mcp_http: ClassVar[bool] = False
+    mcp_acp: ClassVar[bool] = False
+    """[unstable] Accept ``type: "acp"`` MCP servers (``session.mcp.acp``): servers the client hosts,
+    called over the ACP connection through :attr:`Session.acp_mcp_servers`."""
     accepts_additional_directories: ClassVar[bool] = False
     accepts_system_prompt: ClassVar[bool | str] = False
     """[unstable] ``True`` accepts a client ``systemPrompt`` in ``append`` mode on new/resume/fork
@@ -203,6 +207,8 @@ class Agent:
             mcp["stdio"] = {}
         if self.mcp_http:
             mcp["http"] = {}
+        if self.mcp_acp:
+            mcp["acp"] = {}
         session: dict[str, Any] = {"delete": {}}
         if prompt:
             session["prompt"] = PromptCapabilities(**prompt)

@@ -13,6 +13,8 @@ __all__ = [
     "ElicitationUnsupportedError",
     "ErrorCode",
     "LimitExceededError",
+    "McpServerError",
+    "McpTransportError",
     "NotInTurnError",
     "ProcessStartError",
     "RequestError",
@@ -21,6 +23,7 @@ __all__ = [
     "StoreError",
     "StoreUnusableError",
     "ToolCallStateError",
+    "UnknownMcpServerError",
 ]
 
 
@@ -202,6 +205,59 @@ class StoreUnusableError(StoreError):
     Raised by ``SessionStore.open``; nothing in the store was changed. ``run_stdio`` logs it on
     stderr and serves with a fresh in-memory store instead (see the README, "Sessions on disk").
     """
+
+
+class McpServerError(AcpAgentError):
+    """[unstable] A client-hosted MCP server answered a request with an MCP error.
+
+    Raised by :class:`~acp_agent.mcp.AcpMcpServer` calls (also for a result that does not fit
+    MCP). ``server`` is the server's name; ``code``, ``message`` and ``data`` are the MCP
+    error's, which are MCP codes, never ACP ones. The request is over: nothing to withdraw.
+    """
+
+    def __init__(self, server: str, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"MCP server {server!r}: {message} ({code})")
+        self.server = server
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class McpTransportError(RequestError):
+    """[unstable] A request to a client-hosted MCP server got no MCP answer.
+
+    The client answered the ``mcp/message`` request with an ACP error (the codes below, or
+    ``-32601`` from a client without MCP over ACP), it timed out (``-32800``, withdrawn with
+    ``$/cancel_request``), or the connection ended. ``server`` is the server's name. As a
+    :class:`RequestError`, raising it on from a prompt ends the turn with this code.
+    """
+
+    RESOURCE_LIMIT = -33000
+    """The client has too many MCP requests in flight for the server."""
+    SERVER_UNAVAILABLE = -33001
+    """The client has no MCP server with that id (any more) on this connection."""
+    BACKEND_FAILED = -33002
+    """The server failed without an MCP answer, or the answer carried none."""
+    REQUEST_CANCELLED = ErrorCode.REQUEST_CANCELLED
+
+    def __init__(self, server: str, code: int, message: str, data: Any = None) -> None:
+        super().__init__(code, message, data)
+        self.server = server
+
+
+class UnknownMcpServerError(AcpAgentError, KeyError):
+    """[unstable] No client-hosted MCP server of that name is given to the session.
+
+    Raised, with nothing sent, by ``session.acp_mcp_servers[name]`` for a name the client did
+    not give, and by calls on a server a later ``session/resume`` left out of ``mcpServers``.
+    """
+
+    def __init__(self, name: str, reason: str = "not given to this session") -> None:
+        super().__init__(f"MCP server {name!r} is {reason}")
+        self.name = name
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def _msg(base: str, detail: str | None) -> str:

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from .connection import Connection
 from .errors import RequestError
+from .mcp import McpRouter
 from .schema import AuthStatusUpdateNotification, ClientCapabilities, Implementation, InitializeRequest
 
 __all__ = ["ClientPeer"]
@@ -29,6 +30,8 @@ class ClientPeer:
         """The JSON-RPC connection to the client (the SDK's; agent code uses the methods below)."""
         self.initialize: InitializeRequest | None = None
         """The client's ``initialize`` request on this connection, once received."""
+        self.mcp = McpRouter(connection)
+        """[unstable] This connection's MCP-over-ACP traffic (agent code uses ``session.acp_mcp_servers``)."""
 
     @property
     def info(self) -> Implementation | None:

@@ -54,6 +54,7 @@ from .schema import (
     ListSessionsResponse,
     LoginAuthRequest,
     LogoutAuthRequest,
+    MessageMcpNotification,
     NewSessionRequest,
     NewSessionResponse,
     PromptRequest,
@@ -107,6 +108,7 @@ class AgentRuntime:
         """The connection this runtime serves."""
         self.client = ClientPeer(self.connection)
         """The client of this connection."""
+        self.client.mcp.client_info = agent.info()
         self.logged_in = False
         """Whether a login succeeded on this connection (see :attr:`Agent.require_login`)."""
         self.processes = ProcessSlots(self.limits.max_processes)
@@ -146,7 +148,8 @@ class AgentRuntime:
         requests.update(self.bookkeeping.routes())
         if self.agent.offers_providers():
             requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider))
-        notifications = {"session/cancel": Method(None, CancelSessionNotification, prepare=self._cancel)}
+        notifications = {"session/cancel": Method(None, CancelSessionNotification, prepare=self._cancel),
+                         "mcp/message": Method(None, MessageMcpNotification, prepare=self._mcp_message)}
         if self.agent.auth_methods:
             requests["auth/login"] = Method(self._login, LoginAuthRequest)
             requests["auth/logout"] = Method(self._logout, LogoutAuthRequest)
@@ -156,6 +159,9 @@ class AgentRuntime:
             table = notifications if ext.notification else requests
             table[ext.method] = Method(partial(self._extension, ext.attribute), ext.params)
         return Routes(requests, notifications, guard=self._guard, on_close=[self.close_all])
+
+    def _mcp_message(self, notification: MessageMcpNotification) -> None:
+        self.client.mcp.deliver(notification)  # in arrival order, before the answer it precedes
 
     async def _extension(self, attribute: str, params: Any) -> Any:
         return await getattr(self.agent, attribute)(params, self.client)
@@ -234,7 +240,8 @@ class AgentRuntime:
         names: set[str] = set()
         for server in mcp_servers or ():
             kind = getattr(server, "type", None)
-            allowed = (kind == "stdio" and self.agent.mcp_stdio) or (kind == "http" and self.agent.mcp_http)
+            allowed = (kind == "stdio" and self.agent.mcp_stdio) or (kind == "http" and self.agent.mcp_http) or (
+                kind == "acp" and self.agent.mcp_acp)
             if not allowed:
                 raise RequestError.invalid_params(
                     f"MCP transport {kind!r} is not supported", {"name": getattr(server, "name", None)}

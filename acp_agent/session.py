@@ -26,6 +26,7 @@ from .errors import NotInTurnError
 from .history import HistoryItem
 from .ids import new_id
 from .limits import Limits
+from .mcp import AcpMcpServers
 from .peer import ClientPeer
 from .processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_TERMINATE_GRACE
 from .records import SessionRecord
@@ -130,9 +131,30 @@ class Session:
         core.on_closed.append(self._forget)
         self.parent = parent
         """The session that owns this one, for a subagent's child session (else ``None``)."""
-        self.mcp_servers: list[Any] = []
+        self._acp_mcp = AcpMcpServers(core.client.mcp, core.id)
+        core.on_closed.append(self._acp_mcp.close)
+        self._mcp_servers: list[Any] = []
+
+    @property
+    def mcp_servers(self) -> list[Any]:
         """The MCP servers the client gave this session (``session/new``, ``session/fork``, or the
         latest ``session/resume``, which replaces them): connect to them in your hooks."""
+        return self._mcp_servers
+
+    @mcp_servers.setter
+    def mcp_servers(self, servers: list[Any]) -> None:
+        self._mcp_servers = servers
+        self._acp_mcp.replace(servers)
+
+    @property
+    def acp_mcp_servers(self) -> AcpMcpServers:
+        """[unstable] The client-hosted MCP servers of :attr:`mcp_servers` (``type: "acp"``), by name,
+        each an :class:`~acp_agent.mcp.AcpMcpServer` to call (``await server.call_tool(name, args)``).
+
+        Empty unless the agent sets :attr:`Agent.mcp_acp`. An unknown name raises
+        :class:`~acp_agent.errors.UnknownMcpServerError`.
+        """
+        return self._acp_mcp
 
     def _forget(self) -> None:
         if self._index.get(self.id) is self:

@@ -9,6 +9,9 @@
 - :class:`SchemaValidator` checks agent-sent messages against the official v2 JSON Schema, which
   ships inside this package (:func:`default_schema_path`); it needs ``jsonschema``, imported only
   when a validator is built.
+- [unstable] :meth:`Client.host_mcp_server` hosts MCP servers for an agent that calls them over ACP
+  (``mcp/message``): a handler gets each :class:`HostedMcpRequest` and returns its MCP result or raises
+  :class:`McpErrorAnswer`.
 - The pytest plugin (``acp_agent.testing.pytest_plugin``, registered on install) adds the
   ``acp_client`` and ``acp_connect`` fixtures.
 
@@ -28,6 +31,7 @@ from .client import (
     connect_agent,
     spawn_agent,
 )
+from .mcp import HostedMcpRequest, McpErrorAnswer
 from .schema import SchemaValidator, default_schema_path
 from .streams import byte_pipe
 
@@ -36,6 +40,8 @@ __all__ = [
     "SHOULD_RULES",
     "AgentExitedError",
     "Client",
+    "HostedMcpRequest",
+    "McpErrorAnswer",
     "PermissionPolicy",
     "RuleViolation",
     "SchemaValidator",

@@ -29,6 +29,7 @@ from ..errors import ErrorCode, RequestError
 from ..limits import Limits
 from ..store import SessionStore
 from .checker import WireChecker
+from .mcp import McpHandler, McpHost
 from .streams import byte_pipe
 
 __all__ = [
@@ -357,6 +358,10 @@ class Client:
             self._on_permission, prepare=self._hold_permission
         )
         self.connection.requests["elicitation/create"] = Method(self._on_elicitation, prepare=self._hold_elicitation)
+        self.mcp = McpHost(self.connection)
+        """[unstable] The MCP servers this client hosts for the agent (see :meth:`host_mcp_server`) and the
+        requests they received (``client.mcp.requests``)."""
+        self.connection.requests["mcp/message"] = Method(self.mcp.serve, prepare=self.mcp.accept)
         self.elicitation_policy = elicitation_policy
         """Called with each ``elicitation/create``'s params: a returned result (e.g. ``{"action": "accept",
         "content": {...}}``) answers at once; ``None`` (or no policy) holds the question in
@@ -482,6 +487,15 @@ class Client:
         else:
             slot["result"] = {"outcome": {"outcome": "selected", "optionId": option_id}}
         slot["done"].set()
+
+    def host_mcp_server(self, name: str, handler: McpHandler, *, server_id: str | None = None) -> dict[str, Any]:
+        """[unstable] Host an MCP server for the agent, reached over ACP (``mcp/message``).
+
+        ``handler`` gets each :class:`~acp_agent.testing.mcp.HostedMcpRequest` and returns its MCP
+        result (or raises :class:`~acp_agent.testing.mcp.McpErrorAnswer`). Returns the
+        ``{"type": "acp", "name", "serverId"}`` entry to pass in ``mcpServers``.
+        """
+        return self.mcp.add(name, handler, server_id)
 
     def view(self, session_id: str) -> SessionView:
         """The client's view of a session (created on first use)."""

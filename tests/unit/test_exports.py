@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import acp_agent
-from acp_agent import Session, Subagent, Terminal, ToolCall
+from acp_agent import AcpMcpServer, Session, Subagent, Terminal, ToolCall
 
 EXPORTS = {
     "AcpAgentError", "Agent", "AgentMessage", "AgentThought", "AudioContent", "AuthMethodAgent", "AuthMethodTerminal",
@@ -18,6 +18,9 @@ EXPORTS = {
     "SessionClosedError", "SessionConfigOption", "SessionNotOpenError", "StopReason", "Subagent", "SubagentResult",
     "SystemPrompt", "Terminal", "TextContent", "ToolCall", "ToolCallFields", "ToolCallStateError", "ToolCallUpdate",
     "Usage", "UserMessage", "extension", "run_stdio", "serve", "serve_stdio",
+    # [unstable] MCP over ACP
+    "AcpMcpServer", "AcpMcpServers", "McpNotification", "McpServerError", "McpTool", "McpToolResult",
+    "McpTransportError", "UnknownMcpServerError",
 }
 
 # What help(Session) shows: the author's API, no runtime internals.
@@ -28,6 +31,7 @@ SESSION_API = {
     "send", "title", "spawn", "spawn_subagent", "start_foreground", "start_terminal", "start_tool_call", "state",
     "task_group", "think", "thought", "tool_call_content", "update_available_commands", "update_config_options",
     "update_info", "update_tool_call", "usage", "wait_idle",
+    "acp_mcp_servers", "mcp_servers",
 }
 TOOL_CALL_API = {
     "abandon", "append", "cancel", "cancellable", "checkpoint", "complete", "detach", "detached", "end_now", "fail",
@@ -38,6 +42,7 @@ TERMINAL_API = {
     "cancel", "detach", "detached", "exit_status", "give_up", "id", "on_exit", "request_permission", "stop", "tail",
     "wait",
 }
+MCP_SERVER_API = {"call_tool", "config", "list_tools", "name", "request", "server_id"}
 SUBAGENT_API = {"cancel", "cancellable", "detach", "detached", "id", "result", "run", "start", "tell", "update",
                 "wait_idle"}
 
@@ -57,10 +62,11 @@ def test_handles_show_the_author_api_only() -> None:
     assert public(ToolCall) == TOOL_CALL_API
     assert public(Terminal) == TERMINAL_API
     assert public(Subagent) == SUBAGENT_API
+    assert public(AcpMcpServer) == MCP_SERVER_API
 
 
 def test_every_public_name_has_a_docstring() -> None:
-    for cls in (Session, ToolCall, Terminal, Subagent):
+    for cls in (Session, ToolCall, Terminal, Subagent, AcpMcpServer):
         for name in public(cls):
             assert getattr(cls, name).__doc__, f"{cls.__name__}.{name} has no docstring"
 

@@ -17,6 +17,8 @@ PUBLIC_NAMES = [
     "SHOULD_RULES",
     "AgentExitedError",
     "Client",
+    "HostedMcpRequest",
+    "McpErrorAnswer",
     "PermissionPolicy",
     "RuleViolation",
     "SchemaValidator",
