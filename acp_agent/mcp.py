@@ -22,7 +22,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -38,8 +38,11 @@ from .errors import (
     UnknownMcpServerError,
 )
 from .ids import new_id
-from .schema import Implementation, McpServerAcp, MessageMcpNotification, MessageMcpRequest
+from .schema import Implementation, McpServerAcp
 from .schema.base import WireModel, to_wire
+
+if TYPE_CHECKING:  # the mcp/message models load on the first MCP request (start-up)
+    from .schema import MessageMcpNotification
 
 __all__ = [
     "MCP_PROTOCOL_VERSION",
@@ -146,6 +149,8 @@ class McpRouter:
     async def request(self, server_id: str, method: str, params: Mapping[str, Any] | None,
                       on_notification: NotificationHandler | None) -> Any:
         """Send one MCP request to ``server_id`` and return the raw ``mcp/message`` answer."""
+        from .schema import MessageMcpRequest
+
         request_id = new_id("mcp")
         message = MessageMcpRequest(server_id=server_id, request_id=request_id, method=method,
                                     params=self._params(params))

@@ -54,7 +54,6 @@ from .schema import (
     ListSessionsResponse,
     LoginAuthRequest,
     LogoutAuthRequest,
-    MessageMcpNotification,
     NewSessionRequest,
     NewSessionResponse,
     PromptRequest,
@@ -148,8 +147,11 @@ class AgentRuntime:
         requests.update(self.bookkeeping.routes())
         if self.agent.offers_providers():
             requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider))
-        notifications = {"session/cancel": Method(None, CancelSessionNotification, prepare=self._cancel),
-                         "mcp/message": Method(None, MessageMcpNotification, prepare=self._mcp_message)}
+        notifications = {"session/cancel": Method(None, CancelSessionNotification, prepare=self._cancel)}
+        if self.agent.mcp_acp:  # the client sends mcp/message only to an agent that advertises session.mcp.acp
+            from .schema import MessageMcpNotification
+
+            notifications["mcp/message"] = Method(None, MessageMcpNotification, prepare=self._mcp_message)
         if self.agent.auth_methods:
             requests["auth/login"] = Method(self._login, LoginAuthRequest)
             requests["auth/logout"] = Method(self._logout, LogoutAuthRequest)
@@ -160,7 +162,7 @@ class AgentRuntime:
             table[ext.method] = Method(partial(self._extension, ext.attribute), ext.params)
         return Routes(requests, notifications, guard=self._guard, on_close=[self.close_all])
 
-    def _mcp_message(self, notification: MessageMcpNotification) -> None:
+    def _mcp_message(self, notification: Any) -> None:
         self.client.mcp.deliver(notification)  # in arrival order, before the answer it precedes
 
     async def _extension(self, attribute: str, params: Any) -> Any:
