@@ -385,3 +385,48 @@ async def test_auth_status_is_served_and_advertised_when_implemented() -> None:
         with pytest.raises(RequestError) as missing:
             await client.request("auth/status", {})
         assert missing.value.code == -32601
+
+
+async def test_every_agent_side_method_of_the_unstable_schema_is_served() -> None:
+    """Issue 13's coverage: an agent that opts into everything answers every method the unstable schema sends
+    to agents (``x-side: agent``) with anything but -32601; ``proxy/*`` methods are a proxy's, not an agent's."""
+    import json
+
+    from acp_agent import Provider, ProviderSettings
+    from acp_agent.runtime import AgentRuntime
+    from acp_agent.schema import AuthStatusResponse
+    from acp_agent.testing.schema import default_schema_path
+    from acp_agent.testing.streams import byte_pipe
+
+    schema = json.loads(default_schema_path(unstable=True).read_text())
+    agent_side = {d["x-method"]: "Notification" in name for name, d in schema["$defs"].items()
+                  if d.get("x-side") == "agent"}
+    assert {"session/set_title", "session/archive", "session/status", "providers/set", "mcp/message"} <= set(agent_side)
+
+    class AllOfIt(Everything):
+        require_login = False
+        providers = (Provider("main", ["anthropic"]),)
+        mcp_acp = True
+
+        async def auth_status(self, client: ClientPeer) -> AuthStatusResponse:
+            return AuthStatusResponse(state="authenticated")
+
+        async def configure_provider(self, provider_id: str, settings: ProviderSettings | None) -> None:
+            pass
+
+        async def fork_session(self, session: Session, source: Session) -> None:
+            pass
+
+    send, receive = byte_pipe()
+    runtime = AgentRuntime(AllOfIt(), receive, send)
+    served = {**runtime.connection.requests, **runtime.connection.notifications}
+    assert set(agent_side) <= set(served), sorted(set(agent_side) - set(served))
+    async with connect_agent(AllOfIt()) as client:
+        await client.initialize()
+        for method, is_notification in sorted(agent_side.items()):
+            if is_notification:
+                continue
+            try:
+                await client.request(method, {})  # wrong params: -32602, never -32601
+            except RequestError as error:
+                assert error.code != -32601, method
