@@ -491,8 +491,8 @@ class Client:
     def host_mcp_server(self, name: str, handler: McpHandler, *, server_id: str | None = None) -> dict[str, Any]:
         """[unstable] Host an MCP server for the agent, reached over ACP (``mcp/message``).
 
-        ``handler`` gets each :class:`~acp_agent.testing.mcp.HostedMcpRequest` and returns its MCP
-        result (or raises :class:`~acp_agent.testing.mcp.McpErrorAnswer`). Returns the
+        ``handler`` (a plain or ``async`` function) gets each :class:`~acp_agent.testing.HostedMcpRequest`
+        and returns its MCP result (or raises :class:`~acp_agent.testing.McpErrorAnswer`). Returns the
         ``{"type": "acp", "name", "serverId"}`` entry to pass in ``mcpServers``.
         """
         return self.mcp.add(name, handler, server_id)
