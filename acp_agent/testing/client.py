@@ -605,10 +605,13 @@ class Client:
         options: list[dict[str, Any]] = result["configOptions"]
         return options
 
-    async def list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
-        """Every session ``session/list`` reports (all pages)."""
+    async def list_sessions(self, cwd: str | None = None, *, archived: str | None = None) -> list[dict[str, Any]]:
+        """Every session ``session/list`` reports (all pages); ``archived`` (unstable) is its filter:
+        ``"exclude"`` (the agent's default), ``"include"`` or ``"only"``."""
         sessions: list[dict[str, Any]] = []
         params: dict[str, Any] = {} if cwd is None else {"cwd": cwd}
+        if archived is not None:
+            params["archived"] = archived
         while True:
             page = await self.request("session/list", params)
             sessions += page["sessions"]

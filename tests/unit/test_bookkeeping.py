@@ -92,19 +92,8 @@ async def fails(client: Client, method: str, params: dict[str, Any], code: int) 
 
 
 async def listed(client: Client, archived: str | None = None, cwd: str | None = None) -> list[dict[str, Any]]:
-    """Every page of ``session/list`` with the same filter."""
-    params: dict[str, Any] = {}
-    if archived is not None:
-        params["archived"] = archived
-    if cwd is not None:
-        params["cwd"] = cwd
-    sessions: list[dict[str, Any]] = []
-    while True:
-        page = await client.request("session/list", params)
-        sessions += page["sessions"]
-        if page.get("nextCursor") is None:
-            return sessions
-        params = {**params, "cursor": page["nextCursor"]}
+    """Every page of ``session/list`` with the same filter (the test client follows the cursor)."""
+    return await client.list_sessions(cwd, archived=archived)
 
 
 def ids(sessions: list[dict[str, Any]]) -> list[str]:
