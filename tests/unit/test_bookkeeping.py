@@ -465,6 +465,18 @@ def test_a_provider_is_declared_with_a_whole_endpoint_or_none() -> None:
         Provider("main", supported="openai")
 
 
+def test_a_declared_endpoint_obeys_the_rules_of_providers_set() -> None:
+    # providers/list shows it as is: a typo would be advertised, a bad URL would break the answer's schema.
+    with pytest.raises(ValueError, match="'opnai' is not in supported"):
+        Provider("main", supported=("openai",), api_type="opnai", base_url="https://api.openai.com/v1")
+    with pytest.raises(ValueError, match="absolute URL"):
+        Provider("main", supported=("openai",), api_type="openai", base_url="api.openai.com/v1")
+    with pytest.raises(ValueError, match="must not carry credentials") as refused:
+        Provider("main", supported=("openai",), api_type="openai", base_url="https://me:sk-1@api.openai.com/v1")
+    assert "sk-1" not in str(refused.value)
+    assert Provider("main", supported=("_acme",), api_type="_acme", base_url="http://127.0.0.1:9000").required is False
+
+
 async def test_an_unhashable_agent_class_can_offer_providers() -> None:
     @dataclass(eq=True)
     class DataAgent(ProviderAgent):
