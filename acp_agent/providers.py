@@ -56,6 +56,23 @@ class Provider:
             raise ValueError(f"provider {self.id!r}: give both api_type and base_url, or neither (disabled)")
         if isinstance(self.supported, str):
             raise TypeError(f"provider {self.id!r}: supported is a sequence of protocols, not one string")
+        # The starting endpoint obeys what providers/set would be held to: providers/list shows it.
+        if self.api_type is not None and self.api_type not in self.supported:
+            raise ValueError(f"provider {self.id!r}: api_type {self.api_type!r} is not in supported")
+        problem = base_url_problem(self.base_url) if self.base_url is not None else None
+        if problem is not None:
+            raise ValueError(f"provider {self.id!r}: {problem}")
+
+
+def base_url_problem(base_url: str) -> str | None:
+    """Why ``base_url`` cannot be a provider's endpoint (``None`` if it can); the URL itself is never named."""
+    url = urlsplit(base_url)
+    if not url.scheme or not url.netloc:
+        return "baseUrl must be an absolute URL"
+    if "@" in url.netloc:
+        # providers/list shows the URL: credentials belong in headers.
+        return "baseUrl must not carry credentials; send them in headers"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,13 +166,9 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
         if request.api_type not in provider.supported:
             raise RequestError.invalid_params("the provider does not support this apiType",
                                               {"providerId": provider.id, "apiType": request.api_type})
-        url = urlsplit(request.base_url)
-        if not url.scheme or not url.netloc:
-            raise RequestError.invalid_params("baseUrl must be an absolute URL", {"providerId": provider.id})
-        if "@" in url.netloc:
-            # providers/list shows the URL: credentials belong in headers.
-            raise RequestError.invalid_params("baseUrl must not carry credentials; send them in headers",
-                                              {"providerId": provider.id})
+        problem = base_url_problem(request.base_url)
+        if problem is not None:
+            raise RequestError.invalid_params(problem, {"providerId": provider.id})
         settings = ProviderSettings(request.api_type, request.base_url, dict(request.headers), request.meta)
         async with table.lock():
             await configure(provider.id, settings)

@@ -83,6 +83,18 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
+# uvicorn hands this logger to the websockets library, which logs every frame at DEBUG with the start and the end of
+# its payload: prompt text, and the headers of ``providers/set`` (API keys).
+FRAME_TRACE_LOGGER = "uvicorn.error"
+
+
+def quiet_frame_trace() -> None:
+    """Keep uvicorn's WebSocket frame trace out of a DEBUG log, unless the application set that logger's level."""
+    frames = logging.getLogger(FRAME_TRACE_LOGGER)
+    if frames.level == logging.NOTSET and frames.getEffectiveLevel() < logging.INFO:
+        frames.setLevel(logging.INFO)
+
+
 async def serve_http(
     agent: Agent | Callable[[], Agent],
     *,
@@ -97,6 +109,7 @@ async def serve_http(
     if "allowed_hosts" not in options and is_loopback(host):
         options["allowed_hosts"] = LOOPBACK_HOSTS
     settings = HttpOptions(**options)
+    quiet_frame_trace()
     app = AcpApp(agent, settings, store=store)
     extra = dict(uvicorn_settings or {})
     sock = bind_socket(host, port)

@@ -491,8 +491,8 @@ class Client:
     def host_mcp_server(self, name: str, handler: McpHandler, *, server_id: str | None = None) -> dict[str, Any]:
         """[unstable] Host an MCP server for the agent, reached over ACP (``mcp/message``).
 
-        ``handler`` gets each :class:`~acp_agent.testing.mcp.HostedMcpRequest` and returns its MCP
-        result (or raises :class:`~acp_agent.testing.mcp.McpErrorAnswer`). Returns the
+        ``handler`` (a plain or ``async`` function) gets each :class:`~acp_agent.testing.HostedMcpRequest`
+        and returns its MCP result (or raises :class:`~acp_agent.testing.McpErrorAnswer`). Returns the
         ``{"type": "acp", "name", "serverId"}`` entry to pass in ``mcpServers``.
         """
         return self.mcp.add(name, handler, server_id)
@@ -605,10 +605,13 @@ class Client:
         options: list[dict[str, Any]] = result["configOptions"]
         return options
 
-    async def list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
-        """Every session ``session/list`` reports (all pages)."""
+    async def list_sessions(self, cwd: str | None = None, *, archived: str | None = None) -> list[dict[str, Any]]:
+        """Every session ``session/list`` reports (all pages); ``archived`` (unstable) is its filter:
+        ``"exclude"`` (the agent's default), ``"include"`` or ``"only"``."""
         sessions: list[dict[str, Any]] = []
         params: dict[str, Any] = {} if cwd is None else {"cwd": cwd}
+        if archived is not None:
+            params["archived"] = archived
         while True:
             page = await self.request("session/list", params)
             sessions += page["sessions"]

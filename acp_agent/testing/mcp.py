@@ -10,6 +10,7 @@ withdraws with ``$/cancel_request`` cancels its handler (``request.withdrawn`` t
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,8 +69,9 @@ class HostedMcpRequest:
         self.connection.notify("mcp/message", body)
 
 
-McpHandler = Callable[[HostedMcpRequest], Awaitable[Any]]
-"""Serves one hosted MCP request: returns the MCP result, or raises :class:`McpErrorAnswer`."""
+McpHandler = Callable[[HostedMcpRequest], Awaitable[Any] | Any]
+"""Serves one hosted MCP request (a plain or ``async`` function): returns the MCP result, or raises
+:class:`McpErrorAnswer`."""
 
 
 class McpHost:
@@ -114,7 +116,10 @@ class McpHost:
             if problem is not None:
                 return {"error": problem}
             try:
-                return {"result": await self.servers[request.server_id](request)}
+                result = self.servers[request.server_id](request)
+                if inspect.isawaitable(result):
+                    result = await result
+                return {"result": result}
             except McpErrorAnswer as answer:
                 error: dict[str, Any] = {"code": answer.code, "message": answer.message}
                 if answer.data is not None:

@@ -1,19 +1,22 @@
 """[unstable] Session bookkeeping and providers in real agent processes on the SQLite store of ``run_stdio``:
 titles and archive marks set in one process are what the next one lists, and a provider secret never
-reaches the agent's stderr (logging at DEBUG) or any message it writes."""
+reaches the agent's stderr (logging at DEBUG, on stdio and served over WebSocket) or any message it writes."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from websockets.sync.client import connect
 
 from acp_agent import RequestError
 from acp_agent.testing.client import Client, spawn_agent
 from acp_agent.testing.schema import SchemaValidator
 from tests.helpers.e2e import ROOT
+from tests.helpers.remote import served_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -113,3 +116,30 @@ async def test_a_provider_secret_never_reaches_stderr_or_the_wire(anyio_backend:
     assert "provider main now speaks openai" in err  # DEBUG logging was on
     assert "the provider endpoint did not answer" in err and "Traceback" in err
     assert SECRET not in err
+
+
+def test_a_provider_secret_never_reaches_the_log_of_a_served_agent(validator: SchemaValidator) -> None:
+    # At DEBUG, uvicorn's WebSocket trace would log the upgrade's headers (the bearer token) and the start and end
+    # of every frame (the end of a providers/set is its headers). Short secrets: the trace shows the last 25 chars.
+    secret, token = "sk-w5-0451", "tok-w5-7788"
+    good = {"providerId": "main", "apiType": "openai", "baseUrl": "https://gateway.example/v1",
+            "headers": {"Authorization": f"Bearer {secret}"}}
+    env = {"ACP_AGENT_LOG_LEVEL": "DEBUG", "ACP_AGENT_TOKEN": token}
+    with served_agent(AGENT[1], "--store", "memory", env=env) as served:
+        with connect(served.ws_url, additional_headers={"Authorization": f"Bearer {token}"}) as ws:
+            hello = {"protocolVersion": 2, "info": {"name": "t", "version": "0"}, "capabilities": {}}
+            requests = [("initialize", hello),
+                        ("providers/set", good), ("providers/set", {**good, "baseUrl": "https://fail.example/v1"}),
+                        ("providers/list", {})]
+            answers = []
+            for number, (method, params) in enumerate(requests):
+                ws.send(json.dumps({"jsonrpc": "2.0", "id": number, "method": method, "params": params}))
+                answers.append(json.loads(ws.recv(timeout=10)))
+        assert [("error" in answer) for answer in answers] == [False, False, True, False]
+        assert answers[3]["result"]["providers"][0]["current"]["baseUrl"] == "https://gateway.example/v1"
+        for (method, _), answer in zip(requests, answers, strict=True):
+            assert validator.check(answer, method) == []
+            assert secret not in json.dumps(answer)
+    log = served.log()
+    assert "provider main now speaks openai" in log  # DEBUG logging was on
+    assert "0451" not in log and "7788" not in log

@@ -92,19 +92,8 @@ async def fails(client: Client, method: str, params: dict[str, Any], code: int) 
 
 
 async def listed(client: Client, archived: str | None = None, cwd: str | None = None) -> list[dict[str, Any]]:
-    """Every page of ``session/list`` with the same filter."""
-    params: dict[str, Any] = {}
-    if archived is not None:
-        params["archived"] = archived
-    if cwd is not None:
-        params["cwd"] = cwd
-    sessions: list[dict[str, Any]] = []
-    while True:
-        page = await client.request("session/list", params)
-        sessions += page["sessions"]
-        if page.get("nextCursor") is None:
-            return sessions
-        params = {**params, "cursor": page["nextCursor"]}
+    """Every page of ``session/list`` with the same filter (the test client follows the cursor)."""
+    return await client.list_sessions(cwd, archived=archived)
 
 
 def ids(sessions: list[dict[str, Any]]) -> list[str]:
@@ -474,6 +463,18 @@ def test_a_provider_is_declared_with_a_whole_endpoint_or_none() -> None:
         Provider("main", supported=("openai",), api_type="openai")
     with pytest.raises(TypeError, match="sequence of protocols"):
         Provider("main", supported="openai")
+
+
+def test_a_declared_endpoint_obeys_the_rules_of_providers_set() -> None:
+    # providers/list shows it as is: a typo would be advertised, a bad URL would break the answer's schema.
+    with pytest.raises(ValueError, match="'opnai' is not in supported"):
+        Provider("main", supported=("openai",), api_type="opnai", base_url="https://api.openai.com/v1")
+    with pytest.raises(ValueError, match="absolute URL"):
+        Provider("main", supported=("openai",), api_type="openai", base_url="api.openai.com/v1")
+    with pytest.raises(ValueError, match="must not carry credentials") as refused:
+        Provider("main", supported=("openai",), api_type="openai", base_url="https://me:sk-1@api.openai.com/v1")
+    assert "sk-1" not in str(refused.value)
+    assert Provider("main", supported=("_acme",), api_type="_acme", base_url="http://127.0.0.1:9000").required is False
 
 
 async def test_an_unhashable_agent_class_can_offer_providers() -> None:

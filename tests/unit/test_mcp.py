@@ -191,6 +191,27 @@ async def test_generic_requests_keep_the_callers_meta() -> None:
     validate(client)
 
 
+async def test_a_hosted_handler_may_be_a_plain_function() -> None:
+    agent = McpAgent()
+    async with connect_agent(agent) as client:
+        def calc(request: HostedMcpRequest) -> dict[str, Any]:
+            if request.arguments.get("a") is None:
+                raise McpErrorAnswer(-32602, "a is required")
+            return {"content": [{"type": "text", "text": str(request.arguments["a"] * 2)}]}
+
+        sid = await open_session(client, client.host_mcp_server("calc", calc))
+
+        async def script(session: Session) -> None:
+            server = session.acp_mcp_servers["calc"]
+            await session.say((await server.call_tool("double", {"a": 21})).text)
+            with pytest.raises(McpServerError) as refused:
+                await server.call_tool("double", {})
+            await session.say(refused.value.message)
+
+        assert await run(client, agent, sid, script) == ["42", "a is required"]
+    validate(client)
+
+
 async def test_notifications_reach_the_request_they_are_about() -> None:
     agent = McpAgent()
     async with connect_agent(agent) as client:
