@@ -105,6 +105,7 @@ class _Entry:
     output: _Tail | None = None  # terminals: retained output tail
     seq: int = 0  # place in the replay order (kept by a store)
     dirty: bool = True  # changed since the last save (only while changes are tracked)
+    model: BaseModel | None = None  # the one update this entry was made from, while nothing changed it
 
     def add_text(self, text: str) -> None:
         """Append a plain-text chunk to the open run."""
@@ -201,6 +202,8 @@ class History:
             yield self._rebuild(entry)
 
     def _rebuild(self, entry: _Entry) -> HistoryItem:
+        if entry.model is not None:
+            return entry.model  # type: ignore[return-value]  # the update as recorded: the same fields
         fields = dict(entry.fields)
         collection = _UPSERTS.get(entry.kind, ("", ""))[1]
         if collection and (entry.text is not None or collection in fields):
@@ -247,9 +250,10 @@ class History:
             self._tracking, self._full = True, False
             self._dirty.clear()
             self._removed.clear()
+            everything = [(e.seq, self._rebuild(e)) for e in self._entries.values()]
             for entry in self._entries.values():
-                entry.dirty = False
-            return HistoryChanges(True, [(e.seq, self._rebuild(e)) for e in self._entries.values()], [])
+                entry.dirty, entry.model = False, None
+            return HistoryChanges(True, everything, [])
         dirty, self._dirty = self._dirty, []
         removed, self._removed = self._removed, []
         changed: list[tuple[int, HistoryItem]] = []
@@ -257,6 +261,7 @@ class History:
             entry.dirty = False
             if self._entries.get(_key_of(entry)) is entry:
                 changed.append((entry.seq, self._rebuild(entry)))
+            entry.model = None  # kept for this save only: the history holds the fields, not models
         return HistoryChanges(False, changed, removed)
 
     @property
@@ -313,7 +318,9 @@ class History:
         if entry is None:
             entry = _Entry(kind, {_UPSERTS[kind][0]: key})
             self._add((kind, key), entry)
-        elif not entry.dirty:
+            return entry
+        entry.model = None  # about to change
+        if not entry.dirty:
             entry.dirty = True
             self._dirty.append(entry)
         return entry
@@ -344,8 +351,18 @@ class History:
 
     def _apply_upsert(self, kind: type[BaseModel], update: BaseModel) -> None:
         id_field, collection = _UPSERTS[kind]
-        entry = self._entry(kind, getattr(update, id_field))
-        for name in update.model_fields_set:
+        key = getattr(update, id_field)
+        fresh = (kind, key) not in self._entries
+        entry = self._entry(kind, key)
+        fields_set = update.model_fields_set
+        if (fresh and self._tracking and kind is not TerminalUpdate and id_field in fields_set
+                and "meta" not in fields_set
+                and not update.model_extra
+                and (collection not in fields_set or getattr(update, collection) is not None)):
+            # A new entity's first full update: rebuilding it from the fields below would give the
+            # same model, so the next save uses this one (which drops it, as does a change: _entry).
+            entry.model = update
+        for name in fields_set:
             value = getattr(update, name)
             if name == collection:
                 entry.text = None

@@ -100,6 +100,11 @@ class SessionSink:
         if not self.closed:
             self._write(self.frame(update))
 
+    def resend_line(self, data: bytes) -> None:
+        """Queue an already framed line that is not new history (see :meth:`resend`); dropped once closed."""
+        if not self.closed:
+            self._write(data)
+
     # -- hot paths -------------------------------------------------------------------------
 
     def text(self, head: bytes, thought: bool, message_id: str, text: str) -> None:

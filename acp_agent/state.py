@@ -33,10 +33,13 @@ BATCHING: Final[contextvars.ContextVar[tuple[StatePublisher, ...]]] = contextvar
 """The publishers whose list changes the current task is batching (a batch never spans tasks)."""
 
 
+_LINES_KEPT: Final = 16  # snapshot lines a publisher keeps (custom stop reasons are unbounded)
+
+
 class StatePublisher:
     """Owns one session's reported foreground state and sends its snapshots."""
 
-    __slots__ = ("_dirty", "_last_version", "_mirror", "_registry", "_sink", "state")
+    __slots__ = ("_dirty", "_last_version", "_lines", "_mirror", "_registry", "_sink", "state")
 
     def __init__(
         self,
@@ -51,6 +54,8 @@ class StatePublisher:
         """The foreground state last reported."""
         self._last_version = -1  # registry version of the last snapshot sent
         self._dirty = False
+        # Framed lines of the snapshots with an empty list (the same bytes every turn): built once.
+        self._lines: dict[tuple[ForegroundState, str | None], bytes] = {}
 
     def snapshot(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None,
                  usage: Usage | None = None) -> BaseModel:
@@ -84,6 +89,18 @@ class StatePublisher:
             usage: Usage | None = None) -> None:
         """Record and report a foreground transition."""
         self.state = state
+        if error is None and usage is None and self._mirror is None and not self._registry.listed_count:
+            # The common case (nothing in the background, nothing to mirror): a snapshot sent before,
+            # as bytes, so a turn's ``running`` and ``idle`` build and serialize no model.
+            line = self._lines.get((state, stop_reason))
+            if line is None:
+                line = self._sink.frame(self._build(state, stop_reason))
+                if len(self._lines) < _LINES_KEPT:
+                    self._lines[(state, stop_reason)] = line
+            self._last_version = self._registry.version
+            self._dirty = False
+            self._sink.resend_line(line)
+            return
         self._publish(self.snapshot(state, stop_reason, error, usage))
 
     def repeat(self) -> None:

@@ -1342,3 +1342,51 @@ def test_registry_check_refuses_illegal_moves() -> None:
     reg.observe(TerminalUpdate(terminal_id="t", exit_status={"exitCode": 1}))
     with pytest.raises(ToolCallStateError):
         reg.check(TerminalUpdate(terminal_id="t", exit_status=None))
+
+
+def test_state_snapshot_lines_are_reused_only_while_the_list_is_empty() -> None:
+    from acp_agent.history import History
+    from acp_agent.schema import Error
+    from acp_agent.sink import SessionSink
+    from acp_agent.state import StatePublisher
+
+    class Lines:
+        def __init__(self) -> None:
+            self.sent: list[bytes] = []
+
+        def send_nowait(self, data: bytes) -> None:
+            self.sent.append(data)
+
+    writer = Lines()
+    reg = BackgroundRegistry()
+    publisher = StatePublisher(reg, SessionSink(writer, "s1", History()))  # type: ignore[arg-type]
+
+    def updates() -> list[dict[str, Any]]:
+        import orjson
+
+        found = [orjson.loads(line)["params"]["update"] for line in writer.sent]
+        writer.sent.clear()
+        return found
+
+    for _ in range(2):  # the second turn sends the same bytes, from the kept lines
+        publisher.set("running")
+        publisher.set("idle", "end_turn")
+    first_turn = [{"sessionUpdate": "state_update", "state": "running", "background": []},
+                  {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn", "background": []}]
+    assert updates() == first_turn * 2
+    # an error or a listed item is never taken from the kept lines
+    publisher.set("idle", "error", Error(code=-32603, message="boom"))
+    reg.observe(ToolCallUpdate(tool_call_id="c1", title="t", status="in_progress"), detach=True)
+    publisher.set("running")
+    assert updates() == [
+        {"sessionUpdate": "state_update", "state": "idle", "stopReason": "error",
+         "error": {"code": -32603, "message": "boom"}, "background": []},
+        {"sessionUpdate": "state_update", "state": "running",
+         "background": [{"type": "tool_call", "toolCallId": "c1"}]},
+    ]
+    assert not publisher.list_unsent
+    # custom stop reasons beyond the kept lines are still sent right
+    reg.observe(ToolCallUpdate(tool_call_id="c1", status="completed"))
+    for n in range(20):
+        publisher.set("idle", f"_custom{n}")
+    assert [u["stopReason"] for u in updates()] == [f"_custom{n}" for n in range(20)]

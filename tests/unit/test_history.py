@@ -6,12 +6,14 @@ import base64
 
 from acp_agent.history import History
 from acp_agent.schema import (
+    AgentMessage,
     AgentMessageChunk,
     TerminalOutput,
     TerminalOutputChunk,
     TerminalUpdate,
     TextContent,
     ToolCallUpdate,
+    UserMessage,
     to_wire,
 )
 
@@ -82,3 +84,37 @@ def test_long_text_streams_are_joined_as_they_grow() -> None:
     # Memory follows the text, not the number of chunks: every 256 chunks become one string.
     stored = next(iter(history._entries.values())).text
     assert stored is not None and len(stored) == 5001 // 256 + 5001 % 256
+
+
+def test_a_first_full_update_is_kept_as_recorded_until_it_is_saved_or_changes() -> None:
+    untracked = History()  # no store saves it: nothing is kept
+    untracked.record(AgentMessage(message_id="m0", content=[TextContent(text="hi")]))
+    assert not any(entry.model for entry in untracked._entries.values())
+    history = History()
+    history.take_changes()  # tracking, as once a store saved it
+    message = AgentMessage(message_id="m1", content=[TextContent(text="hi")])
+    history.record(message)
+    history.record(UserMessage(message_id="u1", content=[TextContent(text="q")], meta={"k": 1}))
+    call = ToolCallUpdate(tool_call_id="c1", title="t", status="pending")
+    history.record(call)
+    # Saving and replaying the untouched message use the recorded model (no rebuild); the same wire
+    # shape as a rebuild from the folded fields.
+    saved = dict(history.take_changes().entries)
+    assert saved[1] is message
+    assert next(history.replay()) is not message  # kept for that save only: rebuilt from here on
+    assert to_wire(saved[2]) == {"sessionUpdate": "user_message", "messageId": "u1",
+                                 "content": [{"type": "text", "text": "q"}], "_meta": {"k": 1}}
+    # Any later change of the entity drops the kept model: chunks, patches, plain text.
+    history.record(AgentMessageChunk(message_id="m1", content=TextContent(text=" there")))
+    history.record(ToolCallUpdate(tool_call_id="c1", status="completed"))
+    [(_, merged), (_, patched)] = history.take_changes().entries
+    assert to_wire(merged) == {"sessionUpdate": "agent_message", "messageId": "m1",
+                               "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": " there"}]}
+    assert to_wire(patched) == {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "title": "t",
+                                "status": "completed"}
+    assert to_wire(message) == {"sessionUpdate": "agent_message", "messageId": "m1",
+                                "content": [{"type": "text", "text": "hi"}]}  # the recorded model is untouched
+    history.append_text(False, "m1", "!")
+    assert to_wire(history.current("tool_call", "c1")) == to_wire(patched)
+    [replayed, *_] = history.replay()
+    assert to_wire(replayed)["content"] == [{"type": "text", "text": "hi"}, {"type": "text", "text": " there!"}]

@@ -1,0 +1,86 @@
+"""Echo turns of two checkouts in lockstep: an A/B that holds up on a shared, loaded machine.
+
+Run: ``.venv/bin/python bench/ab_echo.py BEFORE AFTER [--turns 2000] [--reps 3]`` (two checkout directories).
+
+Both checkouts' ``bench/agents/sdk_agent.py`` run side by side (each with its checkout on ``PYTHONPATH``); after
+a warm-up, echo prompts alternate between them one turn at a time (the order flips every turn), so a load
+spike hits both alike. Per repetition it prints each agent's p50 round trip and its CPU (utime+stime from
+``/proc``) per turn, then the median over repetitions of the AFTER / BEFORE ratios. ``bench/run.py
+--baseline`` gives the full table; its rounds are minutes apart, so on a busy machine its before/after
+difference can drown in the load changing between rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from run import AgentSpec, Peer, check_echo, initialize_params, new_session_params  # bench/ is not a package
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all threads), in seconds."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def repetition(checkouts: list[Path], turns: int) -> list[tuple[float, float]]:
+    """One side-by-side run; (p50 ms, CPU ms per turn) per checkout."""
+    with tempfile.TemporaryFile() as err_a, tempfile.TemporaryFile() as err_b:
+        peers = [
+            Peer(AgentSpec(str(c), str(c), ["env", f"PYTHONPATH={c}", sys.executable,
+                                            str(c / "bench/agents/sdk_agent.py")], 2), err)
+            for c, err in zip(checkouts, (err_a, err_b), strict=True)
+        ]
+        try:
+            sessions = []
+            for peer in peers:
+                peer.call("initialize", initialize_params(2))
+                sessions.append(peer.call("session/new", new_session_params(2))[0]["sessionId"])
+                for _ in range(50):
+                    peer.prompt(sessions[-1], "echo warm")
+            times: list[list[float]] = [[], []]
+            start = [cpu_seconds(peer.pid) for peer in peers]
+            for i in range(turns):
+                for k in ((0, 1) if i % 2 else (1, 0)):
+                    end, messages, sent, ended = peers[k].prompt(sessions[k], f"echo ping {i}")
+                    times[k].append(ended - sent)
+            spent = [cpu_seconds(peer.pid) - s for peer, s in zip(peers, start, strict=True)]
+            for k, peer in enumerate(peers):  # checked outside the timed turns
+                end, messages, _, _ = peer.prompt(sessions[k], "echo check")
+                check_echo(peer.spec, end, messages, sessions[k], "check")
+        finally:
+            for peer in peers:
+                peer.close()
+    return [(statistics.median(t) * 1e3, s / turns * 1e3) for t, s in zip(times, spent, strict=True)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("before", type=Path)
+    parser.add_argument("after", type=Path)
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    checkouts = [args.before.resolve(), args.after.resolve()]
+    p50_ratios, cpu_ratios = [], []
+    for rep in range(args.reps):
+        (p50_a, cpu_a), (p50_b, cpu_b) = repetition(checkouts, args.turns)
+        p50_ratios.append(p50_b / p50_a)
+        cpu_ratios.append(cpu_b / cpu_a)
+        print(f"rep {rep + 1}: before p50 {p50_a:.3f} ms, CPU {cpu_a:.3f} ms/turn; "
+              f"after p50 {p50_b:.3f} ms, CPU {cpu_b:.3f} ms/turn", flush=True)
+    print(f"after / before (median of {args.reps}): p50 {statistics.median(p50_ratios):.3f}x, "
+          f"CPU per turn {statistics.median(cpu_ratios):.3f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
