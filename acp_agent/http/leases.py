@@ -22,11 +22,15 @@ import anyio
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["Leases", "PostgresLeases", "lease_key"]
+__all__ = ["RETAKE_WAIT", "Leases", "PostgresLeases", "lease_key"]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+RETAKE_WAIT = 5.0
+"""Seconds a reconnected lease connection waits for each lock its lost connection held (the server
+ends that database session, and frees its locks, shortly after the connection drops)."""
 
 
 def lease_key(session_id: str) -> int:
@@ -99,12 +103,18 @@ class PostgresLeases(Leases):
         if self._db is not None and not self._db.closed:
             return self._db
         db = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=max(1, int(self.connect_timeout)))
-        for key in list(self._held):  # a new database session: take the locks again
-            row = db.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-            if row is None or not row[0]:
-                self._held.discard(key)
-                logger.error("acp: lost the lease of a session while reconnecting to the session database; "
-                             "another replica may have resumed it")
+        if self._held:
+            # A new database session takes the locks again. The old one may not have ended on the server
+            # yet (its backend still holds them for a moment), so wait for each up to RETAKE_WAIT seconds.
+            db.execute(f"SET lock_timeout = '{int(RETAKE_WAIT * 1000)}ms'")
+            for key in list(self._held):
+                try:
+                    db.execute("SELECT pg_advisory_lock(%s)", (key,))
+                except psycopg.errors.LockNotAvailable:
+                    self._held.discard(key)
+                    logger.error("acp: lost the lease of a session while reconnecting to the session database; "
+                                 "another replica may have resumed it")
+            db.execute("SET lock_timeout = 0")
         self._db = db
         return db
 
