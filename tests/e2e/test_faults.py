@@ -455,8 +455,8 @@ class RawClient:
         with anyio.fail_after(timeout), suppress(anyio.EndOfStream):
             await self.read_until(lambda m: False, timeout)
 
-    async def answer(self, request_id: int) -> dict[str, Any]:
-        return await self.read_until(lambda m: "method" not in m and m.get("id") == request_id)
+    async def answer(self, request_id: int, timeout: float = 10) -> dict[str, Any]:
+        return await self.read_until(lambda m: "method" not in m and m.get("id") == request_id, timeout)
 
 
 def _sample(transcript: list[TranscriptEntry], per_kind: int = 100) -> list[TranscriptEntry]:
@@ -500,7 +500,9 @@ async def test_stalled_client_keeps_memory_bounded(validator: SchemaValidator, a
                                        env={**os.environ, "ACP_AGENT_BACKEND": anyio_backend})
     raw = RawClient(process)
     try:
-        await raw.answer(await raw.send("initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "0"}}))
+        # The first answer waits for the agent process to start (imports): seconds on a loaded machine.
+        await raw.answer(await raw.send("initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "0"}}),
+                         timeout=60)
         sid = (await raw.answer(await raw.send("session/new", {"cwd": str(ROOT)})))["result"]["sessionId"]
         prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "chatty"}]}
         await raw.answer(await raw.send("session/prompt", prompt))
