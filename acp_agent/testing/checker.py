@@ -2,7 +2,8 @@
 
 Feed it every message of one connection, in both directions and in wire order
 (:meth:`WireChecker.feed`, or :meth:`WireChecker.feed_transcript` with the entries that
-:class:`~acp_agent.testing.client.Client` records), then call :meth:`WireChecker.finish`.
+:class:`~acp_agent.testing.client.Client` records), tell it when the client closed its
+sending side (:meth:`WireChecker.feed_end`), then call :meth:`WireChecker.finish`.
 Each broken rule is reported as a :class:`RuleViolation` whose text reads
 ``R94 [MUST] <the rule in words>: <what happened>``, followed by the offending messages.
 Rule ids ``R1``..``R113`` are the reference's (``ACP-V2-AGENT-REFERENCE.md`` §15); ``S1``,
@@ -69,8 +70,9 @@ Judged with approximations (details in :data:`RULES`):
 - R105: ``output`` cleared, or a referencing tool call set to ``cancelled``, after a
   ``terminal/cancel``; an idle ``cancelled`` for work during which only per-item cancels (no
   ``session/cancel``/``close``, no answered permission request) happened. A ``session/close``
-  in flight, or a ``session/cancel`` the client sent while it saw the session idle followed
-  directly by ``running`` (the work may have started before the agent read the cancel), or a
+  in flight, the end of the client's input (:meth:`WireChecker.feed_end`), a ``session/cancel``
+  the client sent while it saw the session idle followed directly by ``running`` (the work may
+  have started before the agent read the cancel), or a
   ``session/cancel`` sent after a prompt that is echoed only after it (the agent inserted the
   prompt before reading the cancel), counts as such a cancel.
 - R107: a ``$/cancel_request`` sent between a ``session/cancel`` and the idle that ends it,
@@ -552,6 +554,7 @@ class WireChecker:
         self._prompts: list[tuple[_Req, str]] = []
         self._failed_prompts: list[_Req] = []
         self._accepted_cancels: list[tuple[_Req, str, str, str]] = []
+        self._client_ended = False  # the client closed its sending side (the agent winds down)
         self._answer_handlers: dict[str, Callable[[_Req, _Answer], None]] = {
             "initialize": self._answered_initialize,
             "session/new": self._answered_new,
@@ -608,10 +611,30 @@ class WireChecker:
         """Judge one raw line (parsed here)."""
         self.feed(direction, None, raw)
 
-    def feed_transcript(self, entries: Iterable[TranscriptEntry]) -> None:
-        """Judge recorded :class:`~acp_agent.testing.client.TranscriptEntry` items, in order."""
-        for entry in entries:
+    def feed_end(self, direction: Direction) -> None:
+        """The stream in ``direction`` ended (after every message it carried was fed).
+
+        ``"client->agent"``: the client closed its sending side, so the agent winds down and
+        every session's work may end ``cancelled`` from here on, as under ``session/close``
+        (R105 does not blame such an end on an earlier per-item cancel).
+        """
+        if direction not in (C2A, A2C):
+            raise ValueError(f"unknown direction {direction!r}")
+        if direction == C2A:
+            self._client_ended = True
+
+    def feed_transcript(self, entries: Iterable[TranscriptEntry], *, end_at: int | None = None) -> None:
+        """Judge recorded :class:`~acp_agent.testing.client.TranscriptEntry` items, in order.
+
+        ``end_at``: the client closed its sending side after that many entries
+        (:attr:`Client.closed_at <acp_agent.testing.client.Client.closed_at>`, see :meth:`feed_end`).
+        """
+        for n, entry in enumerate(entries):
+            if n == end_at:
+                self.feed_end(C2A)
             self.feed(entry.direction, entry.message)
+        if end_at is not None:
+            self.feed_end(C2A)  # closed after the last entry (a second call changes nothing)
 
     def finish(self) -> None:
         """End-of-connection checks (unanswered requests, promised follow-ups)."""
@@ -1840,7 +1863,10 @@ class WireChecker:
             self._flag("R105", "foreground ended cancelled after a per-item cancel only", message)
 
     def _closing(self, s: _Session) -> bool:
-        """Whether a ``session/close`` of ``s`` is in flight (it cancels the work, R42)."""
+        """Whether a ``session/close`` of ``s`` is in flight (it cancels the work, R42), or the
+        client's input ended (the end of the connection cancels every session's work)."""
+        if self._client_ended:
+            return True
         return any(r.method == "session/close" and r.session_id == s.id for r in self._client_pending.values())
 
     def _pending_of(self, s: _Session) -> list[_Req]:
@@ -2293,9 +2319,11 @@ class WireChecker:
             self._flag("R80", f"parent's mirror of child {s.id!r} is {s.mirrored!r}, child says {s.own_state!r}")
 
 
-def check_transcript(entries: Iterable[TranscriptEntry], *, ignore: Collection[str] = ()) -> list[RuleViolation]:
-    """Judge a whole recorded transcript and return every violation."""
+def check_transcript(entries: Iterable[TranscriptEntry], *, ignore: Collection[str] = (),
+                     end_at: int | None = None) -> list[RuleViolation]:
+    """Judge a whole recorded transcript and return every violation (``end_at``: see
+    :meth:`WireChecker.feed_transcript`)."""
     checker = WireChecker(raise_on_violation=False, ignore=ignore)
-    checker.feed_transcript(entries)
+    checker.feed_transcript(entries, end_at=end_at)
     checker.finish()
     return checker.violations

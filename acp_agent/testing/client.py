@@ -275,6 +275,7 @@ class _Tap:
         self._client = client
         self._direction = direction
         self._partial = b""
+        self._ended = False
 
     def feed(self, data: bytes) -> None:
         data = self._partial + data
@@ -286,6 +287,16 @@ class _Tap:
                 except orjson.JSONDecodeError:
                     message = {"<unparsed>": line.decode("utf-8", "replace")}
                 self._client._record(self._direction, message)
+
+    def closed(self) -> None:
+        """The client closed this (sending) stream: the agent's input ended here (for the checker)."""
+        if self._ended:
+            return
+        self._ended = True
+        client = self._client
+        client.closed_at = len(client.transcript)
+        if client.checker is not None:
+            client.checker.feed_end(self._direction)
 
     def end(self) -> None:
         """The stream ended: everything it carried has been recorded."""
@@ -321,9 +332,10 @@ class _TappedSend(ByteSendStream):
         await self._inner.send(item)
 
     async def send_eof(self) -> None:
-        await self._inner.aclose()
+        await self.aclose()
 
     async def aclose(self) -> None:
+        self._tap.closed()
         await self._inner.aclose()
 
 
@@ -378,6 +390,9 @@ class Client:
         """Exit code of an agent subprocess, once it ended (see :func:`spawn_agent`)."""
         self._agent_process: _AgentProcess | None = None
         self._input_ended = False
+        self.closed_at: int | None = None
+        """How many :attr:`transcript` entries came before the client closed its sending side (the
+        agent's end of input), once it did; pass it on with ``WireChecker.feed_transcript(..., end_at=)``."""
         self._changed = anyio.Event()
         self._clock = anyio.current_time
 

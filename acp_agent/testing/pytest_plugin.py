@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def check_client(client: Client, *, schema_path: str | None = None) -> list[str]:
     """Wire-rule violations and schema problems of everything ``client`` saw."""
     checker = WireChecker(raise_on_violation=False)
-    checker.feed_transcript(client.transcript)
+    checker.feed_transcript(client.transcript, end_at=client.closed_at)
     checker.finish()
     problems = [str(v) for v in checker.violations]
     path = schema_path or os.environ.get("ACP_SCHEMA")

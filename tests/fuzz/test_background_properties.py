@@ -106,6 +106,16 @@ class Driver:
         terms = self.agent.terms
         return terms[i % len(terms)] if terms else None
 
+    def seen(self, key: str) -> set[Any]:
+        """Ids (under ``key``: ``toolCallId`` / ``terminalId``) of the items the client got an update about.
+
+        Client operations pick among these: a client only knows the ids it received. The agent's
+        handles include items a turn or a follow-up announced after the last flush, still on their
+        way; a cancel naming one would reach the wire before its announcement, and the judge could
+        only call it a cancel for an unknown item (R102 / R104) that the agent rightly accepted.
+        """
+        return {u.get(key) for u in self.client.view(self.sid).updates}
+
     async def flush(self) -> None:
         """Let the client read everything the agent sent so far (a marker notice round trip).
 
@@ -217,12 +227,16 @@ class Driver:
     # client operations --------------------------------------------------------------------
 
     async def op_tc_cancel(self, i: int) -> None:
-        tool = self.tool(i) if i >= 0 else None
+        seen = self.seen("toolCallId")
+        tools = [tool for tool in self.agent.tools if tool.id in seen]
+        tool = tools[i % len(tools)] if tools and i >= 0 else None
         await self.client.request("tool_call/cancel", {"sessionId": self.sid,
                                                        "toolCallId": tool.id if tool else "call_never"})
 
     async def op_term_cancel(self, i: int) -> None:
-        term = self.term(i) if i >= 0 else None
+        seen = self.seen("terminalId")
+        terms = [term for term in self.agent.terms if term.id in seen]
+        term = terms[i % len(terms)] if terms and i >= 0 else None
         await self.client.request("terminal/cancel", {"sessionId": self.sid,
                                                       "terminalId": term.id if term else "term_never"})
 
@@ -355,6 +369,44 @@ def test_random_background_work_keeps_the_wire_rules(backend: str, ops: list[Ope
     _stats["refused"] += len(driver.refused)
     _stats["messages"] += len(client.transcript)
     _stats["ops"] += len(ops)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_client_cancels_name_only_items_the_client_has_seen(backend: str) -> None:
+    """A terminal and a tool call announced by another task (as a turn or a follow-up would) that the
+    client has not read yet: the client's cancels cannot name them (it does not know their ids), and
+    once it has read them (the flush before every client operation), it cancels them and the agent
+    accepts. Picking among the agent's handles instead sent a cancel ahead of the announcement, which
+    the judge can only call R104 / R102 (an unknown item)."""
+
+    async def main() -> None:
+        agent = PropAgent()
+        async with connect_agent(agent, **_UNCHECKED) as client:
+            await client.initialize()
+            sid = await client.new_session("/tmp")
+            driver = Driver(client, agent, sid)
+            session = agent.sessions[sid]
+
+            async def cancel_unseen(op: str, key: str, item_id: str) -> None:
+                assert item_id not in driver.seen(key)  # the announcement is still on its way
+                with pytest.raises(RequestError) as refused:
+                    await getattr(driver, "op_" + op)(0)
+                assert refused.value.code == -32602  # it named "..._never", not the unseen item
+
+            term = await session.start_terminal(["sleep", "30"], detach=True)
+            agent.terms.append(term)
+            await cancel_unseen("term_cancel", "terminalId", term.id)
+            tool = await session.start_tool_call("job", kind="other", status="in_progress", detach=True)
+            await tool.set_cancel_handler(noop)
+            agent.tools.append(tool)
+            await cancel_unseen("tc_cancel", "toolCallId", tool.id)
+            await driver.run([("term_cancel", 0), ("tc_cancel", 0)])  # flushed first: both accepted
+            assert driver.refused == []
+        problems = judge(client, driver.sessions)
+        assert not problems, explain(problems)
+        assert term.exit_status is not None and term.exit_status.signal == "SIGTERM"
+
+    anyio.run(main, backend=backend)
 
 
 # -- the judge has teeth ----------------------------------------------------------------------

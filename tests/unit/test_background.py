@@ -33,6 +33,7 @@ from acp_agent.schema import (
     ToolCallUpdate,
 )
 from acp_agent.session import core_of
+from acp_agent.testing.pytest_plugin import check_client
 from acp_agent.testing.schema import SchemaValidator, default_schema_path
 from tests.helpers.background import (
     BgAgent,
@@ -686,6 +687,32 @@ async def test_r103_r105_terminal_cancel_stops_the_process_and_nothing_else() ->
         assert b"hello" in base64.b64decode(replayed["output"]["data"])
         assert replayed["exitStatus"] == {"exitCode": None, "signal": "SIGTERM"}
         assert_clean(client, sid)
+
+
+async def test_r105_the_end_of_input_after_a_per_item_cancel_is_not_blamed_on_it() -> None:
+    """A tool_call/cancel, then the client closes its input while the turn still runs: winding
+    down ends the turn cancelled, and the client's checker (told of the end) does not call it R105."""
+    async def setup(session: Session, _: str) -> None:
+        tool = await session.start_tool_call("job", kind="other", status="in_progress", detach=True)
+        tool.run(lambda t: anyio.sleep(3600), cancellable=True)
+        agent.h.update(tool=tool)
+        await anyio.sleep(3600)  # the turn runs until the connection ends
+
+    agent = BgAgent(setup=setup)
+    async with opened(agent) as (client, sid, session):
+        await client.prompt(sid, "setup")
+        tool = await _wait_handle(agent, "tool")
+        await client.wait_for(lambda: tool.detached and client.view(sid).background == [
+            {"type": "tool_call", "toolCallId": tool.id}])
+        assert await client.request("tool_call/cancel", {"sessionId": sid, "toolCallId": tool.id}) == {}
+        await client.wait_for(lambda: tool.final)
+        await flush(client, session)
+        assert client.view(sid).state == "running"  # the per-item cancel left the turn alone
+    # connect_agent closed the client's input, the agent wound down, and the checker found nothing
+    assert client.view(sid).stop_reason == "cancelled"
+    assert client.checker is not None and client.checker.violations == []
+    assert client.closed_at is not None and client.closed_at < len(client.transcript)  # the idle came after
+    assert check_client(client) == []  # the pytest plugin's judge, from the transcript
 
 
 async def test_r104_terminal_cancel_rejections() -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from acp_agent.testing import checker as checker_module
 from acp_agent.testing.checker import RULES, SHOULD_RULES, RuleViolation, WireChecker, check_transcript
+from acp_agent.testing.client import TranscriptEntry
 
 Direction = Literal["client->agent", "agent->client"]
 C: Direction = "client->agent"
@@ -553,6 +554,38 @@ GOOD = {
 def test_good_transcripts_pass(steps: list[Step]) -> None:
     checker = run(steps)
     assert checker.violations == []
+
+
+# A per-item cancel, then the client closes its input while the turn runs: the end of the connection
+# cancels the foreground (the agent winds down), so that idle is not an R105 break.
+ITEM_CANCEL_THEN_END: list[Step] = OPEN + [
+    st("running"), tool("t1", title="x", status="in_progress", capabilities=CANCEL),
+    rq(5, "tool_call/cancel", sessionId=SID, toolCallId="t1"), ok(5),
+    tool("t1", status="cancelled", capabilities=None),
+]
+AFTER_THE_END: list[Step] = [st("idle", stopReason="cancelled")]
+
+
+def test_an_end_of_input_excuses_a_cancelled_idle_after_a_per_item_cancel() -> None:
+    checker = run(ITEM_CANCEL_THEN_END + AFTER_THE_END)
+    assert checker.rules == {"R105"}  # without the end, the idle is blamed on the tool_call/cancel
+    checker = WireChecker(raise_on_violation=False)
+    for step in ITEM_CANCEL_THEN_END:
+        assert not isinstance(step, Raw)
+        checker.feed(*step)
+    checker.feed_end(A)  # the agent's output ending changes nothing
+    checker.feed_end(C)
+    for step in AFTER_THE_END:
+        assert not isinstance(step, Raw)
+        checker.feed(*step)
+    checker.finish()
+    assert checker.violations == []
+    with pytest.raises(ValueError, match="direction"):
+        checker.feed_end("sideways")  # type: ignore[arg-type]
+    # the same from a recorded transcript: the end comes after that many entries (Client.closed_at)
+    entries = [TranscriptEntry(d, m, 0.0) for d, m in ITEM_CANCEL_THEN_END + AFTER_THE_END if isinstance(m, dict)]
+    assert check_transcript(entries, end_at=len(ITEM_CANCEL_THEN_END)) == []
+    assert {v.rule for v in check_transcript(entries, end_at=len(entries))} == {"R105"}  # it ended after the idle
 
 
 def test_updates_before_the_answer_break_only_the_sdk_should() -> None:
