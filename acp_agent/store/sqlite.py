@@ -153,7 +153,7 @@ class SqliteStore(SessionStore):
         except sqlite3.Error as exc:
             raise StoreUnusableError(f"cannot open {self.path}: {exc}") from exc
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            self._switch_to_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
             self._migrate(db)
             db.execute("PRAGMA busy_timeout = 0")  # never wait on the event loop (see _patient)
@@ -165,6 +165,24 @@ class SqliteStore(SessionStore):
             db.close()
             raise StoreUnusableError(f"{self.path} is not a usable session database: {exc}") from exc
         self._db = db
+
+    def _switch_to_wal(self, db: sqlite3.Connection) -> None:
+        """``PRAGMA journal_mode=WAL``, retried for up to ``busy_timeout`` seconds: while another connection
+        creates the file or switches it to WAL, SQLite answers "database is locked" at once, without
+        waiting in its busy handler (agents starting together on a new file)."""
+        import sqlite3
+        import time
+
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                busy = getattr(exc, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+                if not busy or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         if self._version(db) == SCHEMA_VERSION:
