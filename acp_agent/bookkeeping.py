@@ -22,14 +22,12 @@ hears of a change, and may refuse it, through :meth:`Agent.set_session_title
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
-
-import anyio
 
 from .agent import Agent
 from .connection import Method
+from .directory import Directory
 from .errors import RequestError
 from .records import SessionRecord
 from .schema import (
@@ -56,17 +54,13 @@ class AgentRuntime(Protocol):
 
     agent: Agent
     keeper: RecordKeeper
+    directory: Directory[AgentRuntime]
     sessions: dict[str, Session]
     records: dict[str, SessionRecord]
-    _closing: dict[str, anyio.Event]
-    _loading: dict[str, anyio.Event]
 
     async def _close(self, request: CloseSessionRequest) -> dict[str, Any]: ...
 
 _FILTERS: Final[dict[str | None, bool | None]] = {None: False, "exclude": False, "include": None, "only": True}
-
-_runtimes: weakref.WeakSet[AgentRuntime] = weakref.WeakSet()
-"""Every runtime of this process: sessions active on one are found from the others sharing its store."""
 
 
 def archive_filter(value: str | None) -> bool | None:
@@ -85,7 +79,6 @@ class Bookkeeping:
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
-        _runtimes.add(runtime)
 
     def routes(self) -> dict[str, Method]:
         """The request methods served here."""
@@ -98,54 +91,27 @@ class Bookkeeping:
 
     # -- finding a session -------------------------------------------------------------------
 
-    def _peers(self) -> Iterator[AgentRuntime]:
-        """This runtime, then the others of the process that keep sessions in the same store."""
-        yield self.runtime
-        store = self.runtime.keeper.store
-        for other in list(_runtimes):
-            if other is not self.runtime and other.keeper.store is store:
-                yield other
-
-    async def _settled(self, session_id: str) -> None:
-        """Wait until no close, resume or bookkeeping change of the session is in progress."""
-        while True:
-            for runtime in self._peers():
-                busy = runtime._closing.get(session_id) or runtime._loading.get(session_id)
-                if busy is not None:
-                    await busy.wait()
-                    break
-            else:
-                return
-
     def _owner(self, session_id: str) -> AgentRuntime | None:
         """The runtime on which the session is active (``-32602`` for a child session)."""
-        for runtime in self._peers():
-            session = runtime.sessions.get(session_id)
-            if session is not None and session.parent is not None:
-                raise RequestError.invalid_params(CHILD_MUTATION_REFUSED, {"sessionId": session_id})
-            if session_id in runtime.records:
-                return runtime
-        return None
+        opened = next(self.runtime.directory.opened(session_id, self.runtime), None)
+        if opened is not None and opened.sessions[session_id].parent is not None:
+            raise RequestError.invalid_params(CHILD_MUTATION_REFUSED, {"sessionId": session_id})
+        return next(self.runtime.directory.active(session_id, self.runtime), None)
 
     async def _change(self, session_id: str, change: Callable[[SessionRecord, AgentRuntime | None], Awaitable[None]],
                       ) -> None:
         """Apply ``change`` to the session's record, live or stored, and store the result."""
-        await self._settled(session_id)
+        await self.runtime.directory.settled(session_id)
         owner = self._owner(session_id)
         if owner is not None:
             await change(owner.records[session_id], owner)
             return
-        runtime = self.runtime
-        busy = runtime._loading[session_id] = anyio.Event()  # a resume here waits for the stored change
-        try:
-            store = await runtime.keeper.ready()
+        async with self.runtime.directory.changing(session_id):  # a resume waits for the stored change
+            store = await self.runtime.keeper.ready()
             record = await store.load(session_id)
             if record is None:
                 raise RequestError.session_not_found(session_id)
             await change(record, None)
-        finally:
-            del runtime._loading[session_id]
-            busy.set()
 
     # -- the methods -------------------------------------------------------------------------
 
@@ -202,13 +168,12 @@ class Bookkeeping:
     async def status(self, request: SessionStatusRequest) -> SessionStatusResponse:
         """``session/status``: ``open`` (with the current state) or ``saved``; no side effects (S6)."""
         sid = request.session_id
-        for runtime in self._peers():
-            session = runtime.sessions.get(sid)
-            if session is not None:
-                fields: dict[str, Any] = {"status": "open", "state": core_of(session).state.current()}
-                return SessionStatusResponse(**fields)
-            if sid in runtime.records:  # being closed: saved once its close ends
-                return SessionStatusResponse(status="saved")
+        opened = next(self.runtime.directory.opened(sid, self.runtime), None)
+        if opened is not None:
+            fields: dict[str, Any] = {"status": "open", "state": core_of(opened.sessions[sid]).state.current()}
+            return SessionStatusResponse(**fields)
+        if next(self.runtime.directory.active(sid), None) is not None:  # being closed: saved once its close ends
+            return SessionStatusResponse(status="saved")
         if await self.runtime.keeper.find(sid) is None:
             raise RequestError.session_not_found(sid)
         return SessionStatusResponse(status="saved")

@@ -98,10 +98,16 @@ class AgentRuntime:
     def __init__(self, agent: Agent, receive: ByteReceiveStream, send: ByteSendStream, *,
                  limits: Limits | None = None, store: SessionStore | None = None) -> None:
         self.agent = agent
-        self.bookkeeping = Bookkeeping(self)
-        """[unstable] Serves ``session/set_title``, ``session/archive``, ``session/unarchive``, ``session/status``."""
         self.limits = limits if limits is not None else agent.limits
         """The :class:`Limits` of this connection (the argument, else ``agent.limits``)."""
+        chosen = store if store is not None else agent.store if agent.store is not None else MemoryStore()
+        self.keeper = RecordKeeper(chosen, terminal_tail=self.limits.terminal_output_bytes)
+        """Where sessions are kept (``store``, else ``agent.store``, else a :class:`MemoryStore`)."""
+        self.directory = chosen.runtimes
+        """The runtimes sharing the store, and its sessions being closed, loaded or changed (:mod:`.directory`)."""
+        self.directory.join(self)
+        self.bookkeeping = Bookkeeping(self)
+        """[unstable] Serves ``session/set_title``, ``session/archive``, ``session/unarchive``, ``session/status``."""
         self.connection = Connection(receive, send, self._routes(),
                                      max_message_bytes=self.limits.max_message_bytes)
         """The connection this runtime serves."""
@@ -114,15 +120,10 @@ class AgentRuntime:
         """Terminal processes running on this connection (``max_processes``)."""
         self._opening = 0  # sessions being opened (counted against max_sessions)
         self.sessions: dict[str, Session] = {}
-        self._closing: dict[str, anyio.Event] = {}  # sessions whose close is in progress
         """Sessions active on this connection."""
         self.records: dict[str, SessionRecord] = {}
         """The records of the sessions active on this connection (the others are in the store)."""
-        chosen = store if store is not None else agent.store if agent.store is not None else MemoryStore()
-        self.keeper = RecordKeeper(chosen, terminal_tail=self.limits.terminal_output_bytes)
-        """Where sessions are kept (``store``, else ``agent.store``, else a :class:`MemoryStore`)."""
         self._flushing = False
-        self._loading: dict[str, anyio.Event] = {}  # stored sessions being brought back by a resume
         self.protocol_version: int | None = None
         self._initializing = False
         self._other_request_seen = False
@@ -346,23 +347,12 @@ class AgentRuntime:
         sid = request.session_id
         if sid in self.sessions:
             self._active(sid)  # children cannot be resumed by the client
-        closing = self._closing.get(sid)
-        if closing is not None:
-            await closing.wait()  # resumed once its close saved it
-        while (loading := self._loading.get(sid)) is not None:
-            await loading.wait()  # another resume is bringing it back from the store
-        record = self.records.get(sid)
-        if record is not None:
-            return await self._resume_record(request, record)
-        loading = self._loading[sid] = anyio.Event()
-        try:
-            record = await self.keeper.load(sid)
+        await self.directory.settled(sid)  # resumed once a close saved it, or another resume brought it back
+        async with self.directory.changing(sid):
+            record = self.records.get(sid) or await self.keeper.load(sid)
             if record is None:
                 raise RequestError.session_not_found(sid)
             return await self._resume_record(request, record)
-        finally:
-            del self._loading[sid]
-            loading.set()
 
     async def _resume_record(self, request: ResumeSessionRequest, record: SessionRecord) -> ResumeSessionResponse:
         replay = _replay_mode(request.replay_from)
@@ -394,22 +384,15 @@ class AgentRuntime:
 
     async def _close(self, request: CloseSessionRequest) -> dict[str, Any]:
         sid = request.session_id
-        closing = self._closing.get(sid)
-        if closing is not None:
-            # A second close answers only once the first has finished: nothing of the
-            # session may follow either answer (R45).
-            await closing.wait()
-            return {}
         session = self.sessions.get(sid)
-        if session is not None:
-            self._active(sid)  # children cannot be closed by the client
-            self.sessions.pop(sid, None)
-            done = self._closing[sid] = anyio.Event()
-            try:
-                await self._stop(session)
-            finally:
-                del self._closing[sid]
-                done.set()
+        if session is None:
+            if sid in self.records:  # being closed here: answered once that close ended, so nothing follows (R45)
+                await self.directory.settled(sid)
+            return {}
+        self._active(sid)  # children cannot be closed by the client
+        self.sessions.pop(sid, None)
+        async with self.directory.changing(sid):
+            await self._stop(session)
         return {}
 
     async def _stop(self, session: Session, *, finalize: bool = False, keep: bool = True) -> None:
@@ -472,6 +455,7 @@ class AgentRuntime:
             for session in sessions:
                 tg.start_soon(partial(self._stop, session, finalize=True))
         await self.keeper.flush_held()
+        self.directory.leave(self)  # finished: no other runtime finds it any more
 
     # -- prompts -------------------------------------------------------------------------
 

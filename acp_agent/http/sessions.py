@@ -62,7 +62,8 @@ def active_elsewhere(session_id: str) -> RequestError:
 
 
 class SessionDirectory:
-    """The connections of one server that are not finished, and the sessions they are taking up."""
+    """The connections of one server that are not finished, and the sessions they are taking up (which
+    runtime has a session active is the store's :class:`~acp_agent.directory.Directory`)."""
 
     def __init__(self, wait_limit: float, leases: Leases | None = None) -> None:
         self._connections: set[RemoteConnection] = set()
@@ -88,23 +89,25 @@ class SessionDirectory:
                 requests[method] = Method(self._opening(connection, route.handler), route.params, route.prepare)
         route = requests.get("session/close")
         if route is not None and route.handler is not None:
-            requests["session/close"] = Method(self._closing(route.handler), route.params, route.prepare)
+            requests["session/close"] = Method(self._closing(connection, route.handler), route.params, route.prepare)
 
     async def detach(self, connection: RemoteConnection) -> None:
         """Forget a finished connection (its sessions were saved) and give back the leases it alone held."""
         self._connections.discard(connection)
         for session_id in self._leased.pop(connection, ()):
-            await self._unlease_if_free(session_id)
+            await self._unlease_if_free(connection, session_id)
 
-    def owner(self, session_id: str, asking: RemoteConnection | None) -> RemoteConnection | None:
+    def owner(self, session_id: str, asking: RemoteConnection) -> RemoteConnection | None:
         """The other connection that has ``session_id`` active or is bringing it up, if any."""
         claim = self._claims.get(session_id)
         if claim is not None and claim[0] is not asking:
             return claim[0]
-        for connection in self._connections:
-            if connection is not asking and session_id in connection.runtime.records:
-                return connection
-        return None
+        return next((c for c in self._holders(session_id, asking) if c is not asking), None)
+
+    def _holders(self, session_id: str, connection: RemoteConnection) -> list[RemoteConnection]:
+        """The connections here on which ``session_id`` is active (known to the store of ``connection``)."""
+        active = set(connection.runtime.directory.active(session_id))
+        return [c for c in self._connections if c.runtime in active]
 
     def _guarded(self, connection: RemoteConnection,
                  handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
@@ -116,7 +119,7 @@ class SessionDirectory:
             finally:
                 self._release(connection, session_id)
                 with anyio.CancelScope(shield=True):
-                    await self._unlease_if_free(session_id)  # a failed resume, a delete
+                    await self._unlease_if_free(connection, session_id)  # a failed resume, a delete
 
         return guarded
 
@@ -134,13 +137,14 @@ class SessionDirectory:
 
         return opening
 
-    def _closing(self, handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    def _closing(self, connection: RemoteConnection,
+                 handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
         async def closing(request: Any) -> Any:
             try:
                 return await handler(request)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await self._unlease_if_free(request.session_id)
+                    await self._unlease_if_free(connection, request.session_id)
 
         return closing
 
@@ -158,9 +162,9 @@ class SessionDirectory:
             return True
         return False
 
-    async def _unlease_if_free(self, session_id: str) -> None:
+    async def _unlease_if_free(self, connection: RemoteConnection, session_id: str) -> None:
         """Give the lease of ``session_id`` back once no connection of this process has it."""
-        if type(self.leases) is Leases or session_id in self._claims or self.owner(session_id, None) is not None:
+        if type(self.leases) is Leases or session_id in self._claims or self._holders(session_id, connection):
             return
         await self.leases.release(session_id)
 

@@ -1,0 +1,79 @@
+"""Which runtime sharing a store has each session, and which sessions are being closed, loaded or changed.
+
+Every :class:`~acp_agent.runtime.AgentRuntime` is in the directory of its store object
+(:attr:`SessionStore.runtimes <acp_agent.store.SessionStore.runtimes>`) until its connection ends. A close,
+a resume loading a session or a change of a stored one marks the session while it runs; the next resume or
+change waits until it is :meth:`~Directory.settled`, so it starts from what the last one saved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Generic, Protocol, TypeVar
+
+import anyio
+
+__all__ = ["Directory", "Member"]
+
+
+class Member(Protocol):
+    """What the directory reads of a runtime: the ``sessions`` open on it (children too) and the
+    ``records`` of those active on it (one being closed keeps its record until it is saved)."""
+
+    @property
+    def sessions(self) -> Mapping[str, object]: ...
+    @property
+    def records(self) -> Mapping[str, object]: ...
+
+
+R = TypeVar("R", bound=Member)
+
+
+class Directory(Generic[R]):
+    """The runtimes sharing one store object, and the marks of its sessions (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._members: weakref.WeakSet[R] = weakref.WeakSet()  # one never run goes once unreferenced
+        self._busy: dict[str, list[anyio.Event]] = {}
+
+    def join(self, member: R) -> None:
+        """Count ``member`` in until it leaves."""
+        self._members.add(member)
+
+    def leave(self, member: R) -> None:
+        """Forget ``member`` (its connection ended)."""
+        self._members.discard(member)
+
+    def members(self, first: R | None = None) -> list[R]:
+        """The runtimes in the directory, ``first`` (if one of them) ahead of the others."""
+        others = [m for m in self._members if m is not first]
+        return [first, *others] if first is not None and first in self._members else others
+
+    def active(self, session_id: str, first: R | None = None) -> Iterator[R]:
+        """The runtimes on which ``session_id`` is active (normally one), ``first`` looked at first."""
+        return (m for m in self.members(first) if session_id in m.records)
+
+    def opened(self, session_id: str, first: R | None = None) -> Iterator[R]:
+        """The runtimes on which ``session_id`` is open (a child session too), ``first`` looked at first."""
+        return (m for m in self.members(first) if session_id in m.sessions)
+
+    @contextlib.asynccontextmanager
+    async def changing(self, session_id: str) -> AsyncIterator[None]:
+        """Mark ``session_id`` as being closed, loaded or changed while the block runs (however it ends)."""
+        marks, done = self._busy.setdefault(session_id, []), anyio.Event()
+        marks.append(done)
+        try:
+            yield
+        finally:
+            marks.remove(done)
+            if not marks:
+                del self._busy[session_id]
+            done.set()
+
+    async def settled(self, session_id: str) -> None:
+        """Return once no close, load or change of ``session_id`` is in progress; at once, without
+        yielding, if none is (so what the caller checks next still holds when it acts on it)."""
+        while marks := self._busy.get(session_id):
+            await marks[0].wait()
