@@ -142,17 +142,20 @@ class Writer:
         """True once a write failed; later messages are dropped."""
         return self._broken
 
-    def send_nowait(self, data: bytes) -> None:
-        """Queue one serialized message (it must end with a newline)."""
+    def send_nowait(self, data: bytes) -> bool:
+        """Queue one serialized message (it must end with a newline); returns :meth:`full`, so a
+        producer knows in the same call whether to await :meth:`backpressure`."""
         if self._broken:
-            return
+            return False
         queue = self._queue
         queue.append(data)
-        self._queued_bytes += len(data)
-        if len(queue) == 1:
+        queued = self._queued_bytes = self._queued_bytes + len(data)
+        size = len(queue)
+        if size == 1:
             # The queue was empty: wake the writer. (With more queued, it was woken already,
             # or it is writing and looks at the queue again before it waits.)
             self._data.set()
+        return size > self._high_water or queued > self._high_water_bytes
 
     async def send(self, data: bytes) -> None:
         """Queue one serialized message, then wait while the queue is over its high-water mark."""
@@ -212,6 +215,9 @@ class Writer:
                 continue
             if len(queue) == 1 or len(queue[0]) >= self._batch_bytes:
                 chunk = queue.popleft()
+            elif self._queued_bytes <= self._batch_bytes:
+                chunk = b"".join(queue)  # all of it fits one write
+                queue.clear()
             else:
                 parts: list[bytes] = []
                 size = 0

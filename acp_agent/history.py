@@ -327,7 +327,13 @@ class History:
 
     def append_text(self, thought: bool, message_id: str, text: str) -> None:
         """Record a plain-text agent message (or thought) chunk without building its model."""
-        self._entry(AgentThought if thought else AgentMessage, message_id).add_text(text)
+        kind = AgentThought if thought else AgentMessage
+        entry = self._entries.get((kind, message_id))
+        run = entry.text if entry is not None else None
+        if run is not None and entry.dirty and len(run) + 1 < entry.join_at:  # type: ignore[union-attr]
+            run.append(text)  # the hot path of a stream: a chunk more in an open run, already marked changed
+            return
+        self._entry(kind, message_id).add_text(text)
 
     def _append_chunk(self, full: type[BaseModel], chunk: BaseModel) -> None:
         id_field, collection = _UPSERTS[full]

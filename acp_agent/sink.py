@@ -107,11 +107,21 @@ class SessionSink:
 
     # -- hot paths -------------------------------------------------------------------------
 
-    def text(self, head: bytes, thought: bool, message_id: str, text: str) -> None:
-        """One text chunk of a streamed message; ``head`` is the chunk's framing up to the text value."""
-        self.check_open()
+    def text(self, head: bytes, thought: bool, message_id: str, text: str) -> bool:
+        """One text chunk of a streamed message; ``head`` is the chunk's framing up to the text value.
+
+        Returns :meth:`full` (the caller awaits :meth:`backpressure` if true): the hot path of a
+        stream is this one call per chunk.
+        """
+        if self.closed:
+            self.check_open()
         self.history.append_text(thought, message_id, text)
-        self._write(head + orjson.dumps(text) + _TEXT_TAIL)
+        data = head + orjson.dumps(text) + _TEXT_TAIL
+        held = self._root._held
+        if held is not None:
+            held.append(data)
+            return False
+        return self._writer.send_nowait(data)
 
     def output_head(self, terminal_id: str) -> bytes:
         """The framing of a ``terminal_output_chunk`` of ``terminal_id`` up to its base64 data."""
