@@ -91,9 +91,16 @@ class SessionSink:
     def send(self, update: BaseModel, *, record: bool = True) -> None:
         """Queue ``update`` (folded into the history unless ``record`` is false); raises once closed."""
         self.check_open()
+        body = update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
         if record:
-            self.history.record(update)
-        self._write(self.frame(update))
+            self.history.record(update, body)
+        self._write(self.prefix + body + b"}}\n")
+
+    def record(self, update: BaseModel) -> bytes:
+        """Fold ``update`` into the history now and return its line, for :meth:`resend_line` later."""
+        body = update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
+        self.history.record(update, body)
+        return self.prefix + body + b"}}\n"
 
     def resend(self, update: BaseModel) -> None:
         """Queue an update that is not new history (a snapshot, a replay); dropped once closed."""

@@ -82,6 +82,7 @@ class ForegroundJob:
     rejected: RequestError | None = None
     cancelled: bool = False  # session/cancel arrived after insertion, before the worker started it
     echo: UserMessage | None = None  # set at insertion: the user_message, sent after the answer
+    echo_line: bytes = b""  # its framed line
 
     @property
     def message_id(self) -> str | None:
@@ -307,7 +308,7 @@ class Turns:
         assert job.prompt is not None
         self._touched()
         job.echo = UserMessage(message_id=new_id("msg_user"), content=job.prompt)
-        self._sink.history.record(job.echo)
+        job.echo_line = self._sink.record(job.echo)
         job.inserted.set()
 
     async def _insert(self, job: ForegroundJob) -> None:
@@ -320,7 +321,7 @@ class Turns:
         if not job.answered.is_set():
             with anyio.CancelScope(shield=True):
                 await job.answered.wait()
-        self._sink.resend(job.echo)
+        self._sink.resend_line(job.echo_line)
 
     def finish_now(self) -> None:
         """The shutdown deadline passed: report ``idle`` / ``cancelled`` for work that ignored its cancel."""
