@@ -185,6 +185,37 @@ class Writer:
             finally:
                 self._space_waiters -= 1
 
+    def flush_now(self) -> None:
+        """Write what is queued at once, on the caller's step, if the stream can take it without waiting.
+
+        For the end of a turn: the ``idle`` goes out now instead of when the writer task next runs
+        (an event-loop pass later). Only a stream with a non-blocking ``send_nowait(data) -> int``
+        (bytes taken, ``0`` if it would block) can, such as :class:`~acp_agent.stdio.FdSendStream`;
+        with others, or while the writer task is writing, this does nothing. What the stream does
+        not take stays queued for the writer task, in order.
+        """
+        queue = self._queue
+        if self._sending or self._broken or not queue or self._queued_bytes > self._batch_bytes:
+            return
+        send_nowait = getattr(self._stream, "send_nowait", None)
+        if send_nowait is None:
+            return
+        chunk = queue[0] if len(queue) == 1 else b"".join(queue)
+        try:
+            written: int = send_nowait(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return  # the writer task meets the same failure and handles it
+        if not written:
+            return
+        queue.clear()
+        if written < len(chunk):
+            queue.append(chunk[written:])
+        self._queued_bytes = len(chunk) - written
+        self._wake_producers()
+        if not queue and self._drained is not None:
+            self._drained.set()
+            self._drained = None
+
     async def drain(self) -> None:
         """Wait until everything queued so far has been written (or the stream broke)."""
         while (self._queue or self._sending) and not self._broken:

@@ -153,6 +153,11 @@ class SessionSink:
         """Whether the client is behind on reading (a producer should await :meth:`backpressure`)."""
         return self._writer.full()
 
+    def flush(self) -> None:
+        """Write what is queued now if the transport can take it at once (the end of a turn)."""
+        if self._root._held is None and not self.closed:
+            self._writer.flush_now()
+
     async def backpressure(self) -> None:
         """Wait while the client is behind on reading (bounded output queue)."""
         await self._writer.backpressure()

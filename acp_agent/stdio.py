@@ -100,6 +100,15 @@ class FdSendStream(ByteSendStream):
                 raise anyio.BrokenResourceError from exc
             view = view[written:]
 
+    def send_nowait(self, item: bytes) -> int:
+        """Write what the descriptor takes of ``item`` without waiting; the number of bytes written."""
+        try:
+            return os.write(self._fd, item)
+        except BlockingIOError:
+            return 0
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise anyio.BrokenResourceError from exc
+
     async def aclose(self) -> None:
         """Close the descriptor."""
         with contextlib.suppress(OSError):

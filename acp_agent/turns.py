@@ -299,6 +299,7 @@ class Turns:
                 stop, error = "cancelled", None
             self.last_stop, self.last_error = stop or "end_turn", error
             self.set_state("idle", self.last_stop, error, self.usage)
+            self._sink.flush()  # the client sees the turn end now, not one event-loop pass later
             self.prompt_meta, self.usage = None, None
             self.active = False
             self._done.set()
