@@ -179,6 +179,9 @@ class Writer:
         exceeds its mark by at most one message per producer).
         """
         if self.full():
+            self.flush_now()  # a stream that takes the batch at once spares the hand-over to the writer task
+            if not self.full():
+                return
             self._space_waiters += 1
             try:
                 await self._space.wait()
