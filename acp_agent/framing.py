@@ -23,6 +23,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
 """Default limit for one incoming message (32 MiB, as in the TypeScript SDK)."""
 
+DIRECT_WRITE_BYTES: Final = 64 * 1024
+"""Most queued bytes :meth:`Writer.flush_now` writes itself (a pipe's default buffer): more is left to the
+writer task, so a client slow to read never makes it copy big remainders."""
+
 DEFAULT_HIGH_WATER_BYTES: Final = 4 * 1024 * 1024
 """Default number of queued output bytes above which :meth:`Writer.backpressure` waits."""
 
@@ -198,7 +202,7 @@ class Writer:
         not take stays queued for the writer task, in order.
         """
         queue = self._queue
-        if self._sending or self._broken or not queue or self._queued_bytes > self._batch_bytes:
+        if self._sending or self._broken or not queue or self._queued_bytes > DIRECT_WRITE_BYTES:
             return
         send_nowait = getattr(self._stream, "send_nowait", None)
         if send_nowait is None:

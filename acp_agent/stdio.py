@@ -86,7 +86,6 @@ class FdSendStream(ByteSendStream):
     def __init__(self, fd: int) -> None:
         self._fd = fd
         _set_nonblocking(fd)
-        _widen_pipe(fd)
 
     async def send(self, item: bytes) -> None:
         """Write all of ``item``, waiting whenever the descriptor is full."""
@@ -121,23 +120,6 @@ def _set_nonblocking(fd: int) -> None:
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
     except OSError:  # pragma: no cover - exotic descriptors
-        pass
-
-
-PIPE_SIZE: Final = 1 << 20
-"""Bytes of kernel buffer asked for when stdout is a pipe (Linux; the default is 64 KiB)."""
-
-
-def _widen_pipe(fd: int) -> None:
-    """Ask for a :data:`PIPE_SIZE` pipe buffer: a client that reads in bursts then finds the agent's
-    output waiting instead of the agent waiting on a full pipe, one event-loop pass per 64 KiB."""
-    setter = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if setter is None:
-        return
-    try:
-        if fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) < PIPE_SIZE:
-            fcntl.fcntl(fd, setter, PIPE_SIZE)
-    except OSError:  # not a pipe, or over the system's limit (/proc/sys/fs/pipe-max-size): keep the default
         pass
 
 
