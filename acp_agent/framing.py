@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 __all__ = ["DEFAULT_HIGH_WATER_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "OVERSIZED", "LineReader", "Oversized", "Writer"]
@@ -185,6 +186,7 @@ class Writer:
         if self.full():
             self.flush_now()  # a stream that takes the batch at once spares the hand-over to the writer task
             if not self.full():
+                await anyio.lowlevel.checkpoint()  # still one pass of the loop: other tasks (a cancel) run
                 return
             self._space_waiters += 1
             try:

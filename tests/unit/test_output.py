@@ -173,3 +173,19 @@ async def test_receive_is_a_checkpoint_even_with_data_waiting() -> None:
     finally:
         os.close(read_fd)
         os.close(write_fd)
+
+
+async def test_a_producer_that_writes_directly_still_lets_other_tasks_run() -> None:
+    stream = Recording()
+    writer = Writer(stream, high_water=4)
+    ran = anyio.Event()
+
+    async def other() -> None:
+        ran.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        while not ran.is_set():  # a client that keeps up: every batch is written directly
+            if writer.send_nowait(b"chunk\n"):
+                await writer.backpressure()
+            assert len(stream.direct) < 10, "the producer never gave the event loop back"
