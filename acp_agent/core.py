@@ -160,7 +160,8 @@ class SessionCore:
     async def send(self, update: BaseModel) -> None:
         """:meth:`emit`, then wait while the client is behind on reading."""
         self.emit(update)
-        await self.sink.backpressure()
+        if self.sink.full():
+            await self.sink.backpressure()
 
     def check_may_talk(self) -> None:
         """Raise :class:`~acp_agent.errors.NotInTurnError` unless foreground work runs (messages need a turn)."""

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 __all__ = ["DEFAULT_HIGH_WATER_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "OVERSIZED", "LineReader", "Oversized", "Writer"]
@@ -22,6 +23,10 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
 """Default limit for one incoming message (32 MiB, as in the TypeScript SDK)."""
+
+DIRECT_WRITE_BYTES: Final = 64 * 1024
+"""Most queued bytes :meth:`Writer.flush_now` writes itself (a pipe's default buffer): more is left to the
+writer task, so a client slow to read never makes it copy big remainders."""
 
 DEFAULT_HIGH_WATER_BYTES: Final = 4 * 1024 * 1024
 """Default number of queued output bytes above which :meth:`Writer.backpressure` waits."""
@@ -142,17 +147,20 @@ class Writer:
         """True once a write failed; later messages are dropped."""
         return self._broken
 
-    def send_nowait(self, data: bytes) -> None:
-        """Queue one serialized message (it must end with a newline)."""
+    def send_nowait(self, data: bytes) -> bool:
+        """Queue one serialized message (it must end with a newline); returns :meth:`full`, so a
+        producer knows in the same call whether to await :meth:`backpressure`."""
         if self._broken:
-            return
+            return False
         queue = self._queue
         queue.append(data)
-        self._queued_bytes += len(data)
-        if len(queue) == 1:
+        queued = self._queued_bytes = self._queued_bytes + len(data)
+        size = len(queue)
+        if size == 1:
             # The queue was empty: wake the writer. (With more queued, it was woken already,
             # or it is writing and looks at the queue again before it waits.)
             self._data.set()
+        return size > self._high_water or queued > self._high_water_bytes
 
     async def send(self, data: bytes) -> None:
         """Queue one serialized message, then wait while the queue is over its high-water mark."""
@@ -176,11 +184,46 @@ class Writer:
         exceeds its mark by at most one message per producer).
         """
         if self.full():
+            self.flush_now()  # a stream that takes the batch at once spares the hand-over to the writer task
+            if not self.full():
+                await anyio.lowlevel.checkpoint()  # still one pass of the loop: other tasks (a cancel) run
+                return
             self._space_waiters += 1
             try:
                 await self._space.wait()
             finally:
                 self._space_waiters -= 1
+
+    def flush_now(self) -> None:
+        """Write what is queued at once, on the caller's step, if the stream can take it without waiting.
+
+        For the end of a turn: the ``idle`` goes out now instead of when the writer task next runs
+        (an event-loop pass later). Only a stream with a non-blocking ``send_nowait(data) -> int``
+        (bytes taken, ``0`` if it would block) can, such as :class:`~acp_agent.stdio.FdSendStream`;
+        with others, or while the writer task is writing, this does nothing. What the stream does
+        not take stays queued for the writer task, in order.
+        """
+        queue = self._queue
+        if self._sending or self._broken or not queue or self._queued_bytes > DIRECT_WRITE_BYTES:
+            return
+        send_nowait = getattr(self._stream, "send_nowait", None)
+        if send_nowait is None:
+            return
+        chunk = queue[0] if len(queue) == 1 else b"".join(queue)
+        try:
+            written: int = send_nowait(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return  # the writer task meets the same failure and handles it
+        if not written:
+            return
+        queue.clear()
+        if written < len(chunk):
+            queue.append(chunk[written:])
+        self._queued_bytes = len(chunk) - written
+        self._wake_producers()
+        if not queue and self._drained is not None:
+            self._drained.set()
+            self._drained = None
 
     async def drain(self) -> None:
         """Wait until everything queued so far has been written (or the stream broke)."""
@@ -212,6 +255,9 @@ class Writer:
                 continue
             if len(queue) == 1 or len(queue[0]) >= self._batch_bytes:
                 chunk = queue.popleft()
+            elif self._queued_bytes <= self._batch_bytes:
+                chunk = b"".join(queue)  # all of it fits one write
+                queue.clear()
             else:
                 parts: list[bytes] = []
                 size = 0

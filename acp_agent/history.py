@@ -106,6 +106,7 @@ class _Entry:
     seq: int = 0  # place in the replay order (kept by a store)
     dirty: bool = True  # changed since the last save (only while changes are tracked)
     model: BaseModel | None = None  # the one update this entry was made from, while nothing changed it
+    encoded: bytes | None = None  # that update's JSON as sent, if the sender gave it (with ``model`` only)
 
     def add_text(self, text: str) -> None:
         """Append a plain-text chunk to the open run."""
@@ -135,6 +136,9 @@ class HistoryChanges:
     """``(sequence number, item)`` of every new or changed entry."""
     removed: list[int]
     """Sequence numbers of entries that left the history (a replaced or removed plan)."""
+    encoded: dict[int, bytes] = field(default_factory=dict)
+    """The JSON of entries that are exactly one update as it was sent, by sequence number: the bytes
+    that went on the wire, which a store writes instead of serializing the item again."""
 
 
 class History:
@@ -178,14 +182,14 @@ class History:
             )
         return other
 
-    def record(self, update: BaseModel) -> None:
-        """Fold one outgoing update into the history."""
+    def record(self, update: BaseModel, encoded: bytes | None = None) -> None:
+        """Fold one outgoing update into the history; ``encoded`` is its JSON as sent, if known."""
         kind = type(update)
         full = _CHUNKS.get(kind)
         if full is not None:
             self._append_chunk(full, update)
         elif kind in _UPSERTS:
-            self._apply_upsert(kind, update)
+            self._apply_upsert(kind, update, encoded)
         elif kind is TerminalOutputChunk:
             entry = self._entry(TerminalUpdate, update.terminal_id)  # type: ignore[attr-defined]
             self._append_output(entry, base64.b64decode(update.data))  # type: ignore[attr-defined]
@@ -251,18 +255,22 @@ class History:
             self._dirty.clear()
             self._removed.clear()
             everything = [(e.seq, self._rebuild(e)) for e in self._entries.values()]
+            sent = {e.seq: e.encoded for e in self._entries.values() if e.encoded is not None}
             for entry in self._entries.values():
-                entry.dirty, entry.model = False, None
-            return HistoryChanges(True, everything, [])
+                entry.dirty, entry.model, entry.encoded = False, None, None
+            return HistoryChanges(True, everything, [], sent)
         dirty, self._dirty = self._dirty, []
         removed, self._removed = self._removed, []
         changed: list[tuple[int, HistoryItem]] = []
+        encoded: dict[int, bytes] = {}
         for entry in dirty:
             entry.dirty = False
             if self._entries.get(_key_of(entry)) is entry:
                 changed.append((entry.seq, self._rebuild(entry)))
-            entry.model = None  # kept for this save only: the history holds the fields, not models
-        return HistoryChanges(False, changed, removed)
+                if entry.encoded is not None:
+                    encoded[entry.seq] = entry.encoded
+            entry.model = entry.encoded = None  # kept for this save only: the history holds the fields, not models
+        return HistoryChanges(False, changed, removed, encoded)
 
     @property
     def changed(self) -> bool:
@@ -319,7 +327,7 @@ class History:
             entry = _Entry(kind, {_UPSERTS[kind][0]: key})
             self._add((kind, key), entry)
             return entry
-        entry.model = None  # about to change
+        entry.model = entry.encoded = None  # about to change
         if not entry.dirty:
             entry.dirty = True
             self._dirty.append(entry)
@@ -327,7 +335,13 @@ class History:
 
     def append_text(self, thought: bool, message_id: str, text: str) -> None:
         """Record a plain-text agent message (or thought) chunk without building its model."""
-        self._entry(AgentThought if thought else AgentMessage, message_id).add_text(text)
+        kind = AgentThought if thought else AgentMessage
+        entry = self._entries.get((kind, message_id))
+        run = entry.text if entry is not None else None
+        if run is not None and entry.dirty and len(run) + 1 < entry.join_at:  # type: ignore[union-attr]
+            run.append(text)  # the hot path of a stream: a chunk more in an open run, already marked changed
+            return
+        self._entry(kind, message_id).add_text(text)
 
     def _append_chunk(self, full: type[BaseModel], chunk: BaseModel) -> None:
         id_field, collection = _UPSERTS[full]
@@ -349,7 +363,7 @@ class History:
             entry.fields[collection] = items
             entry.text = None
 
-    def _apply_upsert(self, kind: type[BaseModel], update: BaseModel) -> None:
+    def _apply_upsert(self, kind: type[BaseModel], update: BaseModel, encoded: bytes | None = None) -> None:
         id_field, collection = _UPSERTS[kind]
         key = getattr(update, id_field)
         fresh = (kind, key) not in self._entries
@@ -361,7 +375,7 @@ class History:
                 and (collection not in fields_set or getattr(update, collection) is not None)):
             # A new entity's first full update: rebuilding it from the fields below would give the
             # same model, so the next save uses this one (which drops it, as does a change: _entry).
-            entry.model = update
+            entry.model, entry.encoded = update, encoded
         for name in fields_set:
             value = getattr(update, name)
             if name == collection:

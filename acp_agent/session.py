@@ -108,8 +108,7 @@ class MessageStream:
             await core.send(self._chunk(message_id=self.message_id, content=content))
             return
         sink = core.sink
-        sink.text(self._head, self._thought, self.message_id, content)
-        if sink.full():  # the common case skips the coroutine
+        if sink.text(self._head, self._thought, self.message_id, content):  # the common case skips the coroutine
             await sink.backpressure()
 
 

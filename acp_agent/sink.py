@@ -91,9 +91,16 @@ class SessionSink:
     def send(self, update: BaseModel, *, record: bool = True) -> None:
         """Queue ``update`` (folded into the history unless ``record`` is false); raises once closed."""
         self.check_open()
+        body = update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
         if record:
-            self.history.record(update)
-        self._write(self.frame(update))
+            self.history.record(update, body)
+        self._write(self.prefix + body + b"}}\n")
+
+    def record(self, update: BaseModel) -> bytes:
+        """Fold ``update`` into the history now and return its line, for :meth:`resend_line` later."""
+        body = update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
+        self.history.record(update, body)
+        return self.prefix + body + b"}}\n"
 
     def resend(self, update: BaseModel) -> None:
         """Queue an update that is not new history (a snapshot, a replay); dropped once closed."""
@@ -107,11 +114,21 @@ class SessionSink:
 
     # -- hot paths -------------------------------------------------------------------------
 
-    def text(self, head: bytes, thought: bool, message_id: str, text: str) -> None:
-        """One text chunk of a streamed message; ``head`` is the chunk's framing up to the text value."""
-        self.check_open()
+    def text(self, head: bytes, thought: bool, message_id: str, text: str) -> bool:
+        """One text chunk of a streamed message; ``head`` is the chunk's framing up to the text value.
+
+        Returns :meth:`full` (the caller awaits :meth:`backpressure` if true): the hot path of a
+        stream is this one call per chunk.
+        """
+        if self.closed:
+            self.check_open()
         self.history.append_text(thought, message_id, text)
-        self._write(head + orjson.dumps(text) + _TEXT_TAIL)
+        data = head + orjson.dumps(text) + _TEXT_TAIL
+        held = self._root._held
+        if held is not None:
+            held.append(data)
+            return False
+        return self._writer.send_nowait(data)
 
     def output_head(self, terminal_id: str) -> bytes:
         """The framing of a ``terminal_output_chunk`` of ``terminal_id`` up to its base64 data."""
@@ -135,6 +152,11 @@ class SessionSink:
     def full(self) -> bool:
         """Whether the client is behind on reading (a producer should await :meth:`backpressure`)."""
         return self._writer.full()
+
+    def flush(self) -> None:
+        """Write what is queued now if the transport can take it at once (the end of a turn)."""
+        if self._root._held is None and not self.closed:
+            self._writer.flush_now()
 
     async def backpressure(self) -> None:
         """Wait while the client is behind on reading (bounded output queue)."""

@@ -82,6 +82,7 @@ class ForegroundJob:
     rejected: RequestError | None = None
     cancelled: bool = False  # session/cancel arrived after insertion, before the worker started it
     echo: UserMessage | None = None  # set at insertion: the user_message, sent after the answer
+    echo_line: bytes = b""  # its framed line
 
     @property
     def message_id(self) -> str | None:
@@ -298,6 +299,7 @@ class Turns:
                 stop, error = "cancelled", None
             self.last_stop, self.last_error = stop or "end_turn", error
             self.set_state("idle", self.last_stop, error, self.usage)
+            self._sink.flush()  # the client sees the turn end now, not one event-loop pass later
             self.prompt_meta, self.usage = None, None
             self.active = False
             self._done.set()
@@ -307,7 +309,7 @@ class Turns:
         assert job.prompt is not None
         self._touched()
         job.echo = UserMessage(message_id=new_id("msg_user"), content=job.prompt)
-        self._sink.history.record(job.echo)
+        job.echo_line = self._sink.record(job.echo)
         job.inserted.set()
 
     async def _insert(self, job: ForegroundJob) -> None:
@@ -320,7 +322,7 @@ class Turns:
         if not job.answered.is_set():
             with anyio.CancelScope(shield=True):
                 await job.answered.wait()
-        self._sink.resend(job.echo)
+        self._sink.resend_line(job.echo_line)
 
     def finish_now(self) -> None:
         """The shutdown deadline passed: report ``idle`` / ``cancelled`` for work that ignored its cancel."""

@@ -13,11 +13,13 @@ from typing import Any, Final
 import orjson
 from pydantic import BaseModel
 
-from ..history import ITEM_CLASSES, History, HistoryItem
+from ..history import ITEM_CLASSES, History, HistoryChanges, HistoryItem
 from ..records import SessionRecord
 from ..schema import AvailableCommand, SessionConfigOption
 
-__all__ = ["decode_item", "encode_info", "encode_item", "encode_state", "listing_filters", "record_from"]
+__all__ = [
+    "decode_item", "encode_changes", "encode_info", "encode_item", "encode_state", "listing_filters", "record_from",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +29,13 @@ _warned: Final[set[str]] = set()  # sessions whose data could not be written (wa
 def encode_item(item: BaseModel) -> bytes:
     """One history item as JSON."""
     return item.__pydantic_serializer__.to_json(item, by_alias=True, exclude_unset=True)
+
+
+def encode_changes(changes: HistoryChanges) -> list[tuple[int, str, bytes]]:
+    """``(seq, kind, JSON)`` of every changed history entry; an entry that is one update as it was sent
+    is written as those bytes, without serializing it again."""
+    encoded = changes.encoded
+    return [(seq, type(item).__name__, encoded.get(seq) or encode_item(item)) for seq, item in changes.entries]
 
 
 def decode_item(kind: str, data: bytes | str) -> HistoryItem:

@@ -36,7 +36,7 @@ import orjson
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
-from .codec import encode_info, encode_item, encode_state, listing_filters, record_from
+from .codec import encode_changes, encode_info, encode_state, listing_filters, record_from
 
 if TYPE_CHECKING:
     import sqlite3
@@ -257,21 +257,38 @@ class SqliteStore(SessionStore):
         the module docstring); otherwise it runs in a worker thread.
         """
         await self.open()
-        async with self.lock():
-            if record.deleted:
+        held = self._loop_lock
+        if held is not None and held[1].locked():
+            async with self.lock():  # an earlier save is in a worker thread: this one lands after it
+                await self._save_record(record, locked=True)
+        else:
+            await self._save_record(record, locked=False)
+
+    async def _save_record(self, record: SessionRecord, *, locked: bool) -> None:
+        """The body of :meth:`save`. Unless ``locked``, no save was in progress when it was called: it
+        takes the store lock only if it must wait for a worker thread (and awaits nothing before that)."""
+        if record.deleted:
+            return
+        changes = record.history.take_changes()
+        try:
+            sid = record.session_id
+            rows = [(sid, seq, kind, data) for seq, kind, data in encode_changes(changes)]
+            columns = (sid, record.cwd, record.title, record.created_at, record.updated_at, int(record.archived),
+                       encode_info(record).decode(), encode_state(record).decode())
+            if self._save_inline(columns, changes.full, rows, changes.removed):
                 return
-            changes = record.history.take_changes()
-            try:
-                rows = [(record.session_id, seq, type(item).__name__, encode_item(item))
-                        for seq, item in changes.entries]
-                columns = (record.session_id, record.cwd, record.title, record.created_at, record.updated_at,
-                           int(record.archived), encode_info(record).decode(), encode_state(record).decode())
-                if self._save_inline(columns, changes.full, rows, changes.removed):
-                    return
+            if locked:
                 await self.in_thread(self._save, columns, changes.full, rows, changes.removed)
-            except BaseException:
-                record.history.unsaved()
-                raise
+                return
+            lock = self.lock()
+            lock.acquire_nowait()  # free: it was when save() looked, and nothing has awaited since
+            try:
+                await self.in_thread(self._save, columns, changes.full, rows, changes.removed)
+            finally:
+                lock.release()
+        except BaseException:
+            record.history.unsaved()
+            raise
 
     def _save_inline(self, columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, bytes]],
                      removed: list[int]) -> bool:

@@ -118,3 +118,36 @@ def test_a_first_full_update_is_kept_as_recorded_until_it_is_saved_or_changes() 
     assert to_wire(history.current("tool_call", "c1")) == to_wire(patched)
     [replayed, *_] = history.replay()
     assert to_wire(replayed)["content"] == [{"type": "text", "text": "hi"}, {"type": "text", "text": " there!"}]
+
+
+def test_the_json_an_update_was_sent_as_is_saved_with_it_until_the_entry_changes() -> None:
+    history = History()
+    history.record(AgentMessage(message_id="m0", content=[TextContent(text="early")]), b"m0 as sent")
+    first = history.take_changes()  # the first save writes everything; an entry recorded untracked kept nothing
+    assert first.full and first.encoded == {}
+    sent = AgentMessage(message_id="m1", content=[TextContent(text="hi")])
+    history.record(sent, b"m1 as sent")
+    history.record(UserMessage(message_id="u1", content=[TextContent(text="q")]))  # sent without its JSON
+    changes = history.take_changes()
+    assert changes.encoded == {2: b"m1 as sent"}
+    assert [seq for seq, _ in changes.entries] == [2, 3]
+    assert history.take_changes().encoded == {}  # kept for one save only
+    history.record(ToolCallUpdate(tool_call_id="c1", title="t", status="pending"), b"c1 as sent")
+    history.record(ToolCallUpdate(tool_call_id="c1", status="completed"), b"c1 patch as sent")
+    assert history.take_changes().encoded == {}  # changed before the save: rebuilt and serialized by the store
+    history.unsaved()
+    history.record(AgentMessage(message_id="m2", content=[TextContent(text="x")]), b"m2 as sent")
+    assert history.take_changes().encoded == {5: b"m2 as sent"}  # a full save after a failure still uses it
+
+
+def test_streamed_text_after_a_save_is_a_change_again() -> None:
+    history = History()
+    history.take_changes()
+    for piece in ("a", "b", "c"):
+        history.append_text(False, "m1", piece)
+    assert [seq for seq, _ in history.take_changes().entries] == [1]
+    assert history.take_changes().entries == []
+    history.append_text(False, "m1", "d")  # the run is still open: the entry must be marked changed again
+    history.append_text(False, "m1", "e")
+    [(seq, item)] = history.take_changes().entries
+    assert seq == 1 and to_wire(item)["content"] == [{"type": "text", "text": "abcde"}]

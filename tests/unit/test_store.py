@@ -326,6 +326,58 @@ async def test_sqlite_small_saves_commit_on_the_loop_and_wait_in_a_thread_when_l
     assert texts[-3:] == ["kept", "also kept", "rows only"]
 
 
+async def test_sqlite_writes_an_entry_as_it_was_sent(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "a.sqlite3")
+    record = sample_record()
+    await store.save(record)
+    sent = (b'{"sessionUpdate": "agent_message", "messageId": "m_sent", '
+            b'"content": [{"type": "text", "text": "as sent"}]}')
+    record.history.record(AgentMessage(message_id="m_sent", content=[TextContent(text="as sent")]), sent)
+    await store.save(record)
+    await store.close()
+    with sqlite3.connect(store.path) as db:
+        [item] = [bytes(i) for (i,) in db.execute("SELECT item FROM history") if b"m_sent" in bytes(i)]
+    assert item == sent  # the wire bytes, not a second serialization (which has no spaces)
+    loaded = await SqliteStore(store.path).load(record.session_id)
+    assert loaded is not None and any(
+        isinstance(i, AgentMessage) and i.message_id == "m_sent" for i in loaded.history.replay())
+
+
+async def test_sqlite_a_save_behind_one_waiting_in_a_thread_lands_after_it(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=5.0)
+    record = sample_record()
+    await store.save(record)
+    other = sqlite3.connect(store.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process writes: the next save waits in a thread
+    record.history.record(AgentMessage(message_id="m_first", content=[TextContent(text="first")]))
+    record.title = "first"
+    order: list[str] = []
+
+    async def first() -> None:
+        await store.save(record)
+        order.append("first")
+
+    async def release_soon() -> None:
+        await anyio.sleep(0.3)
+        other.execute("COMMIT")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        await anyio.wait_all_tasks_blocked()
+        record.history.record(AgentMessage(message_id="m_second", content=[TextContent(text="second")]))
+        record.title = "second"
+        tg.start_soon(release_soon)
+        await store.save(record)  # queued behind the first: neither committed ahead of it nor refused
+        order.append("second")
+    other.close()
+    assert order == ["first", "second"]
+    await store.close()
+    loaded = await SqliteStore(store.path).load(record.session_id)
+    assert loaded is not None and loaded.title == "second"
+    texts = [i.content[0].text for i in loaded.history.replay() if isinstance(i, AgentMessage)]
+    assert texts[-2:] == ["first", "second"]
+
+
 def test_data_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ACP_AGENT_DATA_DIR", str(tmp_path))
     assert data_dir() == tmp_path

@@ -1,0 +1,191 @@
+"""The way out to the client: the Writer's direct writes, the stdio descriptors (framing.py, stdio.py)."""
+
+from __future__ import annotations
+
+import os
+
+import anyio
+import pytest
+from anyio.abc import ByteSendStream
+
+from acp_agent.framing import DIRECT_WRITE_BYTES, Writer
+from acp_agent.stdio import FdReceiveStream, FdSendStream
+
+pytestmark = pytest.mark.anyio
+
+
+class Recording(ByteSendStream):
+    """A stream that records what it is given; ``take`` bytes per ``send_nowait`` (``None``: all)."""
+
+    def __init__(self, take: int | None = None, *, direct: bool = True) -> None:
+        self.sent: list[bytes] = []
+        self.direct: list[bytes] = []
+        self.take = take
+        self.gate: anyio.Event | None = None
+        if not direct:
+            self.send_nowait = None  # type: ignore[assignment]
+
+    async def send(self, item: bytes) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        self.sent.append(item)
+
+    def send_nowait(self, item: bytes) -> int:
+        taken = len(item) if self.take is None else min(self.take, len(item))
+        if taken:
+            self.direct.append(item[:taken])
+        return taken
+
+    async def aclose(self) -> None:
+        pass
+
+    def everything(self) -> bytes:
+        return b"".join(self.direct) + b"".join(self.sent)
+
+
+async def test_flush_now_writes_the_queue_on_the_callers_step() -> None:
+    stream = Recording()
+    writer = Writer(stream)
+    writer.send_nowait(b"a\n")
+    writer.send_nowait(b"b\n")
+    writer.flush_now()
+    assert stream.direct == [b"a\nb\n"] and writer.queued_bytes == 0
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        await writer.drain()
+        writer.close()
+    assert stream.sent == []  # the writer task found nothing left to write
+
+
+async def test_flush_now_keeps_what_the_stream_did_not_take_queued_in_order() -> None:
+    stream = Recording(take=3)
+    writer = Writer(stream)
+    for line in (b"one\n", b"two\n", b"three\n"):
+        writer.send_nowait(line)
+    writer.flush_now()
+    assert stream.direct == [b"one"] and writer.queued_bytes == len(b"\ntwo\nthree\n")
+    writer.send_nowait(b"four\n")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        await writer.drain()
+        writer.close()
+    assert stream.everything() == b"one\ntwo\nthree\nfour\n"
+
+
+async def test_flush_now_does_nothing_while_the_writer_task_writes_or_without_direct_writes() -> None:
+    stream = Recording()
+    stream.gate = anyio.Event()
+    writer = Writer(stream)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        writer.send_nowait(b"first\n")
+        await anyio.wait_all_tasks_blocked()  # the writer task is inside send(), held by the gate
+        writer.send_nowait(b"second\n")
+        writer.flush_now()
+        assert stream.direct == []  # "second" must not overtake "first"
+        stream.gate.set()
+        await writer.drain()
+        writer.close()
+    assert stream.sent == [b"first\n", b"second\n"]
+
+    plain = Recording(direct=False)
+    writer = Writer(plain)
+    writer.send_nowait(b"x\n")
+    writer.flush_now()
+    assert writer.queued_bytes == 2 and plain.direct == []
+
+
+async def test_a_producer_over_the_mark_writes_the_batch_itself_when_the_stream_takes_it() -> None:
+    stream = Recording()
+    writer = Writer(stream, high_water=4)
+    for i in range(10):
+        if writer.send_nowait(b"%d\n" % i):
+            await writer.backpressure()  # no writer task runs: only a direct write can make room
+    assert b"".join(stream.direct) + b"".join(writer._queue) == b"".join(b"%d\n" % i for i in range(10))
+    assert not writer.full()
+
+
+async def test_a_producer_waits_when_the_stream_takes_nothing() -> None:
+    stream = Recording(take=0)
+    writer = Writer(stream, high_water=2)
+    for i in range(3):
+        writer.send_nowait(b"%d\n" % i)
+    with anyio.move_on_after(0.2) as waited:
+        await writer.backpressure()
+    assert waited.cancelled_caught  # still full: it waits for the writer task
+
+
+async def test_stdout_takes_direct_writes_without_waiting() -> None:
+    read_fd, write_fd = os.pipe()
+    try:
+        send = FdSendStream(write_fd)
+        assert send.send_nowait(b"hello\n") == 6
+        assert os.read(read_fd, 100) == b"hello\n"
+        big = b"x" * (4 << 20)
+        written = send.send_nowait(big)
+        assert 0 < written < len(big)  # what fits now; the rest waits for the writer task
+        assert send.send_nowait(b"more") == 0  # full: nothing taken, no error
+    finally:
+        os.close(read_fd)
+    with pytest.raises(anyio.BrokenResourceError):
+        send.send_nowait(b"gone")
+    os.close(write_fd)
+
+
+async def test_flush_now_leaves_big_batches_to_the_writer_task() -> None:
+    stream = Recording()
+    writer = Writer(stream)
+    writer.send_nowait(b"x" * DIRECT_WRITE_BYTES + b"\n")
+    writer.flush_now()
+    assert stream.direct == [] and writer.queued_bytes == DIRECT_WRITE_BYTES + 1
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # trio shuffles ready tasks on purpose; see the next test
+async def test_receive_lets_ready_tasks_run_before_it_reads() -> None:
+    read_fd, write_fd = os.pipe()
+    receive = FdReceiveStream(read_fd)
+    order: list[str] = []
+
+    async def started() -> None:
+        order.append("started by the last line")
+
+    try:
+        os.write(write_fd, b"line\n")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(started)
+            order.append("read " + (await receive.receive()).decode().strip())
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+    assert order == ["started by the last line", "read line"]
+
+
+async def test_receive_is_a_checkpoint_even_with_data_waiting() -> None:
+    read_fd, write_fd = os.pipe()
+    receive = FdReceiveStream(read_fd)
+    try:
+        os.write(write_fd, b"line\n")
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await receive.receive()
+        assert scope.cancelled_caught
+        assert await receive.receive() == b"line\n"  # nothing was read by the cancelled call
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+async def test_a_producer_that_writes_directly_still_lets_other_tasks_run() -> None:
+    stream = Recording()
+    writer = Writer(stream, high_water=4)
+    ran = anyio.Event()
+
+    async def other() -> None:
+        ran.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        while not ran.is_set():  # a client that keeps up: every batch is written directly
+            if writer.send_nowait(b"chunk\n"):
+                await writer.backpressure()
+            assert len(stream.direct) < 10, "the producer never gave the event loop back"
