@@ -9,9 +9,10 @@ protocol (handshake, keepalive pings, closing handshake, limits) and changes onl
 
 - frames written in one pass of the event loop go to the socket in one write (at most
   ``FLUSH_BYTES`` held at a time, and a close or abort writes what is held first);
-- a text frame to a client is framed directly (no extension is negotiated: the server turns
-  per-message deflate off), after the same checks as before (the connection is open, the
-  transport has room, else the application waits);
+- the application sends a batch of messages in one event (the ``acp.websocket.send_texts``
+  extension, :data:`~acp_agent.http.app.WEBSOCKET_SEND_TEXTS`), each framed here directly
+  (no extension is negotiated: the server turns per-message deflate off), after the same
+  checks as before (the connection is open, the transport has room, else the application waits);
 - reading pauses once ``MAX_QUEUED`` messages wait for the application, and resumes when it has
   taken all but ``RESUME_QUEUED`` of them, so a client that floods still stops being read.
 """
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Final
 from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.protocol import State
+
+from .app import WEBSOCKET_SEND_TEXTS
 
 if TYPE_CHECKING:  # uvicorn runs on asyncio; the library itself awaits through anyio only
     import asyncio
@@ -143,21 +146,37 @@ class AcpWebSocketProtocol(WebSocketsSansIOProtocol):
             self.transport.resume_reading()
         return message
 
+    def handle_connect(self, event: Any) -> None:
+        """Accept the handshake as uvicorn does, offering the batch send to the application."""
+        super().handle_connect(event)
+        scope: Any = getattr(self, "scope", None)
+        if scope is not None:  # the application has not run yet: its task starts on the next pass of the loop
+            scope["extensions"][WEBSOCKET_SEND_TEXTS] = {}
+
     async def send(self, message: Any) -> None:
-        """Send an application event; a text message on an open connection is framed here."""
-        text = message.get("text") if message["type"] == "websocket.send" else None
-        if text is None or message.get("bytes") is not None or self.conn.extensions:
+        """Send an application event; text messages on an open connection are framed here."""
+        kind = message["type"]
+        if kind == WEBSOCKET_SEND_TEXTS:
+            texts: list[bytes] = message["texts"]
+        elif kind == "websocket.send" and message.get("bytes") is None and message.get("text") is not None:
+            texts = [message["text"].encode()]
+        else:
             await super().send(message)
             return
         await self.writable.wait()
         if self.disconnected:
             raise ClientDisconnected()
-        if not self.handshake_complete or self.close_sent or self.initial_response is not None:
-            await super().send(message)  # uvicorn's errors for a send out of turn
+        if not self.handshake_complete or self.close_sent or self.initial_response is not None or self.conn.extensions:
+            # uvicorn's own path: its errors for a send out of turn, its framing when an extension was negotiated.
+            for text in texts:
+                await super().send({"type": "websocket.send", "text": text.decode("utf-8", "replace")})
             return
         if self.conn.state is not State.OPEN:
             raise ClientDisconnected()
         write: Callable[[bytes], None] = self.transport.write
-        header, payload = text_frame(text.encode())
-        write(header)
-        write(payload)
+        for text in texts:
+            if not text.isascii():
+                text = text.decode("utf-8", "replace").encode()  # a text frame carries valid UTF-8 only
+            header, payload = text_frame(text)
+            write(header)
+            write(payload)
