@@ -1,8 +1,9 @@
 """The remote transport's per-message plumbing: the runtime's inbox, and the WebSocket protocol's batched writes and
 direct text framing (acp_agent.http.streams, acp_agent.http.websocket).
 
-The protocol itself runs under a real uvicorn in the e2e tests (tests/e2e/test_http_*.py); here its pieces are checked
-against fakes and against the ``websockets`` encoder.
+The protocol also runs under a real uvicorn in the e2e tests (tests/e2e/test_http_*.py); here it is driven by a
+``websockets`` client protocol over a fake transport, and its pieces are checked against fakes and the ``websockets``
+encoder.
 """
 
 from __future__ import annotations
@@ -12,10 +13,23 @@ from typing import Any
 
 import anyio
 import pytest
+import uvicorn
+from uvicorn.server import ServerState
+from websockets.client import ClientProtocol
+from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
 from websockets.frames import Frame, Opcode
+from websockets.uri import parse_uri
 
+from acp_agent.http.app import WEBSOCKET_SEND_TEXTS
 from acp_agent.http.streams import MessageInbox
-from acp_agent.http.websocket import FLUSH_BYTES, BatchingTransport, text_frame
+from acp_agent.http.websocket import (
+    FLUSH_BYTES,
+    MAX_QUEUED,
+    RESUME_QUEUED,
+    AcpWebSocketProtocol,
+    BatchingTransport,
+    text_frame,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -212,3 +226,103 @@ def test_text_frames_match_the_websockets_encoder(size: int) -> None:
     payload = ("é" * size).encode()[:size]
     header, body = text_frame(payload)
     assert header + body == Frame(Opcode.TEXT, payload).serialize(mask=False, extensions=[])
+
+
+# -- the protocol, driven by a websockets client over a fake transport (uvicorn runs on asyncio only) ------------
+
+
+class RecordingTransport(FakeTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = False
+        self.pauses = 0
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
+
+    def pause_reading(self) -> None:
+        self.paused = True
+        self.pauses += 1
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def set_protocol(self, protocol: Any) -> None:
+        pass
+
+
+async def _serve_one(app: Any, *, deflate: bool) -> tuple[Any, RecordingTransport, Any]:
+    """An AcpWebSocketProtocol running ``app`` past a websockets client's handshake: (protocol, transport, client)."""
+    config = uvicorn.Config(app, ws=AcpWebSocketProtocol, ws_per_message_deflate=deflate, lifespan="off",
+                            log_config=None)
+    config.load()
+    protocol = AcpWebSocketProtocol(config=config, server_state=ServerState(), app_state={})
+    transport = RecordingTransport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    client = ClientProtocol(parse_uri("ws://127.0.0.1:8000/acp"),
+                            extensions=[ClientPerMessageDeflateFactory()] if deflate else None)
+    client.send_request(client.connect())
+    protocol.data_received(b"".join(client.data_to_send()))
+    for _ in range(20):
+        await anyio.sleep(0)
+    return protocol, transport, client
+
+
+def _received(transport: RecordingTransport, client: Any) -> list[str]:
+    client.receive_data(b"".join(call for call in transport.calls if isinstance(call, bytes)))
+    transport.calls.clear()
+    return [event.data.decode() for event in client.events_received() if getattr(event, "opcode", None) is Opcode.TEXT]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("deflate", [False, True])
+async def test_protocol_offers_the_batch_send_and_frames_it(deflate: bool) -> None:
+    offered: list[bool] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        assert (await receive())["type"] == "websocket.connect"
+        offered.append(WEBSOCKET_SEND_TEXTS in scope["extensions"])
+        await send({"type": "websocket.accept"})
+        await send({"type": WEBSOCKET_SEND_TEXTS, "texts": [b'{"a":1}', "é".encode(), b"bad \xff", b"x" * 70000]})
+        await send({"type": "websocket.send", "text": "one"})
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+
+    protocol, transport, client = await _serve_one(app, deflate=deflate)
+    assert offered == [True]
+    # The handshake answer, then every frame of the batch; with deflate negotiated uvicorn frames (and compresses) them.
+    assert _received(transport, client) == ['{"a":1}', "é", "bad \ufffd", "x" * 70000, "one"]
+    assert bool(protocol.conn.extensions) is deflate
+    protocol.connection_lost(None)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_protocol_pauses_reading_only_when_messages_pile_up() -> None:
+    taken: list[str] = []
+    go = anyio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "websocket.accept"})
+        await go.wait()
+        while (event := await receive())["type"] == "websocket.receive":
+            taken.append(event["text"])
+
+    protocol, transport, client = await _serve_one(app, deflate=False)
+    assert _received(transport, client) == []  # the handshake answer
+    for n in range(MAX_QUEUED - 1):
+        client.send_text(str(n).encode())
+    protocol.data_received(b"".join(client.data_to_send()))
+    assert not transport.paused  # fewer than MAX_QUEUED wait: the socket is still read
+    for n in range(MAX_QUEUED - 1, 40):
+        client.send_text(str(n).encode())
+    protocol.data_received(b"".join(client.data_to_send()))
+    assert transport.paused and transport.pauses == 1
+    go.set()
+    while len(taken) < 40 - RESUME_QUEUED:
+        await anyio.sleep(0)
+    assert not transport.paused
+    protocol.connection_lost(None)
+    for _ in range(5):
+        await anyio.sleep(0)
+    assert taken == [str(n) for n in range(40)]
