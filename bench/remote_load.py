@@ -7,7 +7,7 @@ opens N concurrent connections, each running one ``stream S`` turn and K ``echo`
 second of wall time and per second of server CPU (utime+stime from /proc), echo p50/p99, the server's peak RSS.
 Not a timed test: bounded in time, nothing fails on a slow number.
 
-    .venv/bin/python bench/remote_load.py [--connections 100,500] [--echo 20] [--stream 200]
+    .venv/bin/python bench/remote_load.py [--connections 100,500] [--echo 20] [--stream 200] [--transports ws,http]
 """
 
 from __future__ import annotations
@@ -65,10 +65,11 @@ def main() -> int:
     parser.add_argument("--echo", type=int, default=20, help="echo turns per connection")
     parser.add_argument("--stream", type=int, default=200, help="chunks of the one stream turn per connection")
     parser.add_argument("--servers", default="acp-agent,ts-sdk")
+    parser.add_argument("--transports", default="ws,http")
     args = parser.parse_args()
     rows = []
     for n in [int(x) for x in args.connections.split(",")]:
-        for transport in ("ws", "http"):
+        for transport in args.transports.split(","):
             for server in args.servers.split(","):
                 proc, url = start(server)
                 try:

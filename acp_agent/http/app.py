@@ -42,7 +42,7 @@ from .options import HttpOptions
 from .security import Refusal, check_request
 from .sessions import SessionDirectory
 
-__all__ = ["SESSION_SCOPED_METHODS", "AcpApp", "Receive", "Scope", "Send"]
+__all__ = ["SESSION_SCOPED_METHODS", "WEBSOCKET_SEND_TEXTS", "AcpApp", "Receive", "Scope", "Send"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,12 @@ SESSION_SCOPED_METHODS: Final = frozenset({
     "session/resume", "session/set_config_option", "session/set_mode", "session/set_model",
 })
 """Client methods whose POST must carry ``Acp-Session-Id``."""
+
+WEBSOCKET_SEND_TEXTS: Final = "acp.websocket.send_texts"
+"""An ASGI extension of this package's uvicorn protocol (:mod:`acp_agent.http.websocket`): when a
+WebSocket scope's ``extensions`` has it, the app sends a batch of messages as one event
+``{"type": WEBSOCKET_SEND_TEXTS, "texts": [bytes, ...]}``, each item the UTF-8 text of one text
+message; on any other server it sends one ``websocket.send`` per message."""
 
 _EVENT_STREAM: Final = "text/event-stream"
 _JSON: Final = "application/json"
@@ -503,13 +509,20 @@ class AcpApp:
             await _deny_socket(scope, send, (503, "Too many connections" if not self._closing else "Shutting down"))
             return
 
-        async def send_text(text: str) -> None:
-            await send({"type": "websocket.send", "text": text})
+        if WEBSOCKET_SEND_TEXTS in (scope.get("extensions") or {}):
+
+            async def send_lines(lines: list[bytes]) -> None:
+                await send({"type": WEBSOCKET_SEND_TEXTS, "texts": lines})
+        else:
+
+            async def send_lines(lines: list[bytes]) -> None:
+                for line in lines:
+                    await send({"type": "websocket.send", "text": line.decode("utf-8", "replace")})
 
         agent = self._new_agent()
         connection = RemoteConnection(
             agent, "websocket", self.options, credential=credential_digest(headers.get("authorization")),
-            send_text=send_text, store=await self._shared_store(agent), directory=self.sessions,
+            send_lines=send_lines, store=await self._shared_store(agent), directory=self.sessions,
         )
         self.registry.add(connection)
         state = _SocketState()

@@ -82,7 +82,7 @@ class RemoteConnection:
         options: HttpOptions,
         *,
         credential: bytes | None = None,
-        send_text: Callable[[str], Awaitable[None]] | None = None,
+        send_lines: Callable[[list[bytes]], Awaitable[None]] | None = None,
         store: SessionStore | None = None,
         directory: SessionDirectory | None = None,
     ) -> None:
@@ -92,7 +92,7 @@ class RemoteConnection:
         self.options = options
         self.credential = credential
         """Digest of the ``Authorization`` header the connection was opened with."""
-        self._send_text = send_text
+        self._send_lines = send_lines
         self.inbox = MessageInbox()
         self.runtime: AgentRuntime = open_runtime(
             agent, self.inbox, OutputStream(self._write), limits=options.limits, store=store
@@ -211,7 +211,7 @@ class RemoteConnection:
             if self.transport == "http":
                 self.initial_response = lines.pop(0)
                 self._initial.set()
-        if self._send_text is not None:
+        if self._send_lines is not None:
             await self._send_websocket(lines)
             return
         for line in lines:
@@ -222,11 +222,10 @@ class RemoteConnection:
             await self.wait_for_room()
 
     async def _send_websocket(self, lines: list[bytes]) -> None:
-        assert self._send_text is not None
+        assert self._send_lines is not None
         with anyio.move_on_after(self.options.max_output_stall) as scope:
             try:
-                for line in lines:
-                    await self._send_text(line.decode("utf-8", "replace"))
+                await self._send_lines(lines)
             except Exception:  # the server's "client disconnected" errors vary
                 self.shutdown(discard=True)
                 return

@@ -88,6 +88,16 @@ class _Server(uvicorn.Server):
 FRAME_TRACE_LOGGER = "uvicorn.error"
 
 
+def websocket_protocol() -> type | str:
+    """uvicorn's WebSocket protocol for the server: :class:`~acp_agent.http.websocket.AcpWebSocketProtocol`
+    (``"auto"`` on a uvicorn without the sans-I/O protocol it builds on)."""
+    try:
+        from .websocket import AcpWebSocketProtocol
+    except ImportError:
+        return "auto"
+    return AcpWebSocketProtocol
+
+
 def quiet_frame_trace() -> None:
     """Keep uvicorn's WebSocket frame trace out of a DEBUG log, unless the application set that logger's level."""
     frames = logging.getLogger(FRAME_TRACE_LOGGER)
@@ -127,6 +137,8 @@ async def serve_http(
         "timeout_graceful_shutdown": int(settings.shutdown_timeout + 2 * SHUTDOWN_MARGIN) + 1,
         **extra,
     }
+    if "ws" not in config_args:
+        config_args["ws"] = websocket_protocol()
     config = uvicorn.Config(app, **config_args)
 
     def started() -> None:

@@ -13,16 +13,27 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 __all__ = ["Mailbox", "MessageInbox", "OutputStream"]
 
 
 class MessageInbox(ByteReceiveStream):
-    """The runtime's input: one JSON message a line, put by the transport, read as bytes."""
+    """The runtime's input: one JSON message a line, put by the transport, read as bytes.
+
+    A queue of at most ``max_queued`` lines with one reader (the runtime); each ``put`` and
+    ``receive`` is a checkpoint, as on an anyio memory object stream, without its per-wait
+    bookkeeping (a message or two per turn on every connection).
+    """
 
     def __init__(self, max_queued: int = 64) -> None:
-        self._send, self._receive = anyio.create_memory_object_stream[bytes](max_queued)
+        self._queue: deque[bytes] = deque()
+        self._max_queued = max_queued
+        self._ended = False  # no more lines will be put
+        self._closed = False  # the reader is gone too
+        self._data: anyio.Event | None = None  # set when a line arrives or the input ends
+        self._room: anyio.Event | None = None  # set when a line was taken or the inbox closed
         self._item = memoryview(b"")
 
     async def put(self, line: bytes) -> None:
@@ -30,29 +41,56 @@ class MessageInbox(ByteReceiveStream):
 
         Raises ``anyio.ClosedResourceError`` once the inbox was closed.
         """
-        try:
-            await self._send.send(line)
-        except anyio.BrokenResourceError:
-            raise anyio.ClosedResourceError from None
+        await anyio.lowlevel.checkpoint()
+        while True:
+            if self._ended:
+                raise anyio.ClosedResourceError
+            if len(self._queue) < self._max_queued:
+                break
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
+        self._queue.append(line)
+        if self._data is not None:
+            self._data.set()
+            self._data = None
 
     def close(self) -> None:
         """End the input: the runtime reads what was queued, then end of stream."""
-        self._send.close()
+        self._ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._data is not None:
+            self._data.set()
+            self._data = None
+        if self._room is not None:
+            self._room.set()
+            self._room = None
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         """Up to ``max_bytes`` of the queued lines; ``anyio.EndOfStream`` once closed and read."""
         if not self._item:
-            try:
-                self._item = memoryview(await self._receive.receive())
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                raise anyio.EndOfStream from None
+            if self._queue and not self._closed:
+                await anyio.lowlevel.checkpoint()
+            while not self._queue or self._closed:
+                if self._ended or self._closed:
+                    raise anyio.EndOfStream
+                if self._data is None:
+                    self._data = anyio.Event()
+                await self._data.wait()
+            self._item = memoryview(self._queue.popleft())
+            if self._room is not None:
+                self._room.set()
+                self._room = None
         data, self._item = self._item[:max_bytes], self._item[max_bytes:]
         return bytes(data)
 
     async def aclose(self) -> None:
         """Close both ends."""
-        self._send.close()
-        self._receive.close()
+        self._ended = self._closed = True
+        self._queue.clear()
+        self._wake()
 
 
 class OutputStream(ByteSendStream):

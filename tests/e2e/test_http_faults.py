@@ -196,6 +196,19 @@ def test_malformed_websocket_frames(echo: ServedAgent) -> None:
         client.delete(echo.url, headers={"acp-connection-id": initialize(client, echo.url)})
 
 
+def test_websocket_burst_is_read_in_full_and_answered(echo: ServedAgent) -> None:
+    # Many messages in a few TCP reads: the server queues them, stops reading the socket past its queue depth and
+    # resumes as the connection takes them; none is lost. The answers leave in batches, each a well-formed frame.
+    with connect(echo.ws_url) as ws:
+        _ws_call(ws, INITIALIZE)
+        burst = 200
+        for n in range(1, burst + 1):
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": n, "method": "_fault_test/unknown", "params": {"n": n}}))
+        answers = [json.loads(ws.recv(10)) for _ in range(burst)]
+        assert sorted(answer["id"] for answer in answers) == list(range(1, burst + 1))
+        assert {answer["error"]["code"] for answer in answers} == {-32601}
+
+
 def test_connection_limit(echo: ServedAgent) -> None:
     with httpx.Client(timeout=10) as client:
         ids = [initialize(client, echo.url) for _ in range(4)]
