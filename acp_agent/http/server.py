@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import uvicorn
@@ -88,9 +88,26 @@ class _Server(uvicorn.Server):
 FRAME_TRACE_LOGGER = "uvicorn.error"
 
 
+TESTED_UVICORN: Final = ((0, 54), (0, 54))
+"""The uvicorn releases (lowest and highest ``(major, minor)``) whose sans-I/O WebSocket protocol
+:class:`~acp_agent.http.websocket.AcpWebSocketProtocol` was tested on: it uses that class's internals."""
+
+
 def websocket_protocol() -> type | str:
     """uvicorn's WebSocket protocol for the server: :class:`~acp_agent.http.websocket.AcpWebSocketProtocol`
-    (``"auto"`` on a uvicorn without the sans-I/O protocol it builds on)."""
+    on a uvicorn in :data:`TESTED_UVICORN`, else ``"auto"`` (uvicorn's own choice: the same wire, slower
+    with many busy connections)."""
+    import uvicorn
+
+    try:
+        version = tuple(int(part) for part in uvicorn.__version__.split(".")[:2])
+    except ValueError:
+        version = (0, 0)
+    low, high = TESTED_UVICORN
+    if not low <= version <= high:
+        logger.info("acp: uvicorn %s is not one AcpWebSocketProtocol was tested on; using uvicorn's own WebSocket "
+                    "protocol", uvicorn.__version__)
+        return "auto"
     try:
         from .websocket import AcpWebSocketProtocol
     except ImportError:

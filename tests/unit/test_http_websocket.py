@@ -326,3 +326,18 @@ async def test_protocol_pauses_reading_only_when_messages_pile_up() -> None:
     for _ in range(5):
         await anyio.sleep(0)
     assert taken == [str(n) for n in range(40)]
+
+
+def test_the_batching_protocol_is_used_only_on_the_uvicorn_it_was_tested_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    from acp_agent.http.server import TESTED_UVICORN, websocket_protocol
+    from acp_agent.http.websocket import AcpWebSocketProtocol
+
+    low, high = TESTED_UVICORN
+    monkeypatch.setattr(uvicorn, "__version__", f"{low[0]}.{low[1]}.0")
+    assert websocket_protocol() is AcpWebSocketProtocol
+    monkeypatch.setattr(uvicorn, "__version__", f"{high[0]}.{high[1] + 1}.0")
+    assert websocket_protocol() == "auto"  # its internals may have moved: uvicorn's own protocol
+    monkeypatch.setattr(uvicorn, "__version__", "0.29.0")
+    assert websocket_protocol() == "auto"
