@@ -201,7 +201,7 @@ class Writer:
         """Write what is queued at once, on the caller's step, if the stream can take it without waiting.
 
         For the end of a turn: the ``idle`` goes out now instead of when the writer task next runs
-        (an event-loop pass later). Only a stream with a non-blocking ``send_nowait(data) -> int``
+        (an event-loop pass later). Only a stream with a non-blocking ``write_now(data) -> int``
         (bytes taken, ``0`` if it would block) can, such as :class:`~acp_agent.stdio.FdSendStream`;
         with others, or while the writer task is writing, this does nothing. What the stream does
         not take stays queued for the writer task, in order.
@@ -209,15 +209,15 @@ class Writer:
         queue = self._queue
         if self._sending or self._broken or not queue or self._queued_bytes > DIRECT_WRITE_BYTES:
             return
-        send_nowait = getattr(self._stream, "send_nowait", None)
-        if send_nowait is None:
+        write_now = getattr(self._stream, "write_now", None)
+        if write_now is None:
             return
         chunk = queue[0] if len(queue) == 1 else b"".join(queue)
         try:
-            written: int = send_nowait(chunk)
+            written = write_now(chunk)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             return  # the writer task meets the same failure and handles it
-        if not written:
+        if not isinstance(written, int) or written <= 0:
             return
         queue.clear()
         if written < len(chunk):

@@ -100,8 +100,9 @@ class FdSendStream(ByteSendStream):
                 raise anyio.BrokenResourceError from exc
             view = view[written:]
 
-    def send_nowait(self, item: bytes) -> int:
-        """Write what the descriptor takes of ``item`` without waiting; the number of bytes written."""
+    def write_now(self, item: bytes) -> int:
+        """Write what the descriptor takes of ``item`` without waiting; the number of bytes written
+        (the direct writes of :meth:`Writer.flush_now <acp_agent.framing.Writer.flush_now>`)."""
         try:
             return os.write(self._fd, item)
         except BlockingIOError:

@@ -129,13 +129,13 @@ class _BridgeSend(ByteSendStream):
     def __init__(self, bridge: _Bridge) -> None:
         self._b = bridge
 
-    def send_nowait(self, item: bytes) -> int:
+    def write_now(self, item: bytes) -> int:
         """In v2 mode, what the client's stream takes of ``item`` without waiting (see
         :meth:`~acp_agent.framing.Writer.flush_now`); otherwise ``0``: nothing is written here."""
         if self._b.mode != "v2":
             return 0
-        send_nowait = getattr(self._b.outer_send, "send_nowait", None)
-        return send_nowait(item) if send_nowait is not None else 0
+        write_now = getattr(self._b.outer_send, "write_now", None)
+        return write_now(item) if write_now is not None else 0
 
     async def send(self, item: bytes) -> None:
         """Write the runtime's bytes, translated when the connection speaks v1."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import anyio
 import pytest
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.anyio
 
 
 class Recording(ByteSendStream):
-    """A stream that records what it is given; ``take`` bytes per ``send_nowait`` (``None``: all)."""
+    """A stream that records what it is given; ``take`` bytes per ``write_now`` (``None``: all)."""
 
     def __init__(self, take: int | None = None, *, direct: bool = True) -> None:
         self.sent: list[bytes] = []
@@ -23,14 +24,14 @@ class Recording(ByteSendStream):
         self.take = take
         self.gate: anyio.Event | None = None
         if not direct:
-            self.send_nowait = None  # type: ignore[assignment]
+            self.write_now = None  # type: ignore[assignment]
 
     async def send(self, item: bytes) -> None:
         if self.gate is not None:
             await self.gate.wait()
         self.sent.append(item)
 
-    def send_nowait(self, item: bytes) -> int:
+    def write_now(self, item: bytes) -> int:
         taken = len(item) if self.take is None else min(self.take, len(item))
         if taken:
             self.direct.append(item[:taken])
@@ -119,16 +120,16 @@ async def test_stdout_takes_direct_writes_without_waiting() -> None:
     read_fd, write_fd = os.pipe()
     try:
         send = FdSendStream(write_fd)
-        assert send.send_nowait(b"hello\n") == 6
+        assert send.write_now(b"hello\n") == 6
         assert os.read(read_fd, 100) == b"hello\n"
         big = b"x" * (4 << 20)
-        written = send.send_nowait(big)
+        written = send.write_now(big)
         assert 0 < written < len(big)  # what fits now; the rest waits for the writer task
-        assert send.send_nowait(b"more") == 0  # full: nothing taken, no error
+        assert send.write_now(b"more") == 0  # full: nothing taken, no error
     finally:
         os.close(read_fd)
     with pytest.raises(anyio.BrokenResourceError):
-        send.send_nowait(b"gone")
+        send.write_now(b"gone")
     os.close(write_fd)
 
 
@@ -189,3 +190,20 @@ async def test_a_producer_that_writes_directly_still_lets_other_tasks_run() -> N
             if writer.send_nowait(b"chunk\n"):
                 await writer.backpressure()
             assert len(stream.direct) < 10, "the producer never gave the event loop back"
+
+
+async def test_only_a_write_now_that_reports_bytes_written_is_used() -> None:
+    class QueueLike(Recording):
+        """anyio's memory streams have a ``send_nowait`` that queues and returns ``None``: not a direct write."""
+
+        def send_nowait(self, item: bytes) -> None:
+            self.direct.append(item)
+
+        def write_now(self, item: bytes) -> Any:
+            return self.send_nowait(item)
+
+    stream = QueueLike()
+    writer = Writer(stream)
+    writer.send_nowait(b"once\n")
+    writer.flush_now()  # write_now said nothing about what it took: the queue keeps it for the writer task
+    assert writer.queued_bytes == len(b"once\n")
