@@ -5,8 +5,7 @@ The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and e
 ``state_update``.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from .agent import Agent
 from .auth import Login
@@ -28,6 +27,7 @@ from .errors import (
 )
 from .extensions import extension
 from .history import HistoryItem
+from .lazy import lazy_attributes
 from .limits import Limits
 from .mcp import AcpMcpServer, AcpMcpServers, McpNotification, McpTool, McpToolResult
 from .peer import ClientPeer
@@ -73,15 +73,7 @@ _LAZY: Final = {
     "ToolCallFields": "tool_calls",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """Import the module of a lazily loaded public name (see ``_LAZY``) and return the name."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

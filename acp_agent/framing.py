@@ -119,7 +119,7 @@ class Writer:
     holds at most about ``high_water_bytes`` plus one message per producer here).
     :meth:`run` drains the queue, joining queued messages into one write, and lets
     producers go on as soon as it has taken a batch, so producing and writing overlap.
-    A stream that can write without waiting (``send_nowait``) lets the queue skip the
+    A stream that can write without waiting (``write_now``) lets the queue skip the
     writer task: :meth:`flush_now` at the end of a turn, and a producer over the mark
     first writing its batch itself (:meth:`backpressure`).
     The small message mark (256) is what makes a fast producer hand over to the writer

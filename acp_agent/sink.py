@@ -91,13 +91,14 @@ class SessionSink:
     def send(self, update: BaseModel, *, record: bool = True) -> None:
         """Queue ``update`` (folded into the history unless ``record`` is false); raises once closed."""
         self.check_open()
-        body = update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
-        if record:
-            self.history.record(update, body)
-        self._write(self.prefix + body + b"}}\n")
+        self._write(self.record(update) if record else self.frame(update))
 
     def record(self, update: BaseModel) -> bytes:
-        """Fold ``update`` into the history now and return its line, for :meth:`resend_line` later."""
+        """Fold ``update`` into the history now and return its line, for :meth:`resend_line` later.
+
+        The history keeps the serialized update too, so a store writes those bytes instead of
+        serializing it again.
+        """
         body = update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
         self.history.record(update, body)
         return self.prefix + body + b"}}\n"

@@ -97,8 +97,6 @@ def websocket_protocol() -> type | str:
     """uvicorn's WebSocket protocol for the server: :class:`~acp_agent.http.websocket.AcpWebSocketProtocol`
     on a uvicorn in :data:`TESTED_UVICORN`, else ``"auto"`` (uvicorn's own choice: the same wire, slower
     with many busy connections)."""
-    import uvicorn
-
     try:
         version = tuple(int(part) for part in uvicorn.__version__.split(".")[:2])
     except ValueError:

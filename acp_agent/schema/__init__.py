@@ -5,9 +5,9 @@ Serialize with :func:`to_wire` (a dict) or :func:`to_json` (bytes): both omit un
 keep explicit ``None`` as ``null`` -- the tri-state the ``session/update`` patch model relies on.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_attributes
 from .base import (
     UNKNOWN_TAG,
     AbsolutePath,
@@ -359,15 +359,8 @@ _LAZY: dict[str, str] = {
     "UnknownMultiSelectItems": "elicitation",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """Load the rarely needed modules (elicitation, permissions, MCP-over-ACP, providers, method tables) when used."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+# The rarely needed modules (elicitation, permissions, MCP-over-ACP, providers, method tables) load when used.
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

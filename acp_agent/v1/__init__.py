@@ -27,8 +27,9 @@ The modules, from the wire inwards:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_attributes
 from .negotiation import V1_PROTOCOL_VERSION
 from .streams import negotiating_streams
 
@@ -37,11 +38,4 @@ if TYPE_CHECKING:
 
 __all__ = ["V1_PROTOCOL_VERSION", "V1Translator", "negotiating_streams"]
 
-
-def __getattr__(name: str) -> Any:
-    """:class:`V1Translator` is loaded on first use (a v2 client never needs it)."""
-    if name == "V1Translator":
-        from .translator import V1Translator
-
-        return V1Translator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, {"V1Translator": "translator"})  # a v2 client never loads the translation
