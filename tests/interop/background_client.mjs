@@ -21,17 +21,20 @@ import { client, RequestError } from "@agentclientprotocol/sdk/experimental/v2/u
 import {
   agentMessages,
   check,
-  checkResponses,
   CheckFailed,
+  checkResponses,
   clientMessages,
   describeError,
   lastClientRequest,
+  refuseNotification,
+  refuseRequest,
   reportError,
   responseTo,
   run,
   setStep,
   setup,
   show,
+  updatesOnlyFor,
 } from "./harness.mjs";
 
 const OVERALL_TIMEOUT_MS = 30_000;
@@ -54,18 +57,9 @@ const app = client({ name: "acp-agent-interop-background" })
     reportError(`unexpected permission request: ${show(params)}`);
     return { outcome: { outcome: "cancelled" } };
   })
-  .onRequest("*", ({ method, params }) => {
-    reportError(`unexpected request from the agent: ${method} ${show(params)}`);
-    throw RequestError.methodNotFound(method);
-  })
-  .onNotification("session/update", ({ params }) => {
-    if (!sessionsCreated.has(params.sessionId)) {
-      reportError(`session/update for a session this client never created: ${show(params)}`);
-    }
-  })
-  .onNotification("*", ({ method, params }) => {
-    reportError(`unexpected notification from the agent: ${method} ${show(params)}`);
-  });
+  .onRequest("*", refuseRequest)
+  .onNotification("session/update", updatesOnlyFor(sessionsCreated))
+  .onNotification("*", refuseNotification);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Scenario helpers.

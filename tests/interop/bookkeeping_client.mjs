@@ -18,7 +18,7 @@
 
 import process from "node:process";
 
-import { client, RequestError } from "@agentclientprotocol/sdk/experimental/v2/unstable";
+import { client } from "@agentclientprotocol/sdk/experimental/v2/unstable";
 
 import {
   agentMessages,
@@ -26,12 +26,13 @@ import {
   checkResponses,
   clientMessages,
   lastClientRequest,
-  reportError,
+  refuseNotification,
+  refuseRequest,
   responseTo,
   run,
   setStep,
   setup,
-  show,
+  updatesOnlyFor,
 } from "./harness.mjs";
 import { isState, promptTurn, readUntil, readUntilStop, rejectsWith } from "./questions.mjs";
 
@@ -54,18 +55,9 @@ await setup({
 
 const sessionsKnown = new Set(); // created or resumed by this client
 const app = client({ name: "acp-agent-interop-bookkeeping" })
-  .onRequest("*", ({ method, params }) => {
-    reportError(`unexpected request from the agent: ${method} ${show(params)}`);
-    throw RequestError.methodNotFound(method);
-  })
-  .onNotification("session/update", ({ params }) => {
-    if (!sessionsKnown.has(params.sessionId)) {
-      reportError(`session/update for a session this client never opened: ${show(params)}`);
-    }
-  })
-  .onNotification("*", ({ method, params }) => {
-    reportError(`unexpected notification from the agent: ${method} ${show(params)}`);
-  });
+  .onRequest("*", refuseRequest)
+  .onNotification("session/update", updatesOnlyFor(sessionsKnown))
+  .onNotification("*", refuseNotification);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers.

@@ -20,6 +20,8 @@ import {
   clientMessages,
   describeError,
   lastClientRequest,
+  refuseNotification,
+  refuseRequest,
   reportError,
   responseTo,
   run,
@@ -58,10 +60,7 @@ const app = client({ name: "acp-agent-interop" })
     counters.elicitations += 1;
     return { action: "cancel" };
   })
-  .onRequest("*", ({ method, params }) => {
-    reportError(`unexpected request from the agent: ${method} ${show(params)}`);
-    throw RequestError.methodNotFound(method);
-  })
+  .onRequest("*", refuseRequest)
   .onNotification("session/update", ({ params }) => {
     counters.sessionUpdates += 1;
     if (!sessionsCreated.has(params.sessionId)) {
@@ -74,9 +73,7 @@ const app = client({ name: "acp-agent-interop" })
   .onNotification("auth/status_update", ({ params }) => {
     reportError(`unexpected auth/status_update (auth.status was not negotiated): ${show(params)}`);
   })
-  .onNotification("*", ({ method, params }) => {
-    reportError(`unexpected notification from the agent: ${method} ${show(params)}`);
-  });
+  .onNotification("*", refuseNotification);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Scenario helpers.

@@ -79,6 +79,28 @@ export function show(value) {
   }
 }
 
+// The strict client's fallbacks: anything the agent sends that the scenario does not expect fails the run.
+
+/** `.onRequest("*", refuseRequest)`: a request nobody asked for is an error, answered -32601. */
+export function refuseRequest({ method, params }) {
+  reportError(`unexpected request from the agent: ${method} ${show(params)}`);
+  throw RequestError.methodNotFound(method);
+}
+
+/** `.onNotification("*", refuseNotification)`: a notification nobody asked for is an error. */
+export function refuseNotification({ method, params }) {
+  reportError(`unexpected notification from the agent: ${method} ${show(params)}`);
+}
+
+/** `.onNotification("session/update", updatesOnlyFor(sessions))`: an update must name a session in `sessions`. */
+export function updatesOnlyFor(sessions) {
+  return ({ params }) => {
+    if (!sessions.has(params.sessionId)) {
+      reportError(`session/update for a session this client never opened: ${show(params)}`);
+    }
+  };
+}
+
 /** One-line description of an error (RequestError, ZodError when `describeZodErrors`, any Error, anything). */
 export function describeError(error) {
   if (error instanceof RequestError) {

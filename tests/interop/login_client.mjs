@@ -31,12 +31,15 @@ import {
   checkResponses,
   clientMessages,
   lastClientRequest,
+  refuseNotification,
+  refuseRequest,
   reportError,
   responseTo,
   run,
   setStep,
   setup,
   show,
+  updatesOnlyFor,
 } from "./harness.mjs";
 import {
   askAnswered,
@@ -74,21 +77,12 @@ const app = client({ name: "acp-agent-interop-login" })
     reportError(`unexpected permission request: ${show(params)}`);
     return { outcome: { outcome: "cancelled" } };
   })
-  .onRequest("*", ({ method, params }) => {
-    reportError(`unexpected request from the agent: ${method} ${show(params)}`);
-    throw RequestError.methodNotFound(method);
-  })
-  .onNotification("session/update", ({ params }) => {
-    if (!sessionsCreated.has(params.sessionId)) {
-      reportError(`session/update for a session this client never created: ${show(params)}`);
-    }
-  })
+  .onRequest("*", refuseRequest)
+  .onNotification("session/update", updatesOnlyFor(sessionsCreated))
   .onNotification("elicitation/complete", ({ params }) => {
     reportError(`unexpected elicitation/complete (no url elicitation was asked): ${show(params)}`);
   })
-  .onNotification("*", ({ method, params }) => {
-    reportError(`unexpected notification from the agent: ${method} ${show(params)}`);
-  });
+  .onNotification("*", refuseNotification);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Scenario helpers.

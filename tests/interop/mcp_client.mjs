@@ -24,7 +24,6 @@ import {
   McpOverAcpProvider,
   McpProtocolError,
   methods,
-  RequestError,
 } from "@agentclientprotocol/sdk/experimental/v2/unstable";
 
 import {
@@ -33,11 +32,12 @@ import {
   check,
   checkResponses,
   clientMessages,
-  reportError,
+  refuseNotification,
+  refuseRequest,
   run,
   setStep,
   setup,
-  show,
+  updatesOnlyFor,
 } from "./harness.mjs";
 import { agentTexts, clientAnswersTo, promptTurn, readUntilStop, waitFor, withdrawalsOf } from "./questions.mjs";
 
@@ -109,18 +109,9 @@ allowClientErrors(
 
 const app = client({ name: "acp-agent-interop-mcp" })
   .onRequest(methods.client.mcp.message, provider.handleRequest)
-  .onRequest("*", ({ method, params }) => {
-    reportError(`unexpected request from the agent: ${method} ${show(params)}`);
-    throw RequestError.methodNotFound(method);
-  })
-  .onNotification("session/update", ({ params }) => {
-    if (!sessionsCreated.has(params.sessionId)) {
-      reportError(`session/update for a session this client never created: ${show(params)}`);
-    }
-  })
-  .onNotification("*", ({ method, params }) => {
-    reportError(`unexpected notification from the agent: ${method} ${show(params)}`);
-  });
+  .onRequest("*", refuseRequest)
+  .onNotification("session/update", updatesOnlyFor(sessionsCreated))
+  .onNotification("*", refuseNotification);
 
 // ---------------------------------------------------------------------------------------------------------------
 // The scenario.

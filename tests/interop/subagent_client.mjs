@@ -20,7 +20,7 @@ import process from "node:process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isDeepStrictEqual } from "node:util";
 
-import { client, RequestError } from "@agentclientprotocol/sdk/experimental/v2/unstable";
+import { client } from "@agentclientprotocol/sdk/experimental/v2/unstable";
 
 import {
   agentMessages,
@@ -28,6 +28,8 @@ import {
   checkResponses,
   clientMessages,
   lastClientRequest,
+  refuseNotification,
+  refuseRequest,
   reportError,
   responseTo,
   run,
@@ -88,10 +90,7 @@ const app = client({ name: "acp-agent-interop-subagents" })
       permissionArrived();
     });
   })
-  .onRequest("*", ({ method, params }) => {
-    reportError(`unexpected request from the agent: ${method} ${show(params)}`);
-    throw RequestError.methodNotFound(method);
-  })
+  .onRequest("*", refuseRequest)
   .onNotification("session/update", ({ params }) => {
     const { sessionId, update } = params;
     if (sessionsCreated.has(sessionId)) {
@@ -105,9 +104,7 @@ const app = client({ name: "acp-agent-interop-subagents" })
       reportError(`session/update for a session neither created nor announced as a child: ${show(params)}`);
     }
   })
-  .onNotification("*", ({ method, params }) => {
-    reportError(`unexpected notification from the agent: ${method} ${show(params)}`);
-  });
+  .onNotification("*", refuseNotification);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Scenario helpers.

@@ -32,12 +32,14 @@ import {
   checkResponses,
   clientMessages,
   lastClientRequest,
+  refuseNotification,
   reportError,
   responseTo,
   run,
   setStep,
   setup,
   show,
+  updatesOnlyFor,
 } from "./harness.mjs";
 import {
   agentTexts,
@@ -110,17 +112,11 @@ const app = client({ name: CLIENT_NAME })
     if (method !== "_test/missing") reportError(`unexpected request from the agent: ${method} ${show(params)}`);
     throw RequestError.methodNotFound(method);
   })
-  .onNotification("session/update", ({ params }) => {
-    if (!sessionsCreated.has(params.sessionId)) {
-      reportError(`session/update for a session this client never created: ${show(params)}`);
-    }
-  })
+  .onNotification("session/update", updatesOnlyFor(sessionsCreated))
   .onNotification("elicitation/complete", ({ params }) => {
     completed.push(params);
   })
-  .onNotification("*", ({ method, params }) => {
-    reportError(`unexpected notification from the agent: ${method} ${show(params)}`);
-  });
+  .onNotification("*", refuseNotification);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Scenario helpers.

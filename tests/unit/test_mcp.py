@@ -119,6 +119,19 @@ async def run(client: Client, agent: McpAgent, sid: str, script: Script) -> list
     return [u["content"][0]["text"] for u in view.updates[-3:] if u.get("sessionUpdate") == "agent_message"]
 
 
+async def start_a_turn_waiting_on_the_slow_tool(client: Client, agent: McpAgent) -> str:
+    """A session whose turn waits on the ``slow`` tool of the hosted ``tools`` server; its id."""
+    sid = await open_session(client, client.host_mcp_server("tools", Tools()))
+
+    async def script(session: Session) -> None:
+        await session.acp_mcp_servers["tools"].call_tool("slow")
+
+    agent.script = script
+    await client.prompt(sid, "go")
+    await client.wait_for(lambda: len(client.mcp.requests) == 1)
+    return sid
+
+
 async def test_the_capability_is_advertised_only_on_opt_in() -> None:
     class Plain(Agent):
         async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
@@ -360,14 +373,7 @@ async def test_a_malformed_answer_is_a_transport_error() -> None:
 async def test_cancelling_the_turn_withdraws_the_request() -> None:
     agent = McpAgent()
     async with connect_agent(agent) as client:
-        sid = await open_session(client, client.host_mcp_server("tools", Tools()))
-
-        async def script(session: Session) -> None:
-            await session.acp_mcp_servers["tools"].call_tool("slow")
-
-        agent.script = script
-        await client.prompt(sid, "go")
-        await client.wait_for(lambda: len(client.mcp.requests) == 1)
+        sid = await start_a_turn_waiting_on_the_slow_tool(client, agent)
         hosted = client.mcp.requests[0]
         await hosted.started.wait()
         client.cancel(sid)
@@ -467,14 +473,7 @@ async def test_closing_the_session_ends_waiting_requests() -> None:
 async def test_closing_the_session_cancels_a_turn_waiting_on_a_tool() -> None:
     agent = McpAgent()
     async with connect_agent(agent) as client:
-        sid = await open_session(client, client.host_mcp_server("tools", Tools()))
-
-        async def script(session: Session) -> None:
-            await session.acp_mcp_servers["tools"].call_tool("slow")
-
-        agent.script = script
-        await client.prompt(sid, "go")
-        await client.wait_for(lambda: len(client.mcp.requests) == 1)
+        sid = await start_a_turn_waiting_on_the_slow_tool(client, agent)
         await client.close_session(sid)
         assert client.view(sid).stop_reason == "cancelled"
         await client.mcp.requests[0].done.wait()
