@@ -33,11 +33,14 @@ def cpu_seconds(pid: int) -> float:
 
 def repetition(checkouts: list[Path], turns: int) -> list[tuple[float, float]]:
     """One side-by-side run; (p50 ms, CPU ms per turn) per checkout."""
-    with tempfile.TemporaryFile() as err_a, tempfile.TemporaryFile() as err_b:
+    with (tempfile.TemporaryFile() as err_a, tempfile.TemporaryFile() as err_b,
+          tempfile.TemporaryDirectory() as data_a, tempfile.TemporaryDirectory() as data_b):
+        # Each agent keeps its sessions in a file of its own: one shared file would make their saves wait
+        # for each other's write lock.
         peers = [
-            Peer(AgentSpec(str(c), str(c), ["env", f"PYTHONPATH={c}", sys.executable,
+            Peer(AgentSpec(str(c), str(c), ["env", f"PYTHONPATH={c}", f"ACP_AGENT_DATA_DIR={data}", sys.executable,
                                             str(c / "bench/agents/sdk_agent.py")], 2), err)
-            for c, err in zip(checkouts, (err_a, err_b), strict=True)
+            for c, err, data in zip(checkouts, (err_a, err_b), (data_a, data_b), strict=True)
         ]
         try:
             sessions = []

@@ -8,7 +8,8 @@ threads, so they work on asyncio and trio alike.
 Saving is incremental: :meth:`SessionStore.save` writes the metadata and only the history
 entries that changed since the record was last saved (``History.take_changes``). Stores
 backed by blocking drivers run them with :meth:`SessionStore.in_thread` under
-:meth:`SessionStore.lock`, so saves land in the order their changes were taken.
+:meth:`SessionStore.lock` (or, as the SQLite store does, queue them in order), so saves land in
+the order their changes were taken.
 """
 
 from __future__ import annotations
@@ -101,6 +102,14 @@ class SessionStore(ABC):
         save it; ``session/list`` then offers it and ``session/resume`` replays it.
         Raises :class:`~acp_agent.errors.StoreError` if it could not be written.
         """
+
+    async def sync(self) -> None:
+        """Make every save so far visible to other processes sharing the store (a store that writes
+        saves to a journal first commits them now; the others have nothing to do).
+
+        Called when a session leaves memory. Raises :class:`~acp_agent.errors.StoreError` if that failed.
+        """
+        return None
 
     @abstractmethod
     async def delete(self, session_id: str) -> bool:

@@ -4,7 +4,7 @@ A :class:`RecordKeeper` serves one connection. Live sessions are objects in memo
 keeper writes them to its :class:`~acp_agent.store.SessionStore` off the hot path:
 
 - when foreground work ends, before its ``idle`` goes out (through ``SessionCore.persist``; the
-  SQLite store commits such a small save on the event loop, without a thread hand-over);
+  SQLite store journals such a small save with one write and commits it in a batch shortly after);
 - every :data:`FLUSH_INTERVAL` seconds, for live sessions whose history changed (a long turn,
   background work reporting after the turn);
 - when a session is created, forked, closed, and at the end of the connection.
@@ -89,11 +89,14 @@ class RecordKeeper:
         """Save ``record``; a failure is logged (the next save of it writes it in full), never raised."""
         await self.write(record)
 
-    async def write(self, record: SessionRecord) -> bool:
-        """Save ``record``; whether it was written (a failure is logged, never raised)."""
+    async def write(self, record: SessionRecord, *, sync: bool = False) -> bool:
+        """Save ``record`` (and with ``sync``, commit it where other processes see it: :meth:`SessionStore.sync`);
+        whether it was written (a failure is logged, never raised)."""
         try:
             store = await self.ready()
             await store.save(record)
+            if sync:
+                await store.sync()
         except StoreError as exc:
             logger.error("acp: %s (retried at the session's next save)", exc)
         except Exception:
@@ -107,7 +110,7 @@ class RecordKeeper:
 
     async def keep(self, record: SessionRecord) -> None:
         """Save a closed session, which then leaves memory; if that fails, hold it (see the module docstring)."""
-        if await self.write(record) or record.deleted:
+        if await self.write(record, sync=True) or record.deleted:
             return
         self._held[record.session_id] = record
         logger.error("acp: session %s was closed but could not be saved; it stays in this agent's memory (listed "
@@ -131,7 +134,7 @@ class RecordKeeper:
             sid = record.session_id
             if self._held.get(sid) is not record:
                 continue  # resumed or deleted meanwhile
-            if await self.write(record) and self._held.get(sid) is record:
+            if await self.write(record, sync=True) and self._held.get(sid) is record:
                 del self._held[sid]
                 saved = True
                 logger.warning("acp: session %s is saved now (it stayed in memory since its close)", sid)
@@ -142,7 +145,7 @@ class RecordKeeper:
         for record in list(self._held.values()):
             if self._held.get(record.session_id) is not record:
                 continue
-            if not await self.write(record):
+            if not await self.write(record, sync=True):
                 logger.error("acp: session %s could not be saved before the connection ended: what changed in it "
                              "since its last successful save (all of it, if it was never saved) is lost",
                              record.session_id)

@@ -3,18 +3,20 @@
 stdlib :mod:`sqlite3`, so it works on asyncio and trio. The file is in WAL mode with
 ``synchronous=NORMAL``: a committed save survives the agent process being killed (SIGKILL); a
 power loss may lose the last saves but never corrupts the file. Several processes may share a
-file: writers wait for each other (``busy_timeout``) and every save is one transaction.
+file: writers wait for each other (``busy_timeout``) and every commit is one transaction.
 
-Where the calls run: opening, loading, listing and deleting run in anyio worker threads (one
-call at a time per store). A save is usually small (the end of a turn: a few history rows), and
-in WAL mode with ``synchronous=NORMAL`` its commit is a few writes to the WAL file and no
-``fsync``, so it is made right on the event loop (:data:`INLINE_ROWS` rows and
-:data:`INLINE_BYTES` bytes at most): a worker thread's hand-over costs more than the commit
-(`make bench`, bench/README.md). The inline commit never waits: the connection's busy timeout
-is 0 outside worker threads, and a file locked by another process, a bigger save or a save
-while a thread call runs goes to a worker thread as before. WAL checkpoints (which ``fsync``)
-never run inline: automatic checkpoints are off on the loop, and after
-:data:`INLINE_CHECKPOINT` inline saves the next save goes to a thread, which checkpoints.
+Where the calls run: every SQLite call runs in a worker thread (anyio's for opening, loading,
+listing and deleting; the store's own committer thread for batched saves), one at a time per store,
+so nothing waits for the database on the event loop. A small save (up to :data:`JOURNAL_BYTES`
+of history, as after a typical turn) is written to the store's journal
+(:mod:`acp_agent.store.journal`: one ``write``, which survives SIGKILL) and committed with the
+saves that follow it within :data:`COMMIT_DELAY` seconds, in one transaction, by the committer
+thread; so the end of a turn does not wait for a commit and the crash contract holds. A bigger
+save, or any save where journals cannot be used (no ``flock``, a journal that could not be
+written), commits at once in a worker thread. Everything this store object saved is committed
+before it loads, lists, finds or deletes (so it reads what it wrote), and by :meth:`SqliteStore.sync`
+and :meth:`SqliteStore.close`; journals left by a process that ended are replayed on those reads
+and when the file is opened.
 
 The schema is versioned: ``schema_migrations`` lists the migrations applied, and opening a
 file applies the missing ones in one transaction. A file whose newest migration is above
@@ -24,29 +26,31 @@ database, is refused with :class:`~acp_agent.errors.StoreUnusableError` and left
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
-from collections.abc import Callable
+import threading
+import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
+import anyio
+import anyio.to_thread
 import orjson
 
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
 from .codec import encode_changes, encode_info, encode_state, listing_filters, record_from
+from .journal import Journal, JournalFile, Save, available, encode_line, orphans
 
 if TYPE_CHECKING:
     import sqlite3
 
-__all__ = ["DATA_DIR_ENV", "INLINE_BYTES", "INLINE_CHECKPOINT", "INLINE_ROWS", "SCHEMA_VERSION", "SqliteStore",
-           "data_dir"]
+__all__ = ["COMMIT_DELAY", "DATA_DIR_ENV", "JOURNAL_BYTES", "SCHEMA_VERSION", "SqliteStore", "data_dir"]
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 DATA_DIR_ENV: Final = "ACP_AGENT_DATA_DIR"
 """The environment variable that overrides where agents keep their session files."""
@@ -85,12 +89,15 @@ _UPSERT: Final = (
     "archived = excluded.archived, info = excluded.info, state = excluded.state"
 )
 
-INLINE_ROWS: Final = 64
-"""Most history rows a save may write on the event loop (more go to a worker thread)."""
-INLINE_BYTES: Final = 256 * 1024
-"""Most bytes of history rows a save may write on the event loop (more go to a worker thread)."""
-INLINE_CHECKPOINT: Final = 200
-"""Inline saves after which the next save runs in a worker thread, where the WAL is checkpointed."""
+JOURNAL_BYTES: Final = 256 * 1024
+"""Most bytes of history rows a journaled save may hold; a bigger one commits at once in a worker thread."""
+COMMIT_DELAY: Final = 0.02
+"""Seconds the committer thread gathers journaled saves before committing them in one transaction."""
+RETRY_DELAY: Final = 1.0
+"""Seconds before the committer thread retries a commit that failed (doubling up to a minute)."""
+
+
+_siblings: Final[dict[str, weakref.WeakSet[SqliteStore]]] = {}  # the store objects of this process, by file
 
 
 def data_dir() -> Path:
@@ -117,10 +124,24 @@ class SqliteStore(SessionStore):
         self.busy_timeout = busy_timeout
         """Seconds a write waits for another process's write before it fails."""
         self._db: sqlite3.Connection | None = None
-        self._inline_saves = 0  # inline commits since the last commit in a thread (which checkpoints)
         # The metadata row last written per session: a save whose metadata did not change (most
         # saves: ``updatedAt`` has whole seconds) writes only history rows, half the cost.
         self._written: dict[str, tuple[Any, ...]] = {}
+        # Saves not committed yet, in order. Each journaled one has its line in ``_file`` (or, after
+        # a failed commit, in a ``_stale`` file): both change only under ``_pending_lock``.
+        self._pending: list[Save] = []
+        self._pending_lock = threading.Lock()
+        self._journal: Journal | None = None
+        self._file: JournalFile | None = None  # where saves are journaled now (None: they commit at once)
+        self._file_used = False  # whether ``_file`` holds lines
+        self._spare: JournalFile | None = None  # the next ``_file``, made outside the lock
+        self._stale: list[JournalFile] = []  # earlier files whose saves a failed commit left pending
+        self._journaled: dict[str, tuple[Any, ...]] = {}  # the row last journaled per session (event loop only)
+        self._committer: threading.Thread | None = None
+        self._wake = threading.Event()  # saves are pending
+        self._halt = threading.Event()  # the committer stops
+        self._siblings = _siblings.setdefault(os.path.abspath(self.path), weakref.WeakSet())
+        self._siblings.add(self)
 
     @classmethod
     def for_agent(cls, name: str) -> SqliteStore:
@@ -156,8 +177,6 @@ class SqliteStore(SessionStore):
             self._switch_to_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
             self._migrate(db)
-            db.execute("PRAGMA busy_timeout = 0")  # never wait on the event loop (see _patient)
-            db.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints (fsync) run in threads only
         except StoreUnusableError:
             db.close()
             raise
@@ -165,6 +184,10 @@ class SqliteStore(SessionStore):
             db.close()
             raise StoreUnusableError(f"{self.path} is not a usable session database: {exc}") from exc
         self._db = db
+        self._recover(db)  # if another process holds the write lock too long, the next read tries again
+        if available():
+            self._journal = Journal(self.path)
+            self._file = self._new_file()
 
     def _switch_to_wal(self, db: sqlite3.Connection) -> None:
         """``PRAGMA journal_mode=WAL``, retried for up to ``busy_timeout`` seconds: while another connection
@@ -214,13 +237,36 @@ class SqliteStore(SessionStore):
         return version
 
     async def close(self) -> None:
-        """Close the file (it opens again on next use)."""
+        """Commit what is pending and close the file (it opens again on next use)."""
+        committer, self._committer = self._committer, None
+        if committer is not None:
+            self._halt.set()
+            self._wake.set()
+            await anyio.to_thread.run_sync(committer.join)
+            self._halt.clear()
         if self._db is not None:
             await self.in_thread(self._close)
 
     def _close(self) -> None:
+        db = self._db
+        try:
+            if db is not None:
+                self._commit_pending(db)
+        except StoreError as exc:
+            logger.error("acp: %s; those saves stay in %s's journal and are committed when it is next opened",
+                         exc, self.path.name)
+        with self._pending_lock:
+            files = [*self._stale, *(f for f in (self._file, self._spare) if f is not None)]
+            kept = bool(self._pending)
+            self._pending, self._stale, self._file, self._spare, self._file_used = [], [], None, None, False
+        for file in files:
+            if kept:
+                os.close(file.fd)  # unlocked: the next open replays it
+            else:
+                file.discard()
         self._written.clear()
-        db, self._db = self._db, None
+        self._journaled.clear()
+        self._db = None
         if db is not None:
             db.close()
 
@@ -230,43 +276,17 @@ class SqliteStore(SessionStore):
         assert self._db is not None
         return self._db
 
-    async def in_thread(self, func: Callable[..., T], *args: Any) -> T:
-        """Run blocking ``func(*args)`` in a worker thread, where the connection waits for other
-        processes' writes (``busy_timeout``) and checkpoints; on the event loop it never waits."""
-        return await super().in_thread(self._patient, func, *args)
-
-    def _patient(self, func: Callable[..., T], *args: Any) -> T:
-        db = self._db
-        if db is not None:
-            db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-            db.execute("PRAGMA wal_autocheckpoint = 1000")
-        try:
-            return func(*args)
-        finally:
-            db = self._db
-            if db is not None:
-                db.execute("PRAGMA busy_timeout = 0")
-                db.execute("PRAGMA wal_autocheckpoint = 0")
-
-    # -- records -----------------------------------------------------------------------------
+    # -- saving --------------------------------------------------------------------------------
 
     async def save(self, record: SessionRecord) -> None:
-        """Write the metadata and the history entries changed since the last save, in one transaction.
+        """Write the metadata and the history entries changed since the last save.
 
-        A small save commits right here, on the event loop, when it can do so without waiting (see
-        the module docstring); otherwise it runs in a worker thread.
+        A small save is journaled and committed shortly after, in a batch; a bigger one commits
+        before this returns (see the module docstring). Raises
+        :class:`~acp_agent.errors.StoreError` if a save committed at once failed (it stays queued
+        and is committed with a later save).
         """
         await self.open()
-        held = self._loop_lock
-        if held is not None and held[1].locked():
-            async with self.lock():  # an earlier save is in a worker thread: this one lands after it
-                await self._save_record(record, locked=True)
-        else:
-            await self._save_record(record, locked=False)
-
-    async def _save_record(self, record: SessionRecord, *, locked: bool) -> None:
-        """The body of :meth:`save`. Unless ``locked``, no save was in progress when it was called: it
-        takes the store lock only if it must wait for a worker thread (and awaits nothing before that)."""
         if record.deleted:
             return
         changes = record.history.take_changes()
@@ -275,90 +295,192 @@ class SqliteStore(SessionStore):
             rows = [(sid, seq, kind, data) for seq, kind, data in encode_changes(changes)]
             columns = (sid, record.cwd, record.title, record.created_at, record.updated_at, int(record.archived),
                        encode_info(record).decode(), encode_state(record).decode())
-            if self._save_inline(columns, changes.full, rows, changes.removed):
-                return
-            if locked:
-                await self.in_thread(self._save, columns, changes.full, rows, changes.removed)
-                return
-            lock = self.lock()
-            lock.acquire_nowait()  # free: it was when save() looked, and nothing has awaited since
-            try:
-                await self.in_thread(self._save, columns, changes.full, rows, changes.removed)
-            finally:
-                lock.release()
         except BaseException:
             record.history.unsaved()
             raise
+        save: Save = (sid, columns, changes.full, rows, changes.removed)
+        if self._journal_save(save):
+            return
+        with self._pending_lock:
+            self._pending.append(save)
+        await self.in_thread(self._commit_open)  # from here on the save is queued: a failure retries it later
 
-    def _save_inline(self, columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, bytes]],
-                     removed: list[int]) -> bool:
-        """Commit a small save on the calling (event loop) thread if that needs no waiting; ``False`` if not."""
-        import sqlite3
+    async def sync(self) -> None:
+        """Commit the saves still in the journal (a session leaving this process: others see it at once)."""
+        if self._pending:
+            await self.in_thread(self._commit_open)
 
-        db = self._db
-        if (db is None or self._inline_saves >= INLINE_CHECKPOINT or len(rows) > INLINE_ROWS
-                or sum(len(row[3]) for row in rows) > INLINE_BYTES):
+    async def _read_prepared(self) -> None:
+        """Before a read: open the file, and commit what the other store objects of this process saved
+        to it (this one's saves are committed in the read's thread, :meth:`_settle`)."""
+        await self.open()
+        for sibling in list(self._siblings):
+            if sibling is not self and sibling._db is not None:
+                await sibling.in_thread(sibling._commit_open)  # also waits for a commit its thread is making
+
+    def _journal_save(self, save: Save) -> bool:
+        """Append ``save`` to the journal and queue its commit; ``False`` if it must commit at once."""
+        sid, columns, full, rows, removed = save
+        if columns is None or self._file is None or sum(len(row[3]) for row in rows) > JOURNAL_BYTES:
             return False
-        if not self._thread_lock.acquire(blocking=False):
-            return False  # a worker thread uses the connection now
-        try:
-            try:
-                db.execute("BEGIN IMMEDIATE")  # busy timeout 0: fails at once if another process writes
-            except sqlite3.OperationalError:
+        line = encode_line((sid, None, full, rows, removed) if self._journaled.get(sid) == columns else save)
+        with self._pending_lock:
+            file = self._file
+            if file is None:
                 return False
-            self._write(db, columns, full, rows, removed)
-            self._inline_saves += 1
-            return True
-        finally:
-            self._thread_lock.release()
-
-    def _save(self, columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, bytes]],
-              removed: list[int]) -> None:
-        db = self._conn()
-        db.execute("BEGIN IMMEDIATE")
-        self._write(db, columns, full, rows, removed)
-        if self._inline_saves:
-            self._inline_saves = 0
             try:
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except Exception:  # pragma: no cover - a checkpoint is an optimisation; the next one retries
-                logger.debug("acp: WAL checkpoint of %s failed", self.path, exc_info=True)
+                file.append(line)
+            except OSError as exc:  # e.g. a full disk: this file ends here; its saves commit as they are
+                logger.warning("acp: could not write to the journal of %s (%s); saves commit at once until a new "
+                               "journal file can be made", self.path.name, exc)
+                self._stale.append(file)
+                self._file, self._file_used = None, False
+                return False
+            self._pending.append(save)
+            self._file_used = True
+        self._journaled[sid] = columns
+        if not self._wake.is_set():
+            self._wake.set()
+        if self._committer is None:
+            self._committer = threading.Thread(target=self._commit_loop, name=f"acp-store-{self.path.name}",
+                                               daemon=True)
+            self._committer.start()
+        return True
 
-    def _write(self, db: sqlite3.Connection, columns: tuple[Any, ...], full: bool,
-               rows: list[tuple[str, int, str, bytes]], removed: list[int]) -> None:
-        """The body of a save, in the transaction ``BEGIN IMMEDIATE`` opened; commits or rolls back."""
+    def _commit_loop(self) -> None:
+        """The committer thread: commit what is pending every :data:`COMMIT_DELAY` seconds while there is some."""
+        delay = RETRY_DELAY
+        while True:
+            self._wake.wait()
+            if self._halt.wait(COMMIT_DELAY):
+                return
+            self._wake.clear()
+            try:
+                with self._thread_lock:
+                    self._commit_open()
+            except Exception as exc:
+                logger.error("acp: %s; those saves stay in the journal, retried in %g s", exc, delay)
+                if self._halt.wait(delay):
+                    return
+                delay = min(delay * 2, 60.0)
+                self._wake.set()
+            else:
+                delay = RETRY_DELAY
+
+    def _commit_open(self) -> None:
+        db = self._db
+        if db is not None:  # closed: nothing is pending
+            self._commit_pending(db)
+
+    def _new_file(self) -> JournalFile | None:
+        if self._journal is None:
+            return None
+        try:
+            return self._journal.start()
+        except OSError as exc:
+            logger.warning("acp: cannot make a journal file beside %s (%s); saves commit at once", self.path, exc)
+            return None
+
+    def _commit_pending(self, db: sqlite3.Connection) -> None:
+        """Commit every pending save in one transaction (called with the thread lock held)."""
+        if not self._pending:
+            return  # then the journal file holds no line either
+        spare = self._spare or self._new_file()
+        with self._pending_lock:
+            batch, self._pending = self._pending, []
+            rotated: JournalFile | None = None
+            if (self._file_used or self._file is None) and spare is not None:
+                rotated, self._file, self._file_used, spare = self._file, spare, False, None
+        self._spare = spare
+        try:
+            self._apply(db, batch)
+        except BaseException:
+            with self._pending_lock:
+                self._pending[:0] = batch
+                if rotated is not None:
+                    self._stale.append(rotated)
+            raise
+        with self._pending_lock:
+            done, self._stale = self._stale, []
+        for file in (*done, *([rotated] if rotated is not None else [])):
+            file.discard()
+
+    def _apply(self, db: sqlite3.Connection, saves: list[Save]) -> None:
+        """Write ``saves`` in order, in one transaction."""
         import sqlite3
 
-        sid = columns[0]
         try:
+            db.execute("BEGIN IMMEDIATE")
             try:
-                if full or self._written.get(sid) != columns:
-                    db.execute(_UPSERT, columns)
-                if full:
-                    db.execute("DELETE FROM history WHERE session_id = ?", (sid,))
-                elif removed:
-                    db.executemany("DELETE FROM history WHERE session_id = ? AND seq = ?",
-                                   [(sid, seq) for seq in removed])
-                db.executemany("INSERT OR REPLACE INTO history (session_id, seq, kind, item) VALUES (?, ?, ?, ?)",
-                               rows)
+                for sid, columns, full, rows, removed in saves:
+                    if columns is not None and (full or self._written.get(sid) != columns):
+                        db.execute(_UPSERT, columns)
+                        self._written[sid] = columns
+                    if full:
+                        db.execute("DELETE FROM history WHERE session_id = ?", (sid,))
+                    elif removed:
+                        db.executemany("DELETE FROM history WHERE session_id = ? AND seq = ?",
+                                       [(sid, seq) for seq in removed])
+                    db.executemany("INSERT OR REPLACE INTO history (session_id, seq, kind, item) VALUES (?, ?, ?, ?)",
+                                   rows)
                 db.execute("COMMIT")
             except BaseException:
-                self._written.pop(sid, None)
+                for save in saves:
+                    self._written.pop(save[0], None)
                 db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            raise StoreError(f"could not save session {sid} to {self.path}: {exc}") from exc
-        self._written[sid] = columns
+            sessions = ", ".join(dict.fromkeys(save[0] for save in saves))
+            raise StoreError(f"could not save session {sessions} to {self.path}: {exc}") from exc
+
+    def _recover(self, db: sqlite3.Connection, needed: str | bool = False) -> None:
+        """Commit the journals of processes that ended before committing them, then delete those files.
+
+        A commit that fails raises only if ``needed`` (``True``: always; a session id: if it concerns that
+        session); otherwise the file is left for a later read.
+        """
+        with orphans(self.path) as found:
+            for path, saves in found:
+                if saves:
+                    try:
+                        self._apply(db, saves)
+                    except StoreError as exc:
+                        if _concerns(saves, needed):
+                            raise
+                        logger.warning("acp: %s (saves left by an agent process that stopped; retried later)", exc)
+                        continue
+                    logger.info("acp: committed %d save(s) an agent process left in the journal %s", len(saves),
+                                path.name)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+
+    def _settle(self, needed: str | bool = False) -> sqlite3.Connection:
+        """The connection, once this store's saves and any left by ended processes are committed.
+
+        A read goes on with what is committed if those commits fail (another process holds the write
+        lock past ``busy_timeout``), unless it needs them: ``needed`` is ``True`` (always) or the id
+        of the session it reads.
+        """
+        db = self._conn()
+        pending = list(self._pending)
+        try:
+            self._commit_pending(db)
+        except StoreError as exc:
+            if _concerns(pending, needed):
+                raise
+            logger.debug("acp: reading %s without its latest saves: %s", self.path.name, exc)
+        self._recover(db, needed)
+        return db
 
     async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
         """The stored session, rebuilt (history included), or ``None``."""
-        await self.open()
+        await self._read_prepared()
         return await self.in_thread(self._load, session_id, terminal_tail)
 
     def _load(self, session_id: str, terminal_tail: int | None) -> SessionRecord | None:
         import sqlite3
 
-        db = self._conn()
+        db = self._settle(session_id)
         try:
             db.execute("BEGIN")
             try:
@@ -376,15 +498,16 @@ class SqliteStore(SessionStore):
 
     async def delete(self, session_id: str) -> bool:
         """Remove the session and its history."""
-        await self.open()
+        await self._read_prepared()
+        self._journaled.pop(session_id, None)
         async with self.lock():
             return await self.in_thread(self._delete, session_id)
 
     def _delete(self, session_id: str) -> bool:
         import sqlite3
 
+        db = self._settle(True)
         self._written.pop(session_id, None)
-        db = self._conn()
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -401,13 +524,13 @@ class SqliteStore(SessionStore):
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
                             archived: bool | None = None) -> list[StoredSession]:
         """Stored sessions in creation order."""
-        await self.open()
+        await self._read_prepared()
         return await self.in_thread(self._list, cwd, offset, limit, archived)
 
     def _list(self, cwd: str | None, offset: int, limit: int, archived: bool | None) -> list[StoredSession]:
         import sqlite3
 
-        db = self._conn()
+        db = self._settle()
         conditions, params = listing_filters(cwd, archived, "?")
         try:
             rows = db.execute(f"SELECT {_LISTED} FROM sessions {conditions} ORDER BY seq LIMIT ? OFFSET ?",
@@ -418,18 +541,22 @@ class SqliteStore(SessionStore):
 
     async def find(self, session_id: str) -> StoredSession | None:
         """The listing of one stored session (its history is not read)."""
-        await self.open()
+        await self._read_prepared()
         return await self.in_thread(self._find, session_id)
 
     def _find(self, session_id: str) -> StoredSession | None:
         import sqlite3
 
         try:
-            row = self._conn().execute(f"SELECT {_LISTED} FROM sessions WHERE session_id = ?",
+            row = self._settle().execute(f"SELECT {_LISTED} FROM sessions WHERE session_id = ?",
                                        (session_id,)).fetchone()
         except sqlite3.Error as exc:
             raise StoreError(f"could not read session {session_id} from {self.path}: {exc}") from exc
         return _stored(*row) if row is not None else None
+
+
+def _concerns(saves: list[Save], needed: str | bool) -> bool:
+    return needed is True or (isinstance(needed, str) and any(save[0] == needed for save in saves))
 
 
 def _stored(session_id: str, cwd: str, title: str | None, created_at: str, updated_at: str, archived: int,

@@ -73,6 +73,27 @@ async def test_echo_agent_turn_survives_sigkill(tmp_path: Path) -> None:
         assert new != sid
 
 
+async def test_turns_only_in_the_journal_survive_sigkill(tmp_path: Path, agent_data_dir: str) -> None:
+    """The end-of-turn save is a journal line; its SQLite commit comes later. Killed before any commit,
+    every turn that went idle is still replayed after a restart (the next process commits the journal)."""
+    cwd = str(tmp_path)
+    path = Path(agent_data_dir) / "store-test-agent.sqlite3"
+    async with spawn_agent(STORE_AGENT, env={"ACP_TEST_COMMIT_DELAY": "3600"}, check=False) as first:
+        await first.initialize()
+        sid = await first.new_session(cwd)
+        for text in ("first", "second", "third"):
+            await first.prompt_and_wait(sid, text)
+        kill(first)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+    assert await stored_text(path, sid) == ""  # nothing of it was committed to the database
+    assert len(list(Path(agent_data_dir).glob("store-test-agent.sqlite3.journal-*"))) >= 1
+    async with spawn_agent(STORE_AGENT) as second:
+        view = await replayed(second, sid, cwd)
+        assert list(view.messages().values()) == ["first", "second", "third"]
+        assert view.state == "idle"
+    assert "third" in await stored_text(path, sid)
+
+
 async def test_cut_turn_replays_up_to_the_flush_bound_and_ends(tmp_path: Path) -> None:
     cwd = str(tmp_path)
     async with spawn_agent(STORE_AGENT, check=False) as first:

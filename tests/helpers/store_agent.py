@@ -3,7 +3,7 @@
 ``child`` leaves a detached subagent working (with a terminal of its own) after the turn;
 ``title T`` sets the session title; anything else is echoed. ``ACP_TEST_AGENT_NAME`` names it
 (the name picks its SQLite file) and ``ACP_TEST_BUSY_TIMEOUT`` how long its saves wait for a
-locked file; with ``ACP_TEST_PG_DSN`` it keeps its sessions in that PostgreSQL database instead."""
+locked file, ``ACP_TEST_COMMIT_DELAY`` how long its journaled saves wait for their commit; with ``ACP_TEST_PG_DSN`` it keeps its sessions in that PostgreSQL database instead."""
 
 from __future__ import annotations
 
@@ -61,4 +61,8 @@ if __name__ == "__main__":
     else:
         store = SqliteStore.for_agent(StoreAgent.name)
         store.busy_timeout = float(os.environ.get("ACP_TEST_BUSY_TIMEOUT", store.busy_timeout))
+        if "ACP_TEST_COMMIT_DELAY" in os.environ:
+            import acp_agent.store.sqlite
+
+            acp_agent.store.sqlite.COMMIT_DELAY = float(os.environ["ACP_TEST_COMMIT_DELAY"])
         run_stdio(StoreAgent(), store=store)

@@ -44,7 +44,8 @@ from acp_agent.store import (
     StoreUnusableError,
     data_dir,
 )
-from acp_agent.store.sqlite import INLINE_CHECKPOINT
+import acp_agent.store.sqlite as sqlite_module
+from acp_agent.store.journal import Journal, decode_line, encode_line, orphans
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
 
@@ -273,12 +274,30 @@ async def test_sqlite_refuses_newer_schema_and_corrupt_files(tmp_path: Path) -> 
     assert corrupt.read_bytes() == b"\x00garbage" * 1000
 
 
-async def test_sqlite_small_saves_commit_on_the_loop_and_wait_in_a_thread_when_locked(
+def committed_texts(path: Path, sid: str) -> list[str]:
+    """The agent messages of ``sid`` committed to the file, read by another connection."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT item FROM history WHERE session_id = ? AND kind = 'AgentMessage' ORDER BY seq",
+                          (sid,)).fetchall()
+    return [json.loads(bytes(item))["content"][0]["text"] for (item,) in rows]
+
+
+def journal_lines(path: Path) -> list[bytes]:
+    """Every line of every journal file of the database ``path``."""
+    return [line for file in sorted(path.parent.glob(f"{path.name}.journal-*"))
+            for line in file.read_bytes().splitlines()]
+
+
+def say(record: SessionRecord, text: str) -> None:
+    record.history.record(AgentMessage(message_id=f"m_{text.replace(' ', '_')}", content=[TextContent(text=text)]))
+
+
+async def test_sqlite_small_saves_are_journaled_then_committed_in_a_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=5.0)
+    monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 3600.0)  # the committer waits: the journal holds them
+    store = SqliteStore(tmp_path / "a.sqlite3")
     record = sample_record()
-    await store.save(record)  # the first save opens the file (in a thread)
     threaded: list[str] = []
     real_in_thread = SqliteStore.in_thread
 
@@ -287,43 +306,171 @@ async def test_sqlite_small_saves_commit_on_the_loop_and_wait_in_a_thread_when_l
         return await real_in_thread(self, func, *args)
 
     monkeypatch.setattr(SqliteStore, "in_thread", spy)
-    record.history.record(AgentMessage(message_id="m_inline", content=[TextContent(text="kept")]))
-    await store.save(record)
-    assert threaded == []  # a small save: committed inline, no worker thread
-    # Another process holds the write lock: the inline commit does not wait, a worker thread does.
-    other = sqlite3.connect(store.path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")
-    record.history.record(AgentMessage(message_id="m_waited", content=[TextContent(text="also kept")]))
-
-    async def release_soon() -> None:
-        await anyio.sleep(0.2)
-        other.execute("COMMIT")
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(release_soon)
-        await store.save(record)
-    other.close()
-    assert threaded == ["_save"]
-    # After INLINE_CHECKPOINT inline saves, the next one goes to a thread (which checkpoints the WAL).
+    await store.open()
     threaded.clear()
-    store._inline_saves = INLINE_CHECKPOINT
-    record.touch()
+    for text in ("one", "two", "three"):
+        say(record, text)
+        await store.save(record)
+    assert threaded == []  # no worker thread, no commit on the way to the turn's idle
+    assert committed_texts(store.path, record.session_id) == []
+    lines = journal_lines(store.path)
+    assert len(lines) == 3 and decode_line(lines[0])[1] is not None  # the first names the session row
+    assert all(decode_line(line)[1] is None for line in lines[1:])  # unchanged rows are left out
+    # This store object reads what it saved: a listing or a load commits the pending saves first.
+    assert [s.session_id for s in await store.list_sessions()] == [record.session_id]
+    assert committed_texts(store.path, record.session_id)[-3:] == ["one", "two", "three"]
+    assert journal_lines(store.path) == []  # committed saves leave the journal
+    say(record, "four")
     await store.save(record)
-    assert threaded == ["_save"] and store._inline_saves == 0
+    await store.sync()  # a session leaving memory: committed at once
+    assert committed_texts(store.path, record.session_id)[-1] == "four" and journal_lines(store.path) == []
     # Metadata that did not change is not written again; a change is.
     with sqlite3.connect(store.path) as db:
         db.execute("UPDATE sessions SET title = 'marker' WHERE session_id = ?", (record.session_id,))
-    record.history.record(AgentMessage(message_id="m_rows_only", content=[TextContent(text="rows only")]))
+    say(record, "rows only")
     await store.save(record)
     assert [s.title for s in await store.list_sessions()] == ["marker"]
     record.title = "Renamed"
     await store.save(record)
     assert [s.title for s in await store.list_sessions()] == ["Renamed"]
     await store.close()
-    loaded = await SqliteStore(store.path).load(record.session_id)
-    assert loaded is not None
-    texts = [item.content[0].text for item in loaded.history.replay() if isinstance(item, AgentMessage)]
-    assert texts[-3:] == ["kept", "also kept", "rows only"]
+    assert list(tmp_path.glob("a.sqlite3.journal-*")) == []  # a clean close leaves no journal file
+
+
+async def test_sqlite_committer_thread_commits_without_a_read(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "a.sqlite3")
+    record = sample_record()
+    say(record, "alone")
+    await store.save(record)
+    with anyio.fail_after(10):
+        while committed_texts(store.path, record.session_id)[-1:] != ["alone"]:
+            await anyio.sleep(0.01)
+    with anyio.fail_after(10):
+        while journal_lines(store.path):
+            await anyio.sleep(0.01)
+    await store.close()
+
+
+async def test_sqlite_a_big_save_commits_before_it_returns(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "a.sqlite3")
+    record = sample_record()
+    await store.open()
+    say(record, "x" * (sqlite_module.JOURNAL_BYTES + 1))
+    await store.save(record)
+    assert len(committed_texts(store.path, record.session_id)[-1]) == sqlite_module.JOURNAL_BYTES + 1
+    assert journal_lines(store.path) == []
+    await store.close()
+
+
+SAVE_AND_DIE = """
+import os, sys, anyio
+import acp_agent.store.sqlite as sqlite_module
+from acp_agent import AgentMessage, TextContent
+from acp_agent.records import SessionRecord
+from acp_agent.store import SqliteStore
+
+sqlite_module.COMMIT_DELAY = 3600.0
+
+async def main() -> None:
+    store = SqliteStore(sys.argv[1])
+    record = SessionRecord(session_id="sess_dies", cwd="/tmp")
+    for text in ("before", "the", "kill"):
+        record.history.record(AgentMessage(message_id="m_" + text, content=[TextContent(text=text)]))
+        await store.save(record)
+    os._exit(0)  # no close, no commit: as after SIGKILL
+
+anyio.run(main)
+"""
+
+
+async def test_sqlite_journal_of_a_process_that_died_is_committed_by_the_next(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "a.sqlite3"
+    await anyio.to_thread.run_sync(lambda: subprocess.run([sys.executable, "-c", SAVE_AND_DIE, str(path)],
+                                                           check=True, timeout=60))
+    assert committed_texts(path, "sess_dies") == [] and len(journal_lines(path)) == 3
+    store = SqliteStore(path)
+    record = await store.load("sess_dies")
+    assert record is not None
+    assert [i.content[0].text for i in record.history.replay() if isinstance(i, AgentMessage)] == [
+        "before", "the", "kill"]
+    assert journal_lines(path) == [] and list(tmp_path.glob("a.sqlite3.journal-*")) == [
+        f for f in tmp_path.glob("a.sqlite3.journal-*") if store._file is not None and f == store._file.path]
+    await store.close()
+
+
+async def test_sqlite_a_live_journal_is_left_alone_and_a_cut_line_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 3600.0)
+    path = tmp_path / "a.sqlite3"
+    writer, reader = SqliteStore(path), SqliteStore(path)
+    record = sample_record()
+    say(record, "pending")
+    await writer.save(record)
+    with orphans(path) as found:
+        assert found == []  # a live store's journal is locked: never taken for an ended process's
+    assert committed_texts(path, record.session_id) == [] and len(journal_lines(path)) == 1
+    # Store objects of one process on one file read what the others saved (committed first).
+    assert [s.session_id for s in await reader.list_sessions()] == [record.session_id]
+    assert journal_lines(path) == []
+    # A file left by a process that died mid-write: whole lines are committed, the cut one is not.
+    other = SessionRecord(session_id=new_session_id(), cwd="/elsewhere")
+    say(other, "whole")
+    whole = encode_line((other.session_id, (other.session_id, "/elsewhere", None, other.created_at,
+                                            other.updated_at, 0, "{}", "{}"),
+                         False, [(other.session_id, 0, "AgentMessage",
+                                  b'{"sessionUpdate":"agent_message","messageId":"m_w",'
+                                  b'"content":[{"type":"text","text":"whole"}]}')], []))
+    (tmp_path / "a.sqlite3.journal-1-dead-00000001").write_bytes(whole + whole[:20])
+    loaded = await reader.load(other.session_id)
+    assert loaded is not None and [i.content[0].text for i in loaded.history.replay()  # type: ignore[union-attr]
+                                   ] == ["whole"]
+    assert not (tmp_path / "a.sqlite3.journal-1-dead-00000001").exists()
+    await writer.close()
+    await reader.close()
+
+
+async def test_sqlite_a_failed_batch_stays_in_the_journal_and_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 0.01)
+    monkeypatch.setattr(sqlite_module, "RETRY_DELAY", 0.05)
+    store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=0.05)
+    record = sample_record()
+    await store.open()
+    locker = sqlite3.connect(store.path, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    say(record, "while locked")
+    await store.save(record)  # journaled: the turn does not wait for the lock
+    with anyio.fail_after(10):
+        while "stay in the journal" not in caplog.text:
+            await anyio.sleep(0.01)
+    assert len(journal_lines(store.path)) == 1
+    locker.execute("ROLLBACK")
+    locker.close()
+    with anyio.fail_after(10):
+        while committed_texts(store.path, record.session_id)[-1:] != ["while locked"]:
+            await anyio.sleep(0.02)
+    await store.close()
+    assert list(tmp_path.glob("a.sqlite3.journal-*")) == []
+
+
+def test_journal_lines_round_trip(tmp_path: Path) -> None:
+    save = ("sess_x", ("sess_x", "/tmp", None, "c", "u", 0, "{}", "{}"), True,
+            [("sess_x", 3, "AgentMessage", rb'{"a": [1, "\u00e9\n"]}')], [1, 2])
+    sid, columns, full, rows, removed = decode_line(encode_line(save))
+    assert (sid, columns, full, removed) == save[:3] + ([1, 2],)
+    assert [(r[0], r[1], r[2], json.loads(r[3])) for r in rows] == [("sess_x", 3, "AgentMessage", {"a": [1, "é\n"]})]
+    journal = Journal(tmp_path / "db.sqlite3")
+    first, second = journal.start(), journal.start()
+    assert first.path.name < second.path.name and not list(tmp_path.glob(".*.new"))
+    first.append(b"line\n")
+    first.discard()
+    second.discard()
+    assert list(tmp_path.iterdir()) == []
 
 
 async def test_sqlite_writes_an_entry_as_it_was_sent(tmp_path: Path) -> None:
