@@ -238,14 +238,15 @@ class SqliteStore(SessionStore):
 
     async def close(self) -> None:
         """Commit what is pending and close the file (it opens again on next use)."""
-        committer, self._committer = self._committer, None
-        if committer is not None:
-            self._halt.set()
-            self._wake.set()
-            await anyio.to_thread.run_sync(committer.join)
-            self._halt.clear()
-        if self._db is not None:
-            await self.in_thread(self._close)
+        with anyio.CancelScope(shield=True):  # never left half-closed
+            committer, self._committer = self._committer, None
+            if committer is not None:
+                self._halt.set()
+                self._wake.set()
+                await anyio.to_thread.run_sync(committer.join)
+                self._halt.clear()
+            if self._db is not None:
+                await self.in_thread(self._close)
 
     def _close(self) -> None:
         db = self._db
