@@ -51,8 +51,6 @@ class SessionRecord:
     """[unstable] The client's system prompt for the session, if it gave one."""
     deleted: bool = False
     """Set once ``session/delete`` removed the session: stores no longer write it."""
-    stored: bool = False
-    """Whether the connection's store holds a version of it (it was saved or loaded)."""
 
     def touch(self) -> None:
         """Note activity now (``updatedAt``)."""

@@ -440,7 +440,7 @@ class AgentRuntime:
         if len(page) > LIST_PAGE_SIZE:
             fields["next_cursor"] = _encode_cursor(start + LIST_PAGE_SIZE)
         else:  # the last page: closed sessions whose save failed and that the store never had
-            fields["sessions"] += [_info(s) for s in self.keeper.unstored(request.cwd, archived)]
+            fields["sessions"] += [_info(s) for s in await self.keeper.unstored(request.cwd, archived)]
         return ListSessionsResponse(**fields)
 
     async def close_all(self) -> None:

@@ -102,7 +102,6 @@ class RecordKeeper:
         except Exception:
             logger.exception("acp: saving session %s failed", record.session_id)
         else:
-            record.stored = True
             return True
         return False
 
@@ -162,8 +161,6 @@ class RecordKeeper:
             return held  # closed, so already finalized; its save is retried once it is closed again
         store = await self.ready()
         record = await store.load(session_id, terminal_tail=self._terminal_tail)
-        if record is not None:
-            record.stored = True
         if record is not None and store.durable:
             ended = finalize_live_items(record.history)
             if ended:
@@ -180,10 +177,19 @@ class RecordKeeper:
         store = await self.ready()
         return await store.delete(session_id) or held is not None
 
-    def unstored(self, cwd: str | None, archived: bool | None = None) -> list[StoredSession]:
+    async def unstored(self, cwd: str | None, archived: bool | None = None) -> list[StoredSession]:
         """Held sessions the store has no version of (they go after the last stored one in a listing)."""
-        return [StoredSession.of(r) for r in self._held.values()
-                if not r.stored and cwd in (None, r.cwd) and archived in (None, r.archived)]
+        found: list[StoredSession] = []
+        for record in list(self._held.values()):
+            if cwd not in (None, record.cwd) or archived not in (None, record.archived):
+                continue
+            try:
+                known = await self.store.find(record.session_id)
+            except StoreError:
+                known = None
+            if known is None:
+                found.append(StoredSession.of(record))
+        return found
 
     async def list(self, cwd: str | None, offset: int, limit: int, archived: bool | None = None) -> list[StoredSession]:
         """A page of stored sessions (see :meth:`SessionStore.list_sessions`)."""

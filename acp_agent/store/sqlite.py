@@ -91,7 +91,7 @@ _UPSERT: Final = (
 
 JOURNAL_BYTES: Final = 256 * 1024
 """Most bytes of history rows a journaled save may hold; a bigger one commits at once in a worker thread."""
-COMMIT_DELAY: Final = 0.02
+COMMIT_DELAY: Final = 0.1
 """Seconds the committer thread gathers journaled saves before committing them in one transaction."""
 RETRY_DELAY: Final = 1.0
 """Seconds before the committer thread retries a commit that failed (doubling up to a minute)."""
