@@ -124,9 +124,6 @@ class SqliteStore(SessionStore):
         self.busy_timeout = busy_timeout
         """Seconds a write waits for another process's write before it fails."""
         self._db: sqlite3.Connection | None = None
-        # The metadata row last written per session: a save whose metadata did not change (most
-        # saves: ``updatedAt`` has whole seconds) writes only history rows, half the cost.
-        self._written: dict[str, tuple[Any, ...]] = {}
         # Saves not committed yet, in order. Each journaled one has its line in ``_file`` (or, after
         # a failed commit, in a ``_stale`` file): both change only under ``_pending_lock``.
         self._pending: list[Save] = []
@@ -136,7 +133,7 @@ class SqliteStore(SessionStore):
         self._file_used = False  # whether ``_file`` holds lines
         self._spare: JournalFile | None = None  # the next ``_file``, made outside the lock
         self._stale: list[JournalFile] = []  # earlier files whose saves a failed commit left pending
-        self._journaled: dict[str, tuple[Any, ...]] = {}  # the row last journaled per session (event loop only)
+        self._journaled: dict[str, tuple[Any, ...]] = {}  # the row last journaled per session, in this file
         self._committer: threading.Thread | None = None
         self._wake = threading.Event()  # saves are pending
         self._halt = threading.Event()  # the committer stops
@@ -265,7 +262,6 @@ class SqliteStore(SessionStore):
                 os.close(file.fd)  # unlocked: the next open replays it
             else:
                 file.discard()
-        self._written.clear()
         self._journaled.clear()
         self._db = None
         if db is not None:
@@ -392,6 +388,7 @@ class SqliteStore(SessionStore):
             rotated: JournalFile | None = None
             if (self._file_used or self._file is None) and spare is not None:
                 rotated, self._file, self._file_used, spare = self._file, spare, False, None
+                self._journaled.clear()  # a new file names each session's row again (memory stays bounded)
         self._spare = spare
         try:
             self._apply(db, batch)
@@ -412,11 +409,12 @@ class SqliteStore(SessionStore):
 
         try:
             db.execute("BEGIN IMMEDIATE")
+            written: dict[str, tuple[Any, ...]] = {}  # a batch writes each session's row once unless it changed
             try:
                 for sid, columns, full, rows, removed in saves:
-                    if columns is not None and (full or self._written.get(sid) != columns):
+                    if columns is not None and (full or written.get(sid) != columns):
                         db.execute(_UPSERT, columns)
-                        self._written[sid] = columns
+                        written[sid] = columns
                     if full:
                         db.execute("DELETE FROM history WHERE session_id = ?", (sid,))
                     elif removed:
@@ -426,8 +424,6 @@ class SqliteStore(SessionStore):
                                    rows)
                 db.execute("COMMIT")
             except BaseException:
-                for save in saves:
-                    self._written.pop(save[0], None)
                 db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
@@ -508,7 +504,6 @@ class SqliteStore(SessionStore):
         import sqlite3
 
         db = self._settle(True)
-        self._written.pop(session_id, None)
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
