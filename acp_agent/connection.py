@@ -631,13 +631,15 @@ def _binder(method: Method) -> Callable[..., Any]:
             call.immediate = Reply(parsed)  # no handler: the prepared value is the answer
         else:
             call.thunk = lambda: handler(parsed)
-        return Success(None)
+        return _SUCCESS
 
     # jsonrpcserver checks every call against the handler's signature; a precomputed
     # signature spares it re-inspecting the function each time (about half its cost).
     bind.__signature__ = _BIND_SIGNATURE  # type: ignore[attr-defined]
     return bind
 
+
+_SUCCESS: Final = Success(None)  # what every bound method returns (immutable: made once)
 
 _BIND_SIGNATURE: Final = inspect.Signature(
     [

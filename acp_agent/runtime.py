@@ -474,8 +474,9 @@ class AgentRuntime:
         job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes
-            # it once the answer is queued (R52, R53).
-            return Reply(PromptResponse(message_id=job.message_id), job.answered.set)
+            # it once the answer is queued (R52, R53). The answer is the dict a PromptResponse
+            # with our own id serializes to (no model to build on the reader's step).
+            return Reply({"messageId": job.message_id}, job.answered.set)
         return core, job
 
     async def _await_insertion(self, queued: tuple[SessionCore, ForegroundJob]) -> PromptResponse:

@@ -23,10 +23,18 @@ from pydantic import BaseModel
 from .errors import SessionClosedError
 from .framing import Writer
 from .history import History
+from .schema import AgentMessage, AgentThought, TextContent, UserMessage
 
 __all__ = ["SessionSink"]
 
 _TEXT_TAIL: Final = b"}}}}\n"
+_PLAIN_HEADS: Final[dict[type[BaseModel], bytes]] = {
+    UserMessage: b'{"sessionUpdate":"user_message","messageId":',
+    AgentMessage: b'{"sessionUpdate":"agent_message","messageId":',
+    AgentThought: b'{"sessionUpdate":"agent_thought","messageId":',
+}
+_MESSAGE_FIELDS: Final = frozenset({"session_update", "message_id", "content"})
+_TEXT_FIELDS: Final = frozenset({"type", "text"})
 _OUTPUT_TAIL: Final = b'"}}}\n'
 
 
@@ -99,7 +107,9 @@ class SessionSink:
         The history keeps the serialized update too, so a store writes those bytes instead of
         serializing it again.
         """
-        body = update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
+        body = _plain_message(update)
+        if body is None:
+            body = update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
         self.history.record(update, body)
         return self.prefix + body + b"}}\n"
 
@@ -162,3 +172,23 @@ class SessionSink:
     async def backpressure(self) -> None:
         """Wait while the client is behind on reading (bounded output queue)."""
         await self._writer.backpressure()
+
+
+def _plain_message(update: BaseModel) -> bytes | None:
+    """The JSON of a whole message of plain text only (no ``_meta``, no annotations, no extra keys), else ``None``.
+
+    The same JSON the model serializes to, written by ``orjson`` (the echo of a text prompt and ``say()``
+    of a string: most messages).
+    """
+    head = _PLAIN_HEADS.get(type(update))
+    if head is None or update.__pydantic_fields_set__ != _MESSAGE_FIELDS or update.__pydantic_extra__:
+        return None
+    texts = []
+    for block in update.content:  # type: ignore[attr-defined]
+        if type(block) is not TextContent or block.__pydantic_fields_set__ != _TEXT_FIELDS or block.__pydantic_extra__:
+            return None
+        texts.append({"type": "text", "text": block.text})
+    try:
+        return head + orjson.dumps(update.message_id) + b',"content":' + orjson.dumps(texts) + b"}"  # type: ignore[attr-defined]
+    except orjson.JSONEncodeError:
+        return None  # a lone surrogate: the model's serializer has the say

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from .errors import ErrorCode, RequestError, SessionClosedError
@@ -48,8 +49,8 @@ class Signal:
 
     __slots__ = ("_event", "_set")
 
-    def __init__(self) -> None:
-        self._set = False
+    def __init__(self, raised: bool = False) -> None:
+        self._set = raised
         self._event: anyio.Event | None = None
 
     def set(self) -> None:
@@ -110,17 +111,17 @@ class Turns:
         self._end_items = end_items
         self._touched = touched
         self._jobs: deque[ForegroundJob] = deque()
-        self._event: Callable[[], anyio.Event] = anyio.Event  # the backend's Event class, once run() runs
         self._job_ready = anyio.Event()
+        # The backend's CancelScope class, once run() runs: anyio.CancelScope() looks the backend up at every call.
+        self._scope: Callable[..., anyio.CancelScope] = anyio.CancelScope
         self.scope: anyio.CancelScope | None = None
         """The cancel scope of the foreground work running now."""
-        self._done = anyio.Event()
-        self._done.set()
+        # Flags, not events: renewed at every job, and rarely waited on (closing, wind-down).
+        self._done = Signal(True)
         self.active = False
         """True while a job is between its start and its ``idle``."""
         self._cancelled_late = False  # session/cancel arrived while that job was finishing up
-        self._idle = anyio.Event()
-        self._idle.set()
+        self._idle = Signal(True)
         self.blocked = 0
         """Foreground requests to the user in flight (``requires_action`` while > 0)."""
         self.refusing: str | None = None
@@ -151,16 +152,16 @@ class Turns:
     async def wait_idle(self) -> None:
         """Wait until no foreground work runs or waits."""
         while not self.quiet:
-            await self._idle.wait()
+            await _wait(self._idle)
 
     async def wait_done(self) -> None:
         """Wait until the running job (if any) has reported its ``idle``."""
-        await self._done.wait()
+        await _wait(self._done)
 
     async def wait_drained(self) -> None:
         """Wait until no job is active or queued."""
         while self.active or self._jobs:
-            await self._done.wait()
+            await _wait(self._done)
             await anyio.sleep(0)
 
     # -- state -----------------------------------------------------------------------------
@@ -176,7 +177,7 @@ class Turns:
         if quiet and not self._idle.is_set():
             self._idle.set()
         elif not quiet and self._idle.is_set():
-            self._idle = self._event()
+            self._idle = Signal()
 
     # -- queueing --------------------------------------------------------------------------
 
@@ -248,7 +249,8 @@ class Turns:
         """The session's worker: runs queued foreground jobs one at a time until cancelled."""
         self.tg = task_group
         # Made once: anyio.Event() looks the backend up at every call, and every job renews events.
-        new_event = self._event = type(anyio.Event())
+        new_event = type(anyio.Event())
+        self._scope = type(anyio.CancelScope())
         while True:
             while not self._jobs:
                 await self._job_ready.wait()
@@ -258,10 +260,10 @@ class Turns:
     async def _run_job(self, job: ForegroundJob) -> None:
         self.active = True
         self._cancelled_late = False
-        self._done = self._event()
+        self._done = Signal()
         self.last_start = len(self._sink.history)
         self.prompt_meta, self.usage = job.meta, None
-        scope = self.scope = anyio.CancelScope()
+        scope = self.scope = self._scope()
         token = FOREGROUND.set(self)
         stop: StopReason | None = None
         error: Error | None = None
@@ -293,7 +295,7 @@ class Turns:
             FOREGROUND.reset(token)
             self.scope = None
             self.blocked = 0
-            with anyio.CancelScope(shield=True):
+            with self._scope(shield=True):
                 await self._end_items(stop or "cancelled")
             if self._cancelled_late:
                 stop, error = "cancelled", None
@@ -329,6 +331,14 @@ class Turns:
         if self.active and self._state.state != "idle":
             logger.warning("acp: foreground work of session %s ignored its cancellation", self._session_id)
             self.set_state("idle", "cancelled")
+
+
+async def _wait(flag: Signal) -> None:
+    """Wait for ``flag``, with a checkpoint even if it is raised (as ``anyio.Event.wait`` has)."""
+    if flag.is_set():
+        await anyio.lowlevel.checkpoint()
+    else:
+        await flag.wait()
 
 
 def _checked_stop_reason(stop: Any) -> StopReason | None:

@@ -1,4 +1,5 @@
-"""The way out to the client: the Writer's direct writes, the stdio descriptors (framing.py, stdio.py)."""
+"""The way out to the client: the Writer's direct writes, the stdio descriptors, message framing (framing.py,
+stdio.py, sink.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from typing import Any
 import anyio
 import pytest
 from anyio.abc import ByteSendStream
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_agent.framing import DIRECT_WRITE_BYTES, Writer
+from acp_agent.history import History
+from acp_agent.schema.base import to_json
 from acp_agent.stdio import FdReceiveStream, FdSendStream
 
 pytestmark = pytest.mark.anyio
@@ -207,3 +212,41 @@ async def test_only_a_write_now_that_reports_bytes_written_is_used() -> None:
     writer.send_nowait(b"once\n")
     writer.flush_now()  # write_now said nothing about what it took: the queue keeps it for the writer task
     assert writer.queued_bytes == len(b"once\n")
+
+
+_PLAIN_TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]))  # lone surrogates: no JSON at all
+
+
+@settings(max_examples=200, deadline=None)
+@given(message_id=_PLAIN_TEXT, texts=st.lists(_PLAIN_TEXT, max_size=3),
+       kind=st.sampled_from(["user", "agent", "thought"]))
+def test_a_plain_text_message_is_framed_to_the_bytes_its_model_serializes_to(
+    message_id: str, texts: list[str], kind: str
+) -> None:
+    from acp_agent.schema import AgentMessage, AgentThought, TextContent, UserMessage
+    from acp_agent.sink import _plain_message
+
+    cls = {"user": UserMessage, "agent": AgentMessage, "thought": AgentThought}[kind]
+    message = cls(message_id=message_id, content=[TextContent(text=t) for t in texts])
+    assert _plain_message(message) == to_json(message)
+
+
+def test_anything_but_plain_text_is_left_to_the_model() -> None:
+    from acp_agent.schema import AgentMessage, ImageContent, TextContent
+    from acp_agent.sink import SessionSink, _plain_message
+
+    text = TextContent(text="x")
+    others = [
+        AgentMessage(message_id="m", content=[text], meta={"k": 1}),  # _meta
+        AgentMessage(message_id="m", content=[TextContent(text="x", annotations={"priority": 1})]),
+        AgentMessage(message_id="m", content=[TextContent(text="x", extra_key=1)]),  # type: ignore[call-arg]
+        AgentMessage(message_id="m", content=[text], vendor=True),  # type: ignore[call-arg]
+        AgentMessage(message_id="m", content=[text, ImageContent(data="AA==", mime_type="image/png")]),
+        AgentMessage(message_id="m", content=[TextContent(text="\ud800")]),  # a lone surrogate
+    ]
+    for message in others:
+        assert _plain_message(message) is None
+    sink = SessionSink(Recording(), "s1", History())  # type: ignore[arg-type]
+    for message in others[:-1]:  # what the model serializes is what is sent and kept
+        line = sink.record(message)
+        assert line.endswith(to_json(message) + b"}}\n")
