@@ -136,6 +136,7 @@ class SqliteStore(SessionStore):
         self._file_used = False  # whether ``_file`` holds lines
         self._spare: JournalFile | None = None  # the next ``_file``, made outside the lock
         self._stale: list[JournalFile] = []  # earlier files whose saves a failed commit left pending
+        self._loose = 0  # pending saves (or being committed) in no journal file: while any, none is journaled
         self._journaled: dict[str, tuple[Any, ...]] = {}  # the row last journaled per session (event loop only)
         self._committer: threading.Thread | None = None
         self._wake = threading.Event()  # saves are pending
@@ -260,6 +261,7 @@ class SqliteStore(SessionStore):
             files = [*self._stale, *(f for f in (self._file, self._spare) if f is not None)]
             kept = bool(self._pending)
             self._pending, self._stale, self._file, self._spare, self._file_used = [], [], None, None, False
+            self._loose = 0
         for file in files:
             if kept:
                 os.close(file.fd)  # unlocked: the next open replays it
@@ -304,11 +306,12 @@ class SqliteStore(SessionStore):
             return
         with self._pending_lock:
             self._pending.append(save)
+            self._loose += 1
         await self.in_thread(self._commit_open)  # from here on the save is queued: a failure retries it later
 
     async def sync(self) -> None:
         """Commit the saves still in the journal (a session leaving this process: others see it at once)."""
-        if self._pending:
+        if self._db is not None:  # also when pending is empty: the committer thread may be committing them
             await self.in_thread(self._commit_open)
 
     async def _read_prepared(self) -> None:
@@ -327,7 +330,7 @@ class SqliteStore(SessionStore):
         line = encode_line((sid, None, full, rows, removed) if self._journaled.get(sid) == columns else save)
         with self._pending_lock:
             file = self._file
-            if file is None:
+            if file is None or self._loose:  # an earlier save is in no journal: this one must not land before it
                 return False
             try:
                 file.append(line)
@@ -389,8 +392,10 @@ class SqliteStore(SessionStore):
         spare = self._spare or self._new_file()
         with self._pending_lock:
             batch, self._pending = self._pending, []
+            loose = self._loose  # all in the batch; they count until committed
+            stale, self._stale = self._stale, []  # files that fail from now on hold saves not in this batch
             rotated: JournalFile | None = None
-            if (self._file_used or self._file is None) and spare is not None:
+            if self._file_used or self._file is None:  # without a spare, saves commit at once until one is made
                 rotated, self._file, self._file_used, spare = self._file, spare, False, None
         self._spare = spare
         try:
@@ -398,12 +403,13 @@ class SqliteStore(SessionStore):
         except BaseException:
             with self._pending_lock:
                 self._pending[:0] = batch
+                self._stale[:0] = stale
                 if rotated is not None:
                     self._stale.append(rotated)
             raise
         with self._pending_lock:
-            done, self._stale = self._stale, []
-        for file in (*done, *([rotated] if rotated is not None else [])):
+            self._loose -= loose
+        for file in (*stale, *([rotated] if rotated is not None else [])):
             file.discard()
 
     def _apply(self, db: sqlite3.Connection, saves: list[Save]) -> None:
@@ -440,15 +446,22 @@ class SqliteStore(SessionStore):
         A commit that fails raises only if ``needed`` (``True``: always; a session id: if it concerns that
         session); otherwise the file is left for a later read.
         """
+        failed: dict[str, StoreError] = {}  # owners a file of which failed: their later files wait for it
         with orphans(self.path) as found:
             for path, saves in found:
+                owner = path.name.rpartition("-")[0]
                 if saves:
                     try:
+                        if owner in failed:
+                            raise failed[owner]
                         self._apply(db, saves)
                     except StoreError as exc:
                         if _concerns(saves, needed):
                             raise
-                        logger.warning("acp: %s (saves left by an agent process that stopped; retried later)", exc)
+                        if owner not in failed:
+                            logger.warning("acp: %s (saves left by an agent process that stopped; retried later)",
+                                           exc)
+                        failed[owner] = exc
                         continue
                     logger.info("acp: committed %d save(s) an agent process left in the journal %s", len(saves),
                                 path.name)
