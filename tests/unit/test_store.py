@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+import acp_agent.store.sqlite as sqlite_module
 from acp_agent import AgentMessage, RequestError, Session, ToolCallUpdate, UserMessage
 from acp_agent.history import CHILD_GONE, History, finalize_live_items
 from acp_agent.ids import new_session_id
@@ -44,7 +45,6 @@ from acp_agent.store import (
     StoreUnusableError,
     data_dir,
 )
-import acp_agent.store.sqlite as sqlite_module
 from acp_agent.store.journal import Journal, decode_line, encode_line, orphans
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
@@ -462,7 +462,7 @@ def test_journal_lines_round_trip(tmp_path: Path) -> None:
     save = ("sess_x", ("sess_x", "/tmp", None, "c", "u", 0, "{}", "{}"), True,
             [("sess_x", 3, "AgentMessage", rb'{"a": [1, "\u00e9\n"]}')], [1, 2])
     sid, columns, full, rows, removed = decode_line(encode_line(save))
-    assert (sid, columns, full, removed) == save[:3] + ([1, 2],)
+    assert (sid, columns, full, removed) == (*save[:3], [1, 2])
     assert [(r[0], r[1], r[2], json.loads(r[3])) for r in rows] == [("sess_x", 3, "AgentMessage", {"a": [1, "é\n"]})]
     journal = Journal(tmp_path / "db.sqlite3")
     first, second = journal.start(), journal.start()
