@@ -13,7 +13,8 @@ of history, as after a typical turn) is written to the store's journal
 saves that follow it within :data:`COMMIT_DELAY` seconds, in one transaction, by the committer
 thread; so the end of a turn does not wait for a commit and the crash contract holds. A bigger
 save, or any save where journals cannot be used (no ``flock``, a journal that could not be
-written), commits at once in a worker thread. Everything this store object saved is committed
+written), commits at once in a worker thread, and so does a save behind such a save still uncommitted
+(a journaled one would land first after a kill). Everything this store object saved is committed
 before it loads, lists, finds or deletes (so it reads what it wrote), and by :meth:`SqliteStore.sync`
 and :meth:`SqliteStore.close`; journals left by a process that ended are replayed on those reads
 and when the file is opened.

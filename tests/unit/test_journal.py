@@ -19,7 +19,7 @@ import acp_agent.store.sqlite as sqlite_module
 from acp_agent import AgentMessage, TextContent
 from acp_agent.records import SessionRecord
 from acp_agent.store import SqliteStore, StoreError
-from acp_agent.store.journal import Journal, JournalFile, decode_line
+from acp_agent.store.journal import Journal, JournalFile, decode_line, orphans
 
 pytestmark = pytest.mark.anyio
 
@@ -258,3 +258,46 @@ async def test_a_journal_is_not_replayed_ahead_of_an_earlier_one_that_failed(
     assert [i.content[0].text for i in loaded.history.replay()] == ["one", "two"]  # type: ignore[union-attr]
     await reader.close()
     assert list(tmp_path.glob("a.sqlite3.journal-*")) == []
+
+
+async def test_a_load_waits_for_another_process_replaying_the_journal_it_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process is replaying a dead process's journal (its commit waits for the write lock):
+    a load of a session in that journal waits for the replay instead of reading the session without
+    its last turns (which its next saves would then write over)."""
+    import time
+
+    monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 3600.0)
+    path = tmp_path / "a.sqlite3"
+    dying = SqliteStore(path)
+    record = SessionRecord(session_id="sess_replayed", cwd="/w")
+    await dying.save(record)
+    await dying.sync()
+    say(record, "went idle")
+    reader = SqliteStore(path)
+    await reader.open()  # open before the death: its next read finds the journal
+    await dying.save(record)
+    killed(dying)
+    claimed = threading.Event()
+
+    def other_process() -> None:  # what another process's store does when it opens the file
+        replayer = SqliteStore(path)  # never opened: not a sibling the reader would wait for
+        db = sqlite3.connect(path, isolation_level=None)
+        try:
+            with orphans(path) as found:
+                claimed.set()
+                time.sleep(0.5)  # its commit waits for another writer
+                for file, saves in found:
+                    replayer._apply(db, saves)
+                    file.unlink()
+        finally:
+            db.close()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, other_process)
+        await anyio.to_thread.run_sync(claimed.wait, 10)
+        loaded = await reader.load(record.session_id)
+    assert loaded is not None
+    assert [i.content[0].text for i in loaded.history.replay()] == ["went idle"]  # type: ignore[union-attr]
+    await reader.close()
