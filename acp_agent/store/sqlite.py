@@ -346,7 +346,7 @@ class SqliteStore(SessionStore):
         self._journaled[sid] = columns
         if not self._wake.is_set():
             self._wake.set()
-        if self._committer is None:
+        if self._committer is None or not self._committer.is_alive():  # one started during close stopped at once
             self._committer = threading.Thread(target=self._commit_loop, name=f"acp-store-{self.path.name}",
                                                daemon=True)
             self._committer.start()

@@ -301,3 +301,37 @@ async def test_a_load_waits_for_another_process_replaying_the_journal_it_needs(
     assert loaded is not None
     assert [i.content[0].text for i in loaded.history.replay()] == ["went idle"]  # type: ignore[union-attr]
     await reader.close()
+
+
+async def test_a_save_during_close_does_not_leave_the_reopened_store_without_a_committer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save made while ``close`` waits for the committer thread to stop starts one that stops at once;
+    once the store opens again, its journaled saves are still committed by a committer thread."""
+    monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 0.01)
+    store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=10.0)
+    record = SessionRecord(session_id="sess_reopen", cwd="/w")
+    await store.save(record)  # starts the committer thread
+    await store.sync()
+    locker = sqlite3.connect(store.path, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")  # the committer's next commit waits for another writer
+    say(record, "before close")
+    await store.save(record)
+    with anyio.fail_after(10):
+        while store._pending or not store._thread_lock.locked():
+            await anyio.sleep(0.005)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.close)
+        with anyio.fail_after(10):
+            while store._committer is not None:  # close is waiting for the committer thread to stop
+                await anyio.sleep(0.005)
+        say(record, "during close")
+        await store.save(record)
+        locker.execute("ROLLBACK")
+    locker.close()
+    say(record, "after reopening")
+    await store.save(record)  # reopens the file; journaled
+    with anyio.fail_after(10):
+        while committed_texts(store.path, record.session_id)[-1:] != ["after reopening"]:
+            await anyio.sleep(0.01)
+    await store.close()
