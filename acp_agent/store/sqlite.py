@@ -120,8 +120,8 @@ class SqliteStore(SessionStore):
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0) -> None:
         super().__init__()
-        self.path = Path(path)
-        """The database file."""
+        self.path = Path(path).absolute()
+        """The database file (absolute: its journal files are made beside it whatever the process's directory then)."""
         self.busy_timeout = busy_timeout
         """Seconds a write waits for another process's write before it fails."""
         self._db: sqlite3.Connection | None = None

@@ -335,3 +335,27 @@ async def test_a_save_during_close_does_not_leave_the_reopened_store_without_a_c
         while committed_texts(store.path, record.session_id)[-1:] != ["after reopening"]:
             await anyio.sleep(0.01)
     await store.close()
+
+
+async def test_journal_files_stay_beside_a_relative_database_when_the_process_changes_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 3600.0)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "data")
+    store = SqliteStore("a.sqlite3")  # e.g. --store sqlite:a.sqlite3
+    record = SessionRecord(session_id="sess_cwd", cwd="/w")
+    await store.save(record)
+    await store.sync()
+    monkeypatch.chdir(tmp_path / "work")  # the agent moves into a session's directory
+    say(record, "one")
+    await store.save(record)
+    await store.sync()  # a new journal file
+    say(record, "two")
+    await store.save(record)  # journaled: its idle goes out
+    killed(store)
+    assert list((tmp_path / "work").iterdir()) == []
+    loaded = await SqliteStore(tmp_path / "data" / "a.sqlite3").load(record.session_id)
+    assert loaded is not None
+    assert [i.content[0].text for i in loaded.history.replay()] == ["one", "two"]  # type: ignore[union-attr]
