@@ -11,6 +11,8 @@ exclusive ``flock`` on each for as long as it may need it (the lock goes with th
 the saves of a file are committed, the file is deleted: a journal only ever holds saves that may
 not be in the database yet. A file nobody holds a lock on belongs to a process that ended without
 committing it; :func:`orphans` finds those, the store replays them in order and deletes them.
+Processes looking for orphans take turns (an ``flock`` on ``<database file>.journal.lock``), so a
+file found locked is its live owner's, never one another process is replaying right then.
 A last line cut short by the kill (never answered with ``idle``) is ignored.
 """
 
@@ -130,6 +132,23 @@ def _claimed(path: Path) -> Iterator[int | None]:
 
 
 @contextlib.contextmanager
+def _recovering(database: Path) -> Iterator[None]:
+    """Held while looking for orphans: the processes doing so take turns, so a journal locked meanwhile
+    is its live owner's, never one another process is replaying (a read must wait for that replay)."""
+    assert fcntl is not None
+    try:
+        fd = os.open(database.parent / f"{database.name}.journal.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def orphans(database: Path) -> Iterator[list[tuple[Path, list[Save]]]]:
     """The journal files of ``database`` left by processes that ended, with their saves, in the order
     they were written; held (locked) until the block ends. Delete each file once its saves are committed."""
@@ -142,6 +161,8 @@ def orphans(database: Path) -> Iterator[list[tuple[Path, list[Save]]]]:
     except OSError:
         names = []
     with contextlib.ExitStack() as held:
+        if names:
+            held.enter_context(_recovering(database))
         found: list[tuple[Path, list[Save]]] = []
         for path in names:
             fd = held.enter_context(_claimed(path))

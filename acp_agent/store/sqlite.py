@@ -13,7 +13,8 @@ of history, as after a typical turn) is written to the store's journal
 saves that follow it within :data:`COMMIT_DELAY` seconds, in one transaction, by the committer
 thread; so the end of a turn does not wait for a commit and the crash contract holds. A bigger
 save, or any save where journals cannot be used (no ``flock``, a journal that could not be
-written), commits at once in a worker thread. Everything this store object saved is committed
+written), commits at once in a worker thread, and so does a save behind such a save still uncommitted
+(a journaled one would land first after a kill). Everything this store object saved is committed
 before it loads, lists, finds or deletes (so it reads what it wrote), and by :meth:`SqliteStore.sync`
 and :meth:`SqliteStore.close`; journals left by a process that ended are replayed on those reads
 and when the file is opened.
@@ -119,8 +120,8 @@ class SqliteStore(SessionStore):
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0) -> None:
         super().__init__()
-        self.path = Path(path)
-        """The database file."""
+        self.path = Path(path).absolute()
+        """The database file (absolute: its journal files are made beside it whatever the process's directory then)."""
         self.busy_timeout = busy_timeout
         """Seconds a write waits for another process's write before it fails."""
         self._db: sqlite3.Connection | None = None
@@ -133,6 +134,7 @@ class SqliteStore(SessionStore):
         self._file_used = False  # whether ``_file`` holds lines
         self._spare: JournalFile | None = None  # the next ``_file``, made outside the lock
         self._stale: list[JournalFile] = []  # earlier files whose saves a failed commit left pending
+        self._loose = 0  # pending saves (or being committed) in no journal file: while any, none is journaled
         self._journaled: dict[str, tuple[Any, ...]] = {}  # the row last journaled per session, in this file
         self._committer: threading.Thread | None = None
         self._wake = threading.Event()  # saves are pending
@@ -257,6 +259,7 @@ class SqliteStore(SessionStore):
             files = [*self._stale, *(f for f in (self._file, self._spare) if f is not None)]
             kept = bool(self._pending)
             self._pending, self._stale, self._file, self._spare, self._file_used = [], [], None, None, False
+            self._loose = 0
         for file in files:
             if kept:
                 os.close(file.fd)  # unlocked: the next open replays it
@@ -300,11 +303,12 @@ class SqliteStore(SessionStore):
             return
         with self._pending_lock:
             self._pending.append(save)
+            self._loose += 1
         await self.in_thread(self._commit_open)  # from here on the save is queued: a failure retries it later
 
     async def sync(self) -> None:
         """Commit the saves still in the journal (a session leaving this process: others see it at once)."""
-        if self._pending:
+        if self._db is not None:  # also when pending is empty: the committer thread may be committing them
             await self.in_thread(self._commit_open)
 
     async def _read_prepared(self) -> None:
@@ -323,7 +327,7 @@ class SqliteStore(SessionStore):
         line = encode_line((sid, None, full, rows, removed) if self._journaled.get(sid) == columns else save)
         with self._pending_lock:
             file = self._file
-            if file is None:
+            if file is None or self._loose:  # an earlier save is in no journal: this one must not land before it
                 return False
             try:
                 file.append(line)
@@ -338,7 +342,7 @@ class SqliteStore(SessionStore):
         self._journaled[sid] = columns
         if not self._wake.is_set():
             self._wake.set()
-        if self._committer is None:
+        if self._committer is None or not self._committer.is_alive():  # one started during close stopped at once
             self._committer = threading.Thread(target=self._commit_loop, name=f"acp-store-{self.path.name}",
                                                daemon=True)
             self._committer.start()
@@ -385,8 +389,10 @@ class SqliteStore(SessionStore):
         spare = self._spare or self._new_file()
         with self._pending_lock:
             batch, self._pending = self._pending, []
+            loose = self._loose  # all in the batch; they count until committed
+            stale, self._stale = self._stale, []  # files that fail from now on hold saves not in this batch
             rotated: JournalFile | None = None
-            if (self._file_used or self._file is None) and spare is not None:
+            if self._file_used or self._file is None:  # without a spare, saves commit at once until one is made
                 rotated, self._file, self._file_used, spare = self._file, spare, False, None
                 self._journaled.clear()  # a new file names each session's row again (memory stays bounded)
         self._spare = spare
@@ -395,12 +401,13 @@ class SqliteStore(SessionStore):
         except BaseException:
             with self._pending_lock:
                 self._pending[:0] = batch
+                self._stale[:0] = stale
                 if rotated is not None:
                     self._stale.append(rotated)
             raise
         with self._pending_lock:
-            done, self._stale = self._stale, []
-        for file in (*done, *([rotated] if rotated is not None else [])):
+            self._loose -= loose
+        for file in (*stale, *([rotated] if rotated is not None else [])):
             file.discard()
 
     def _apply(self, db: sqlite3.Connection, saves: list[Save]) -> None:
@@ -436,15 +443,22 @@ class SqliteStore(SessionStore):
         A commit that fails raises only if ``needed`` (``True``: always; a session id: if it concerns that
         session); otherwise the file is left for a later read.
         """
+        failed: dict[str, StoreError] = {}  # owners a file of which failed: their later files wait for it
         with orphans(self.path) as found:
             for path, saves in found:
+                owner = path.name.rpartition("-")[0]
                 if saves:
                     try:
+                        if owner in failed:
+                            raise failed[owner]
                         self._apply(db, saves)
                     except StoreError as exc:
                         if _concerns(saves, needed):
                             raise
-                        logger.warning("acp: %s (saves left by an agent process that stopped; retried later)", exc)
+                        if owner not in failed:
+                            logger.warning("acp: %s (saves left by an agent process that stopped; retried later)",
+                                           exc)
+                        failed[owner] = exc
                         continue
                     logger.info("acp: committed %d save(s) an agent process left in the journal %s", len(saves),
                                 path.name)

@@ -3,8 +3,8 @@
 ``child`` leaves a detached subagent working (with a terminal of its own) after the turn;
 ``title T`` sets the session title; anything else is echoed. ``ACP_TEST_AGENT_NAME`` names it
 (the name picks its SQLite file) and ``ACP_TEST_BUSY_TIMEOUT`` how long its saves wait for a
-locked file, ``ACP_TEST_COMMIT_DELAY`` how long its journaled saves wait for their
-commit; with ``ACP_TEST_PG_DSN`` it keeps its sessions in that PostgreSQL database instead."""
+locked file, ``ACP_TEST_COMMIT_DELAY`` how long its journaled saves wait for their commit; with
+``ACP_TEST_PG_DSN`` it keeps its sessions in that PostgreSQL database instead."""
 
 from __future__ import annotations
 
