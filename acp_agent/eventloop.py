@@ -2,9 +2,9 @@
 
 :func:`~acp_agent.run_stdio` and :func:`~acp_agent.http.run_http` start their loop with :func:`run`.
 The backend is ``asyncio`` unless the code or ``ACP_AGENT_BACKEND`` says ``trio``. On asyncio the
-loop is uvloop's when uvloop is installed (a dependency on CPython outside Windows): it answers an
-echo prompt about 6 % sooner and with about 11 % less CPU than asyncio's own loop (``bench/README.md``,
-"Performance round 5"). ``ACP_AGENT_UVLOOP=0`` (or ``off``/``false``/``no``), or ``uvloop=False``
+loop is uvloop's when uvloop is installed (a dependency on CPython outside Windows): an echo turn
+takes about 8 % less of the agent's CPU and is answered about 3 % sooner than on asyncio's own loop
+(``bench/README.md``, "Performance round 5"). ``ACP_AGENT_UVLOOP=0`` (or ``off``/``false``/``no``), or ``uvloop=False``
 in the code, keeps asyncio's own loop. uvloop is imported only when it will run the loop; if the
 import fails, asyncio's own loop runs and a DEBUG message says why.
 """
