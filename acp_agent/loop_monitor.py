@@ -411,8 +411,11 @@ def _is_waiting_for_events(stack: Sequence[Frame]) -> bool:
     """Whether the loop's own iteration waits for I/O here (innermost first): the loop is idle.
 
     The caller must be the loop itself: a hook that waits in ``selectors`` (``subprocess.run``
-    with ``capture_output``) blocks the loop.
+    with ``capture_output``) blocks the loop. A loop written in C (uvloop) runs no Python code while
+    it waits: the innermost frame is the one that called its ``run_until_complete``.
     """
+    if stack and stack[0].filename.replace(os.sep, "/").endswith("/asyncio/runners.py"):
+        return True
     if len(stack) < 2:
         return False
     wait, caller = (frame.filename.replace(os.sep, "/") for frame in stack[:2])

@@ -25,6 +25,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from . import eventloop
 from .agent import Agent
 from .connection import Connection
 from .limits import Limits, resolve_limits
@@ -296,11 +297,13 @@ def _flush_logs() -> None:
             handler.flush()
 
 
-def run_stdio(agent: Agent, *, backend: str | None = None, **options: Any) -> None:
+def run_stdio(agent: Agent, *, backend: str | None = None, uvloop: bool | None = None, **options: Any) -> None:
     """Run ``agent`` as an ACP agent process on stdin/stdout (the usual ``main``).
 
     ``backend`` is ``"asyncio"`` (default) or ``"trio"``; the ``ACP_AGENT_BACKEND``
-    environment variable can choose it too. ``limits=Limits(...)`` sets the connection's
+    environment variable can choose it too. On asyncio the event loop is uvloop's when it is
+    installed; ``uvloop=False`` or ``ACP_AGENT_UVLOOP=0`` keeps asyncio's own (``uvloop=True``
+    requires it; :mod:`acp_agent.eventloop`). ``limits=Limits(...)`` sets the connection's
     resource limits (default: ``agent.limits``); ``store=`` where sessions are kept (default:
     ``agent.store``, else a SQLite file per agent under ``$ACP_AGENT_DATA_DIR`` or the user data
     directory). Logging goes to stderr.
@@ -311,5 +314,4 @@ def run_stdio(agent: Agent, *, backend: str | None = None, **options: Any) -> No
             level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
-    chosen = backend or os.environ.get("ACP_AGENT_BACKEND") or "asyncio"
-    anyio.run(lambda: serve_stdio(agent, **options), backend=chosen)
+    eventloop.run(lambda: serve_stdio(agent, **options), backend=backend, uvloop=uvloop)

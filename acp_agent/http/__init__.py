@@ -32,17 +32,19 @@ def asgi_app(agent: Agent | Callable[[], Agent], *, store: SessionStore | None =
     return AcpApp(agent, HttpOptions(**options), store=store)
 
 
-def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
+def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000,
+             uvloop: bool | None = None, **options: Any) -> None:
     """Serve ``agent`` at ``http://host:port/acp`` on uvicorn until SIGINT/SIGTERM (loopback by default).
 
     ``options`` are the fields of :class:`HttpOptions`, plus ``store`` (as for :func:`asgi_app`),
     ``ready`` (called with the URL once the server listens) and ``uvicorn_settings`` (a dict of
-    extra ``uvicorn.Config`` settings, e.g. ``ssl_certfile``). Logging goes to stderr. Needs the
-    ``http`` extra (``pip install 'acp-agent[http]'``).
+    extra ``uvicorn.Config`` settings, e.g. ``ssl_certfile``). It runs on asyncio, on uvloop's event loop
+    unless ``uvloop=False`` or ``ACP_AGENT_UVLOOP=0`` (as for :func:`~acp_agent.run_stdio`). Logging goes to
+    stderr. Needs the ``http`` extra (``pip install 'acp-agent[http]'``).
     """
     from .server import run_http as _run
 
-    _run(agent, host=host, port=port, **options)
+    _run(agent, host=host, port=port, uvloop=uvloop, **options)
 
 
 async def serve_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000,

@@ -17,9 +17,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-import anyio
 import uvicorn
 
+from .. import eventloop
 from ..agent import Agent
 from ..store import SessionStore
 from .app import AcpApp
@@ -168,12 +168,14 @@ async def serve_http(
         sock.close()
 
 
-def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
-    """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see :func:`acp_agent.http.run_http`)."""
+def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000,
+             uvloop: bool | None = None, **options: Any) -> None:
+    """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see :func:`acp_agent.http.run_http`), on asyncio:
+    uvloop's loop unless ``uvloop=False`` or ``ACP_AGENT_UVLOOP=0`` (:mod:`acp_agent.eventloop`)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(
             stream=sys.stderr,
             level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
-    anyio.run(lambda: serve_http(agent, host=host, port=port, **options), backend="asyncio")
+    eventloop.run(lambda: serve_http(agent, host=host, port=port, **options), backend="asyncio", uvloop=uvloop)

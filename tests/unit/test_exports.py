@@ -124,7 +124,7 @@ LAZY_FOR_A_TALKING_AGENT = {
     "acp_agent.asks", "acp_agent.elicitation", "acp_agent.permissions", "acp_agent.terminals", "acp_agent.tool_calls",
     "acp_agent.schema.elicitation", "acp_agent.schema.permissions", "acp_agent.schema.methods",
     "acp_agent.schema.mcp", "acp_agent.schema.providers", "acp_agent.v1.translator", "acp_agent.http",
-    "acp_agent.store.postgres", "acp_agent.testing", "psycopg", "starlette", "uvicorn",
+    "acp_agent.store.postgres", "acp_agent.testing", "psycopg", "starlette", "uvicorn", "uvloop",
 }
 
 

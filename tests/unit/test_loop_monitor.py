@@ -313,12 +313,15 @@ async def main():
         await slow_hook()
         await anyio.sleep(0.3)
 
-anyio.run(main, backend=sys.argv[1])
+backend, _, loop = sys.argv[1].partition("+")
+anyio.run(main, backend=backend, backend_options={"use_uvloop": True} if loop == "uvloop" else {})
 """
 
 
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("backend", ["asyncio", "asyncio+uvloop", "trio"])
 def test_a_paused_process_is_not_reported_but_a_later_block_is(backend: str) -> None:
+    if backend.endswith("+uvloop"):
+        pytest.importorskip("uvloop")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop(BLOCK_WARNING_ENV, None)
     process = subprocess.Popen([sys.executable, "-c", PAUSED, backend], stdout=subprocess.PIPE,
@@ -395,7 +398,10 @@ def test_only_the_loops_own_wait_counts_as_idle() -> None:
     communicate = Frame("Popen._communicate", f"{STDLIB}/subprocess.py", 2108)
     trio_wait = Frame("EpollIOManager.get_events", f"{SITE}/trio/_core/_io_epoll.py", 243)
     trio_run = Frame("unrolled_run", f"{SITE}/trio/_core/_run.py", 2700)
+    runner = Frame("Runner.run", f"{STDLIB}/asyncio/runners.py", 118)  # uvloop waits in C, called from here
+    anyio_run = Frame("run", f"{SITE}/anyio/_backends/_asyncio.py", 2621)
     assert _is_waiting_for_events([select, run_once])
     assert _is_waiting_for_events([trio_wait, trio_run])
+    assert _is_waiting_for_events([runner, anyio_run])
     assert not _is_waiting_for_events([select, communicate])  # subprocess.run in a hook
     assert not _is_waiting_for_events([select])
