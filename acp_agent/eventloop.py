@@ -2,11 +2,13 @@
 
 :func:`~acp_agent.run_stdio` and :func:`~acp_agent.http.run_http` start their loop with :func:`run`.
 The backend is ``asyncio`` unless the code or ``ACP_AGENT_BACKEND`` says ``trio``. On asyncio the
-loop is uvloop's when uvloop is installed (a dependency on CPython outside Windows): an echo turn
-takes about 8 % less of the agent's CPU and is answered about 3 % sooner than on asyncio's own loop
-(``bench/README.md``, "Performance round 5"). ``ACP_AGENT_UVLOOP=0`` (or ``off``/``false``/``no``), or ``uvloop=False``
-in the code, keeps asyncio's own loop. uvloop is imported only when it will run the loop; if the
-import fails, asyncio's own loop runs and a DEBUG message says why.
+loop is asyncio's own unless uvloop is asked for: ``uvloop=True`` in the code, or ``ACP_AGENT_UVLOOP=1``
+(``on``/``true``/``yes``), with the ``uvloop`` extra installed. uvloop takes about 8 % less of the
+agent's CPU per echo turn, but a stdio agent starts about 30 ms later, answers its first prompt
+later and peaks about 2 MB higher, and echo latency did not change (``bench/README.md``, "Performance
+round 5"): worth it for a busy server, not for an agent an editor starts per window. uvloop is
+imported only when it will run the loop; asked for by the environment but not importable, asyncio's
+own loop runs and a DEBUG message says why.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ BACKEND_ENV: Final = "ACP_AGENT_BACKEND"
 """Environment variable naming the anyio backend (``asyncio`` or ``trio``) when the code names none."""
 
 UVLOOP_ENV: Final = "ACP_AGENT_UVLOOP"
-"""Environment variable: ``0``, ``off``, ``false`` or ``no`` keeps asyncio's own loop when the code does not choose."""
+"""Environment variable: ``1``, ``on``, ``true`` or ``yes`` runs asyncio on uvloop when the code does not choose."""
 
-_OFF: Final = frozenset({"0", "off", "false", "no"})
-_ON: Final = frozenset({"", "1", "on", "true", "yes", "auto"})
+_OFF: Final = frozenset({"", "0", "off", "false", "no"})
+_ON: Final = frozenset({"1", "on", "true", "yes"})
 
 
 def choose_backend(backend: str | None) -> str:
@@ -42,7 +44,7 @@ def choose_backend(backend: str | None) -> str:
 def backend_options(backend: str, uvloop: bool | None = None) -> dict[str, Any]:
     """``anyio.run``'s ``backend_options`` for ``backend``: uvloop's loop factory on asyncio when it is wanted.
 
-    ``uvloop=None`` follows ``$ACP_AGENT_UVLOOP`` (uvloop when it imports, unless that says no);
+    ``uvloop=None`` follows ``$ACP_AGENT_UVLOOP`` (uvloop, if it imports, when that says yes);
     ``True`` requires uvloop (``ImportError`` without it; ``ValueError`` on trio); ``False`` never uses it.
     """
     if backend != "asyncio":
@@ -70,8 +72,8 @@ def run(main: Callable[[], Awaitable[T]], *, backend: str | None = None, uvloop:
 
 def _wanted_by_environment() -> bool:
     text = os.environ.get(UVLOOP_ENV, "").strip().lower()
-    if text in _OFF:
-        return False
-    if text not in _ON:
+    if text in _ON:
+        return True
+    if text not in _OFF:
         logger.warning("acp: ignoring %s=%r (use 0 or 1)", UVLOOP_ENV, text)
-    return True
+    return False

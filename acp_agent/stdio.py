@@ -301,9 +301,9 @@ def run_stdio(agent: Agent, *, backend: str | None = None, uvloop: bool | None =
     """Run ``agent`` as an ACP agent process on stdin/stdout (the usual ``main``).
 
     ``backend`` is ``"asyncio"`` (default) or ``"trio"``; the ``ACP_AGENT_BACKEND``
-    environment variable can choose it too. On asyncio the event loop is uvloop's when it is
-    installed; ``uvloop=False`` or ``ACP_AGENT_UVLOOP=0`` keeps asyncio's own (``uvloop=True``
-    requires it; :mod:`acp_agent.eventloop`). ``limits=Limits(...)`` sets the connection's
+    environment variable can choose it too. On asyncio the event loop is asyncio's own unless
+    ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1`` asks for uvloop's (the ``uvloop`` extra;
+    :mod:`acp_agent.eventloop`). ``limits=Limits(...)`` sets the connection's
     resource limits (default: ``agent.limits``); ``store=`` where sessions are kept (default:
     ``agent.store``, else a SQLite file per agent under ``$ACP_AGENT_DATA_DIR`` or the user data
     directory). Logging goes to stderr.

@@ -39,7 +39,7 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
     ``options`` are the fields of :class:`HttpOptions`, plus ``store`` (as for :func:`asgi_app`),
     ``ready`` (called with the URL once the server listens) and ``uvicorn_settings`` (a dict of
     extra ``uvicorn.Config`` settings, e.g. ``ssl_certfile``). It runs on asyncio, on uvloop's event loop
-    unless ``uvloop=False`` or ``ACP_AGENT_UVLOOP=0`` (as for :func:`~acp_agent.run_stdio`). Logging goes to
+    if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1`` (as for :func:`~acp_agent.run_stdio`). Logging goes to
     stderr. Needs the ``http`` extra (``pip install 'acp-agent[http]'``).
     """
     from .server import run_http as _run

@@ -170,8 +170,8 @@ async def serve_http(
 
 def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000,
              uvloop: bool | None = None, **options: Any) -> None:
-    """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see :func:`acp_agent.http.run_http`), on asyncio:
-    uvloop's loop unless ``uvloop=False`` or ``ACP_AGENT_UVLOOP=0`` (:mod:`acp_agent.eventloop`)."""
+    """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see :func:`acp_agent.http.run_http`), on asyncio
+    (uvloop's loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1``: :mod:`acp_agent.eventloop`)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(
             stream=sys.stderr,

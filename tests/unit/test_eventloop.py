@@ -1,6 +1,7 @@
-"""The event loop an agent process runs on (acp_agent/eventloop.py): uvloop's on asyncio when it imports,
-asyncio's own with ``ACP_AGENT_UVLOOP=0`` or ``uvloop=False``, trio untouched, and a silent fallback
-when uvloop is missing. uvloop is imported only when it runs the loop."""
+"""The event loop an agent process runs on (acp_agent/eventloop.py): asyncio's own unless uvloop is asked
+for (``uvloop=True`` or ``ACP_AGENT_UVLOOP=1``), the code's choice over the environment's, trio untouched,
+and a silent fallback when the environment asks for a missing uvloop. uvloop is imported only when it runs
+the loop."""
 
 from __future__ import annotations
 
@@ -41,24 +42,25 @@ def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- choosing ----------------------------------------------------------------------------------------
 
 
-def test_asyncio_runs_on_uvloop_unless_told_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert backend_options("asyncio") == {"loop_factory": uvloop.new_event_loop}
+def test_asyncio_runs_on_uvloop_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert backend_options("asyncio") == {}
     assert backend_options("asyncio", True) == {"loop_factory": uvloop.new_event_loop}
     assert backend_options("asyncio", False) == {}
-    for off in ("0", "off", "False", " no "):
+    for off in ("0", "off", "False", " no ", ""):
         monkeypatch.setenv(UVLOOP_ENV, off)
         assert backend_options("asyncio") == {}, off
         assert backend_options("asyncio", True) == {"loop_factory": uvloop.new_event_loop}  # the code's choice wins
-    for on in ("1", "on", "true", ""):
+    for on in ("1", "on", "true", " Yes "):
         monkeypatch.setenv(UVLOOP_ENV, on)
         assert backend_options("asyncio") == {"loop_factory": uvloop.new_event_loop}, on
+        assert backend_options("asyncio", False) == {}
 
 
 def test_an_unknown_setting_is_ignored_with_a_warning(monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv(UVLOOP_ENV, "sometimes")
     with caplog.at_level(logging.WARNING, logger="acp_agent.eventloop"):
-        assert backend_options("asyncio") == {"loop_factory": uvloop.new_event_loop}
+        assert backend_options("asyncio") == {}
     assert [r.getMessage() for r in caplog.records] == ["acp: ignoring ACP_AGENT_UVLOOP='sometimes' (use 0 or 1)"]
 
 
@@ -72,6 +74,7 @@ def test_trio_is_left_alone() -> None:
 def test_without_uvloop_asyncio_runs_its_own_loop_quietly(monkeypatch: pytest.MonkeyPatch,
                                                            caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setitem(sys.modules, "uvloop", None)  # `import uvloop` raises ImportError
+    monkeypatch.setenv(UVLOOP_ENV, "1")  # asked for by the environment: a quiet fallback
     with caplog.at_level(logging.DEBUG, logger="acp_agent.eventloop"):
         assert backend_options("asyncio") == {}
         assert eventloop.run(running_loop) == "asyncio"
@@ -92,10 +95,11 @@ def test_the_backend_comes_from_the_argument_then_the_environment(monkeypatch: p
 
 
 @pytest.mark.parametrize(("backend", "setting", "env", "expected"), [
-    (None, None, None, "uvloop"),
-    ("asyncio", None, "0", "asyncio"),
-    (None, False, None, "asyncio"),
-    ("trio", None, None, "trio"),
+    (None, None, None, "asyncio"),
+    ("asyncio", None, "1", "uvloop"),
+    (None, True, None, "uvloop"),
+    (None, False, "1", "asyncio"),
+    ("trio", None, "1", "trio"),
 ])
 def test_run_stdio_runs_the_chosen_loop(monkeypatch: pytest.MonkeyPatch, backend: str | None,
                                         setting: bool | None, env: str | None, expected: str) -> None:
@@ -111,7 +115,7 @@ def test_run_stdio_runs_the_chosen_loop(monkeypatch: pytest.MonkeyPatch, backend
     assert seen == [expected]
 
 
-@pytest.mark.parametrize(("setting", "expected"), [(None, "uvloop"), (False, "asyncio")])
+@pytest.mark.parametrize(("setting", "expected"), [(None, "asyncio"), (True, "uvloop"), (False, "asyncio")])
 def test_run_http_runs_the_chosen_loop(monkeypatch: pytest.MonkeyPatch, setting: bool | None,
                                        expected: str) -> None:
     import acp_agent.http
@@ -146,16 +150,17 @@ class LoopReporter(Agent):
         await session.say(f"{loop} {'uvloop' in sys.modules and sys.modules['uvloop'] is not None}")
         return "end_turn"
 
-run_stdio(LoopReporter(), uvloop=False if "--no-uvloop" in sys.argv else None)
+run_stdio(LoopReporter(), uvloop=True if "--uvloop" in sys.argv else False if "--no-uvloop" in sys.argv else None)
 """
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("args", "env", "expected"), [
-    ([], {}, "uvloop True"),
-    ([], {UVLOOP_ENV: "0"}, "asyncio.unix_events False"),
-    (["--no-uvloop"], {}, "asyncio.unix_events False"),
-    (["--no-uvloop-installed"], {}, "asyncio.unix_events False"),
-    ([], {"ACP_AGENT_BACKEND": "trio"}, "trio False"),
+    ([], {}, "asyncio.unix_events False"),
+    ([], {UVLOOP_ENV: "1"}, "uvloop True"),
+    (["--uvloop"], {}, "uvloop True"),
+    (["--no-uvloop"], {UVLOOP_ENV: "1"}, "asyncio.unix_events False"),
+    (["--no-uvloop-installed"], {UVLOOP_ENV: "1"}, "asyncio.unix_events False"),
+    ([], {"ACP_AGENT_BACKEND": "trio", UVLOOP_ENV: "1"}, "trio False"),
 ])
 async def test_an_agent_process_reports_its_loop(args: list[str], env: dict[str, str], expected: str) -> None:
     async with spawn_agent([sys.executable, "-c", REPORTER, *args], env=env) as client:
