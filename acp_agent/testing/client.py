@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import contextlib
 import os
 import signal
 import subprocess
@@ -518,6 +519,29 @@ class Client:
         if view is None:
             view = self.sessions[session_id] = SessionView(session_id)
         return view
+
+    @property
+    def agent_pid(self) -> int | None:
+        """The process id of the agent subprocess (:func:`spawn_agent`); ``None`` for an agent in this process."""
+        return self._agent_process.process.pid if self._agent_process is not None else None
+
+    async def kill_agent(self, sig: signal.Signals = signal.SIGKILL) -> int:
+        """Send ``sig`` to the agent subprocess (default SIGKILL: no shutdown, no last save, as in a crash)
+        and wait until it has ended; returns its exit status (:attr:`returncode`: minus the signal).
+
+        For crash tests: start the agent again with another :func:`spawn_agent` on the same data
+        directory and check what it kept. Raises ``RuntimeError`` for an agent served in this process
+        (:func:`connect_agent`), which has no process of its own.
+        """
+        agent = self._agent_process
+        if agent is None:
+            raise RuntimeError("the agent runs in this process (connect_agent): there is no process to kill")
+        if not agent.exited.is_set():
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                agent.process.send_signal(sig)
+        await agent.exited.wait()
+        assert self.returncode is not None
+        return self.returncode
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         """Wait until ``predicate()`` holds (checked after every message), or time out.

@@ -83,8 +83,8 @@ async def test_turns_only_in_the_journal_survive_sigkill(tmp_path: Path, agent_d
         sid = await first.new_session(cwd)
         for text in ("first", "second", "third"):
             await first.prompt_and_wait(sid, text)
-        kill(first)
-        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+        assert first.agent_pid is not None
+        assert await first.kill_agent() == -signal.SIGKILL
     assert await stored_text(path, sid) == ""  # nothing of it was committed to the database
     assert len(list(Path(agent_data_dir).glob("store-test-agent.sqlite3.journal-*"))) >= 1
     async with spawn_agent(STORE_AGENT) as second:

@@ -153,3 +153,25 @@ def test_packaged_schemas_equal_the_pinned_npm_package(packaged: str, npm: str) 
     if not official.is_file():
         pytest.skip(f"{official} is missing (run `make test`, which runs `npm ci`)")
     assert (PACKAGE_DIR / "schemas" / packaged).read_bytes() == official.read_bytes()
+
+
+@pytest.mark.anyio
+async def test_kill_agent_ends_a_spawned_agent_like_a_crash(tmp_path: Path) -> None:
+    import signal
+
+    from acp_agent import Agent
+    from acp_agent.testing import connect_agent, spawn_agent
+
+    echo = Path(__file__).resolve().parents[2] / "examples" / "echo_agent.py"
+    async with spawn_agent([sys.executable, str(echo)], env={"ACP_AGENT_DATA_DIR": str(tmp_path)},
+                           check=False) as client:
+        await client.initialize()
+        pid = client.agent_pid
+        assert isinstance(pid, int) and pid > 0
+        assert await client.kill_agent() == -signal.SIGKILL
+        assert client.returncode == -signal.SIGKILL
+        assert await client.kill_agent() == -signal.SIGKILL  # already ended: the same status, nothing sent
+    async with connect_agent(Agent()) as in_process:
+        assert in_process.agent_pid is None
+        with pytest.raises(RuntimeError, match="in this process"):
+            await in_process.kill_agent()
