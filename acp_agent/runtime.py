@@ -71,6 +71,7 @@ from .store import MemoryStore, SessionStore, StoredSession
 from .store.keeper import RecordKeeper
 from .subagents import CHILD_MUTATION_REFUSED, child_cancellable
 from .turns import ForegroundJob
+from .warmup import warm_up
 
 __all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
 
@@ -218,6 +219,7 @@ class AgentRuntime:
         finally:
             self._initializing = False
         self.protocol_version = PROTOCOL_VERSION
+        self.connection.task_group.start_soon(warm_up)  # the first turn's models, built while the client is quiet
         fields: dict[str, Any] = {}
         methods = self.agent.offered_auth_methods(request)
         if methods:

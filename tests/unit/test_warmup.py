@@ -1,0 +1,61 @@
+"""The first turn's wire models are built after ``initialize`` is answered, before the first prompt
+(acp_agent/warmup.py), so a fresh agent's first prompt does not pay for building them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+import acp_agent.warmup as warmup
+from acp_agent.testing import spawn_agent
+
+pytestmark = pytest.mark.anyio
+
+REPORTER = """
+from acp_agent import Agent, run_stdio
+from acp_agent.warmup import _first_turn_models
+
+class Reporter(Agent):
+    name = "warm-up-reporter"
+
+    async def new_session(self, session):
+        session.data["built"] = sorted(m.__name__ for m in _first_turn_models() if m.__pydantic_complete__)
+
+    async def prompt(self, session, prompt):
+        await session.say(",".join(session.data["built"]))
+        return "end_turn"
+
+run_stdio(Reporter())
+"""
+
+
+async def test_a_fresh_agent_builds_the_first_turns_models_while_the_client_is_quiet(tmp_path: Path) -> None:
+    async with spawn_agent([sys.executable, "-c", REPORTER], env={"ACP_AGENT_DATA_DIR": str(tmp_path)}) as client:
+        await client.initialize()
+        await anyio.sleep(1.0)  # the user has not typed yet
+        sid = await client.new_session("/tmp")
+        view = await client.prompt_and_wait(sid, "which?")
+    built = next(iter(view.messages().values())).split(",")
+    assert built == sorted(m.__name__ for m in warmup._first_turn_models())
+
+
+async def test_warm_up_runs_once_per_process_and_skips_built_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warmup, "WARM_UP_DELAY", 0.0)
+    monkeypatch.setattr(warmup, "_done", False)
+    rebuilt: list[str] = []
+    models = warmup._first_turn_models()
+    for model in models:
+
+        def spy(*args: object, _name: str = model.__name__, **kwargs: object) -> None:
+            rebuilt.append(_name)
+
+        monkeypatch.setattr(model, "model_rebuild", spy)
+    await warmup.warm_up()
+    assert rebuilt == [m.__name__ for m in models if not m.__pydantic_complete__]
+    rebuilt.clear()
+    monkeypatch.setattr(model, "__pydantic_complete__", False)  # even an unbuilt model: the second call does nothing
+    await warmup.warm_up()
+    assert rebuilt == []
