@@ -4,7 +4,6 @@ busy database at the wrong moment must not lose or replay over newer data."""
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sqlite3
 import threading
@@ -19,7 +18,8 @@ import acp_agent.store.sqlite as sqlite_module
 from acp_agent import AgentMessage, TextContent
 from acp_agent.records import SessionRecord
 from acp_agent.store import SqliteStore, StoreError
-from acp_agent.store.journal import Journal, JournalFile, decode_line, orphans
+from acp_agent.store.journal import Journal, JournalFile, orphans
+from tests.helpers.sqlite_files import committed_texts, journaled_texts
 
 pytestmark = pytest.mark.anyio
 
@@ -29,24 +29,6 @@ BIG = "x" * (sqlite_module.JOURNAL_BYTES + 1)  # a save this big commits at once
 def say(record: SessionRecord, text: str) -> None:
     record.history.record(AgentMessage(message_id=f"m_{len(list(record.history.replay()))}",
                                        content=[TextContent(text=text)]))
-
-
-def committed_texts(path: Path, sid: str) -> list[str]:
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT item FROM history WHERE session_id = ? AND kind = 'AgentMessage' ORDER BY seq",
-                          (sid,)).fetchall()
-    return [json.loads(bytes(item))["content"][0]["text"] for (item,) in rows]
-
-
-def journaled_texts(path: Path) -> list[str]:
-    """The agent messages in every journal file of ``path`` (saves not committed yet, or replayed later)."""
-    texts = []
-    for file in sorted(path.parent.glob(f"{path.name}.journal-*")):
-        for line in file.read_bytes().splitlines():
-            for _, _, kind, data in decode_line(line)[3]:
-                if kind == "AgentMessage":
-                    texts.append(json.loads(data)["content"][0]["text"])
-    return texts
 
 
 def killed(store: SqliteStore) -> None:

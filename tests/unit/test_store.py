@@ -48,6 +48,7 @@ from acp_agent.store import (
 from acp_agent.store.journal import Journal, decode_line, encode_line, orphans
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
+from tests.helpers.sqlite_files import committed_texts, journal_lines
 
 pytestmark = pytest.mark.anyio
 
@@ -272,20 +273,6 @@ async def test_sqlite_refuses_newer_schema_and_corrupt_files(tmp_path: Path) -> 
     with pytest.raises(StoreUnusableError, match="not a usable session database"):
         await SqliteStore(corrupt).open()
     assert corrupt.read_bytes() == b"\x00garbage" * 1000
-
-
-def committed_texts(path: Path, sid: str) -> list[str]:
-    """The agent messages of ``sid`` committed to the file, read by another connection."""
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT item FROM history WHERE session_id = ? AND kind = 'AgentMessage' ORDER BY seq",
-                          (sid,)).fetchall()
-    return [json.loads(bytes(item))["content"][0]["text"] for (item,) in rows]
-
-
-def journal_lines(path: Path) -> list[bytes]:
-    """Every line of every journal file of the database ``path``."""
-    return [line for file in sorted(path.parent.glob(f"{path.name}.journal-*"))
-            for line in file.read_bytes().splitlines()]
 
 
 def say(record: SessionRecord, text: str) -> None:
