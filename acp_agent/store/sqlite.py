@@ -139,7 +139,7 @@ class SqliteStore(SessionStore):
         self._committer: threading.Thread | None = None
         self._wake = threading.Event()  # saves are pending
         self._halt = threading.Event()  # the committer stops
-        self._siblings = _siblings.setdefault(os.path.abspath(self.path), weakref.WeakSet())
+        self._siblings = _siblings.setdefault(str(self.path), weakref.WeakSet())
         self._siblings.add(self)
 
     @classmethod

@@ -9,6 +9,14 @@ from pathlib import Path
 from acp_agent.store.journal import decode_line
 
 
+def write_locked(path: Path) -> sqlite3.Connection:
+    """Another connection, as another process would have, holding the file's write lock (``BEGIN
+    IMMEDIATE``): end its transaction (``COMMIT``/``ROLLBACK``) to let writers through, then close it."""
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
 def committed_texts(path: Path, sid: str) -> list[str]:
     """The agent messages of ``sid`` committed to the file, read by another connection."""
     with sqlite3.connect(path) as db:

@@ -19,7 +19,7 @@ from acp_agent import AgentMessage, TextContent
 from acp_agent.records import SessionRecord
 from acp_agent.store import SqliteStore, StoreError
 from acp_agent.store.journal import Journal, JournalFile, orphans
-from tests.helpers.sqlite_files import committed_texts, journaled_texts
+from tests.helpers.sqlite_files import committed_texts, journaled_texts, write_locked
 
 pytestmark = pytest.mark.anyio
 
@@ -29,6 +29,15 @@ BIG = "x" * (sqlite_module.JOURNAL_BYTES + 1)  # a save this big commits at once
 def say(record: SessionRecord, text: str) -> None:
     record.history.record(AgentMessage(message_id=f"m_{len(list(record.history.replay()))}",
                                        content=[TextContent(text=text)]))
+
+
+async def saved_store(tmp_path: Path, sid: str) -> tuple[SqliteStore, SessionRecord]:
+    """A store on a new file (waiting up to 10 s for the write lock) with session ``sid`` saved and committed."""
+    store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=10.0)
+    record = SessionRecord(session_id=sid, cwd="/w")
+    await store.save(record)
+    await store.sync()
+    return store, record
 
 
 def killed(store: SqliteStore) -> None:
@@ -54,12 +63,8 @@ async def test_sync_waits_for_the_commit_the_committer_thread_is_making(
     """A closing session's ``sync`` returns once its saves are committed, even when the committer
     thread had already taken them (another process resuming it must read all of it)."""
     monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 0.01)
-    store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=10.0)
-    record = SessionRecord(session_id="sess_sync", cwd="/w")
-    await store.save(record)
-    await store.sync()
-    locker = sqlite3.connect(store.path, isolation_level=None)
-    locker.execute("BEGIN IMMEDIATE")  # another process writes: the committer's commit waits for it
+    store, record = await saved_store(tmp_path, "sess_sync")
+    locker = write_locked(store.path)  # another process writes: the committer's commit waits for it
     say(record, "last turn")
     await store.save(record)
     with anyio.fail_after(10):
@@ -85,12 +90,8 @@ async def test_a_journaled_save_never_overtakes_a_save_still_committing(
     its small save must not return (the ``idle`` goes out) while the big one is neither committed nor
     journaled: a SIGKILL then would lose part of a turn the client saw end."""
     monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 3600.0)
-    store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=10.0)
-    record = SessionRecord(session_id="sess_order", cwd="/w")
-    await store.save(record)
-    await store.sync()
-    locker = sqlite3.connect(store.path, isolation_level=None)
-    locker.execute("BEGIN IMMEDIATE")
+    store, record = await saved_store(tmp_path, "sess_order")
+    locker = write_locked(store.path)
 
     async def release_soon() -> None:
         await anyio.sleep(0.3)
@@ -291,12 +292,8 @@ async def test_a_save_during_close_does_not_leave_the_reopened_store_without_a_c
     """A save made while ``close`` waits for the committer thread to stop starts one that stops at once;
     once the store opens again, its journaled saves are still committed by a committer thread."""
     monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 0.01)
-    store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=10.0)
-    record = SessionRecord(session_id="sess_reopen", cwd="/w")
-    await store.save(record)  # starts the committer thread
-    await store.sync()
-    locker = sqlite3.connect(store.path, isolation_level=None)
-    locker.execute("BEGIN IMMEDIATE")  # the committer's next commit waits for another writer
+    store, record = await saved_store(tmp_path, "sess_reopen")  # its save started the committer thread
+    locker = write_locked(store.path)  # the committer's next commit waits for another writer
     say(record, "before close")
     await store.save(record)
     with anyio.fail_after(10):

@@ -48,7 +48,7 @@ from acp_agent.store import (
 from acp_agent.store.journal import Journal, decode_line, encode_line, orphans
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
-from tests.helpers.sqlite_files import committed_texts, journal_lines
+from tests.helpers.sqlite_files import committed_texts, journal_lines, write_locked
 
 pytestmark = pytest.mark.anyio
 
@@ -423,8 +423,7 @@ async def test_sqlite_a_failed_batch_stays_in_the_journal_and_is_retried(
     store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=0.05)
     record = sample_record()
     await store.open()
-    locker = sqlite3.connect(store.path, isolation_level=None)
-    locker.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    locker = write_locked(store.path)  # another process holds the write lock
     say(record, "while locked")
     await store.save(record)  # journaled: the turn does not wait for the lock
     with anyio.fail_after(10):
@@ -476,8 +475,7 @@ async def test_sqlite_a_save_behind_one_waiting_in_a_thread_lands_after_it(tmp_p
     store = SqliteStore(tmp_path / "a.sqlite3", busy_timeout=5.0)
     record = sample_record()
     await store.save(record)
-    other = sqlite3.connect(store.path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")  # another process writes: the next save waits in a thread
+    other = write_locked(store.path)  # another process writes: the next save waits in a thread
     record.history.record(AgentMessage(message_id="m_first", content=[TextContent(text="first")]))
     record.title = "first"
     order: list[str] = []
