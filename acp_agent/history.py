@@ -106,7 +106,7 @@ class _Entry:
     seq: int = 0  # place in the replay order (kept by a store)
     dirty: bool = True  # changed since the last save (only while changes are tracked)
     model: BaseModel | None = None  # the one update this entry was made from, while nothing changed it
-    encoded: bytes | None = None  # that update's JSON as sent, if the sender gave it (with ``model`` only)
+    encoded: bytes | None = None  # that update's JSON as sent, while nothing changed it (``model`` may be unbuilt)
 
     def add_text(self, text: str) -> None:
         """Append a plain-text chunk to the open run."""
@@ -126,19 +126,52 @@ class _Entry:
         self.join_at = self.joined + _TEXT_JOIN
 
 
-@dataclass(slots=True)
 class HistoryChanges:
     """What changed in a history since it was last saved (see :meth:`History.take_changes`)."""
 
-    full: bool
-    """True when ``entries`` is the whole history (the first save): stored entries not in it go."""
-    entries: list[tuple[int, HistoryItem]]
-    """``(sequence number, item)`` of every new or changed entry."""
-    removed: list[int]
-    """Sequence numbers of entries that left the history (a replaced or removed plan)."""
-    encoded: dict[int, bytes] = field(default_factory=dict)
-    """The JSON of entries that are exactly one update as it was sent, by sequence number: the bytes
-    that went on the wire, which a store writes instead of serializing the item again."""
+    __slots__ = ("_entries", "_rows", "full", "removed")
+
+    def __init__(self, full: bool, rows: list[tuple[int, type[BaseModel], HistoryItem | None, bytes | None]],
+                 removed: list[int]) -> None:
+        self.full = full
+        """True when ``entries`` is the whole history (the first save): stored entries not in it go."""
+        self.removed = removed
+        """Sequence numbers of entries that left the history (a replaced or removed plan)."""
+        self._rows = rows  # (seq, kind, item, JSON as sent): item or JSON (or both) is given
+        self._entries: list[tuple[int, HistoryItem]] | None = None
+
+    @property
+    def entries(self) -> list[tuple[int, HistoryItem]]:
+        """``(sequence number, item)`` of every new or changed entry.
+
+        An entry known only by the JSON it was sent as is parsed from it on first access (a store
+        that writes :meth:`encoded_entries` never pays for that).
+        """
+        if self._entries is None:
+            self._entries = [
+                (seq, item if item is not None else kind.model_validate_json(data))  # type: ignore[arg-type,misc]
+                for seq, kind, item, data in self._rows
+            ]
+        return self._entries
+
+    @property
+    def encoded(self) -> dict[int, bytes]:
+        """The JSON of entries that are exactly one update as it was sent, by sequence number: the bytes
+        that went on the wire, which a store writes instead of serializing the item again."""
+        return {seq: data for seq, _, _, data in self._rows if data is not None}
+
+    def encoded_entries(self) -> list[tuple[int, str, bytes]]:
+        """``(sequence number, kind, JSON)`` of every new or changed entry: the bytes an entry was sent as
+        where known, else its item serialized (unset fields omitted); ``kind`` is its class name
+        (``ITEM_CLASSES``)."""
+        return [
+            (seq, kind.__name__, data if data is not None else _to_json(item))  # type: ignore[arg-type]
+            for seq, kind, item, data in self._rows
+        ]
+
+
+def _to_json(item: BaseModel) -> bytes:
+    return item.__pydantic_serializer__.to_json(item, by_alias=True, exclude_unset=True)
 
 
 class History:
@@ -254,23 +287,26 @@ class History:
             self._tracking, self._full = True, False
             self._dirty.clear()
             self._removed.clear()
-            everything = [(e.seq, self._rebuild(e)) for e in self._entries.values()]
-            sent = {e.seq: e.encoded for e in self._entries.values() if e.encoded is not None}
+            rows = [self._row(e) for e in self._entries.values()]
             for entry in self._entries.values():
                 entry.dirty, entry.model, entry.encoded = False, None, None
-            return HistoryChanges(True, everything, [], sent)
+            return HistoryChanges(True, rows, [])
         dirty, self._dirty = self._dirty, []
         removed, self._removed = self._removed, []
-        changed: list[tuple[int, HistoryItem]] = []
-        encoded: dict[int, bytes] = {}
+        changed = []
         for entry in dirty:
             entry.dirty = False
             if self._entries.get(_key_of(entry)) is entry:
-                changed.append((entry.seq, self._rebuild(entry)))
-                if entry.encoded is not None:
-                    encoded[entry.seq] = entry.encoded
+                changed.append(self._row(entry))
             entry.model = entry.encoded = None  # kept for this save only: the history holds the fields, not models
-        return HistoryChanges(False, changed, removed, encoded)
+        return HistoryChanges(False, changed, removed)
+
+    def _row(self, entry: _Entry) -> tuple[int, type[BaseModel], HistoryItem | None, bytes | None]:
+        """What a save gets of one entry: its JSON as sent if known (the item is then built only if asked
+        for), else its item rebuilt now."""
+        if entry.encoded is not None:
+            return (entry.seq, entry.kind, entry.model, entry.encoded)  # type: ignore[return-value]
+        return (entry.seq, entry.kind, self._rebuild(entry), None)
 
     @property
     def changed(self) -> bool:
@@ -362,6 +398,20 @@ class History:
             items.append(TextContent(text="".join(entry.text)))
             entry.fields[collection] = items
             entry.text = None
+
+    def record_message(self, kind: type[BaseModel], message_id: str, content: list[Any], encoded: bytes) -> None:
+        """Fold in the whole message ``kind(message_id=message_id, content=content)`` (a user message, agent
+        message or thought) without building it; ``encoded`` is its JSON as sent.
+
+        The history keeps what :meth:`record` of that model would keep (its replay and saved items are
+        the same), and a save writes ``encoded``.
+        """
+        fresh = (kind, message_id) not in self._entries
+        entry = self._entry(kind, message_id)
+        if fresh and self._tracking:
+            entry.encoded = encoded  # the model is built from it only if a store asks for the item
+        entry.text = None
+        entry.fields["content"] = list(content)
 
     def _apply_upsert(self, kind: type[BaseModel], update: BaseModel, encoded: bytes | None = None) -> None:
         id_field, collection = _UPSERTS[kind]

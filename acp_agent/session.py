@@ -298,15 +298,29 @@ class Session:
         Raises :class:`~acp_agent.errors.NotInTurnError` (nothing sent) while the session is ``idle``.
         """
         message_id = message_id or new_id("msg")
-        await self.send(AgentMessage(message_id=message_id, content=_blocks(content), **_meta(meta)))
+        await self._message(AgentMessage, message_id, content, meta)
         return message_id
 
     async def think(self, content: str | Sequence[ContentBlock], *, message_id: str | None = None,
                     meta: dict[str, Any] | None = None) -> str:
         """Send a complete agent thought; returns its ``messageId`` (only during foreground work, like :meth:`say`)."""
         message_id = message_id or new_id("thought")
-        await self.send(AgentThought(message_id=message_id, content=_blocks(content), **_meta(meta)))
+        await self._message(AgentThought, message_id, content, meta)
         return message_id
+
+    async def _message(self, kind: type[AgentMessage | AgentThought], message_id: str,
+                       content: str | Sequence[ContentBlock], meta: dict[str, Any] | None) -> None:
+        """:meth:`send` of ``kind(message_id=message_id, content=content)``; plain text is framed without
+        building the model (``SessionSink.send_plain``)."""
+        blocks = _blocks(content)
+        core = self._core
+        core.check_may_talk()
+        sink = core.sink
+        if meta is None and sink.send_plain(kind, message_id, blocks):
+            if sink.full():
+                await sink.backpressure()
+            return
+        await core.send(kind(message_id=message_id, content=blocks, **_meta(meta)))
 
     def message(self, *, message_id: str | None = None) -> MessageStream:
         """Start an agent message streamed in chunks (``await stream.write("...")``)."""

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from .errors import SessionClosedError
 from .framing import Writer
 from .history import History
-from .schema import AgentMessage, AgentThought, TextContent, UserMessage
+from .schema import AgentMessage, AgentThought, ContentBlock, TextContent, UserMessage
 
 __all__ = ["SessionSink"]
 
@@ -113,6 +113,35 @@ class SessionSink:
         self.history.record(update, body)
         return self.prefix + body + b"}}\n"
 
+    def record_plain(self, kind: type[BaseModel], message_id: str, content: list[ContentBlock]) -> bytes | None:
+        """:meth:`record` of the message ``kind(message_id=message_id, content=content)`` without building it.
+
+        For a user message, agent message or thought whose blocks are all plain text (no annotations,
+        ``_meta`` or extra keys): its line, framed by ``orjson`` into the bytes the model serializes to, and
+        the history keeps the fields it would keep. ``None`` for anything else (nothing recorded): build
+        the model and :meth:`record` it.
+        """
+        head = _PLAIN_HEADS.get(kind)
+        if head is None or type(message_id) is not str:
+            return None
+        body = _plain_body(head, message_id, content)
+        if body is None:
+            return None
+        self.history.record_message(kind, message_id, content, body)
+        return self.prefix + body + b"}}\n"
+
+    def send_plain(self, kind: type[BaseModel], message_id: str, content: list[ContentBlock]) -> bool:
+        """:meth:`send` of the message :meth:`record_plain` takes, if it takes it; whether it was sent.
+
+        Raises :class:`SessionClosedError` once the session is closed, like :meth:`send`.
+        """
+        self.check_open()
+        line = self.record_plain(kind, message_id, content)
+        if line is None:
+            return False
+        self._write(line)
+        return True
+
     def resend(self, update: BaseModel) -> None:
         """Queue an update that is not new history (a snapshot, a replay); dropped once closed."""
         if not self.closed:
@@ -183,12 +212,17 @@ def _plain_message(update: BaseModel) -> bytes | None:
     head = _PLAIN_HEADS.get(type(update))
     if head is None or update.__pydantic_fields_set__ != _MESSAGE_FIELDS or update.__pydantic_extra__:
         return None
+    return _plain_body(head, update.message_id, update.content)  # type: ignore[attr-defined]
+
+
+def _plain_body(head: bytes, message_id: str, content: list[ContentBlock]) -> bytes | None:
+    """The JSON of a message (``head`` up to its id) whose blocks are all plain text, else ``None``."""
     texts = []
-    for block in update.content:  # type: ignore[attr-defined]
+    for block in content:
         if type(block) is not TextContent or block.__pydantic_fields_set__ != _TEXT_FIELDS or block.__pydantic_extra__:
             return None
         texts.append({"type": "text", "text": block.text})
     try:
-        return head + orjson.dumps(update.message_id) + b',"content":' + orjson.dumps(texts) + b"}"  # type: ignore[attr-defined]
+        return head + orjson.dumps(message_id) + b',"content":' + orjson.dumps(texts) + b"}"
     except orjson.JSONEncodeError:
         return None  # a lone surrogate: the model's serializer has the say

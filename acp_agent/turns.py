@@ -82,13 +82,8 @@ class ForegroundJob:
     answered: Signal = field(default_factory=Signal)
     rejected: RequestError | None = None
     cancelled: bool = False  # session/cancel arrived after insertion, before the worker started it
-    echo: UserMessage | None = None  # set at insertion: the user_message, sent after the answer
-    echo_line: bytes = b""  # its framed line
-
-    @property
-    def message_id(self) -> str | None:
-        """The prompt's ``messageId`` once inserted, else ``None``."""
-        return self.echo.message_id if self.echo is not None else None
+    message_id: str | None = None  # set at insertion: the prompt's messageId (its user_message goes after the answer)
+    echo_line: bytes = b""  # the user_message's framed line
 
 
 class Turns:
@@ -310,15 +305,15 @@ class Turns:
         """Insert a prompt: give it its id and record it (the echo goes out after the answer)."""
         assert job.prompt is not None
         self._touched()
-        job.echo = UserMessage(message_id=new_id("msg_user"), content=job.prompt)
-        job.echo_line = self._sink.record(job.echo)
+        message_id = job.message_id = new_id("msg_user")
+        line = self._sink.record_plain(UserMessage, message_id, job.prompt)  # a text prompt: no model to build
+        job.echo_line = line or self._sink.record(UserMessage(message_id=message_id, content=job.prompt))
         job.inserted.set()
 
     async def _insert(self, job: ForegroundJob) -> None:
         """Insert a held prompt if not yet done, let its request answer, then echo it (R52, R53)."""
-        if job.echo is None:
+        if job.message_id is None:
             self._assign(job)
-        assert job.echo is not None
         # The request answers the moment its handler returns; waiting for that keeps the
         # wire order fixed: answer, user_message, running.
         if not job.answered.is_set():

@@ -34,8 +34,7 @@ def encode_item(item: BaseModel) -> bytes:
 def encode_changes(changes: HistoryChanges) -> list[tuple[int, str, bytes]]:
     """``(seq, kind, JSON)`` of every changed history entry; an entry that is one update as it was sent
     is written as those bytes, without serializing it again."""
-    encoded = changes.encoded
-    return [(seq, type(item).__name__, encoded.get(seq) or encode_item(item)) for seq, item in changes.entries]
+    return changes.encoded_entries()
 
 
 def decode_item(kind: str, data: bytes | str) -> HistoryItem:

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import base64
 
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from acp_agent.history import History
 from acp_agent.schema import (
     AgentMessage,
     AgentMessageChunk,
+    AgentThought,
+    AgentThoughtChunk,
     TerminalOutput,
     TerminalOutputChunk,
     TerminalUpdate,
     TextContent,
     ToolCallUpdate,
     UserMessage,
+    UserMessageChunk,
     to_wire,
 )
+from acp_agent.sink import SessionSink
 
 
 def test_text_chunks_fold_into_one_message() -> None:
@@ -151,3 +159,74 @@ def test_streamed_text_after_a_save_is_a_change_again() -> None:
     history.append_text(False, "m1", "e")
     [(seq, item)] = history.take_changes().entries
     assert seq == 1 and to_wire(item)["content"] == [{"type": "text", "text": "abcde"}]
+
+
+class _Dropped:
+    """A writer that drops what it is given."""
+
+    def send_nowait(self, data: bytes) -> bool:
+        return False
+
+
+_PLAIN = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(["user", "agent", "thought"]), texts=st.lists(_PLAIN, max_size=3),
+       earlier=st.sampled_from([None, "whole", "chunk"]), tracked=st.booleans(), chunk_after=st.booleans())
+def test_a_message_recorded_without_its_model_is_kept_as_the_model_would_be(
+    kind: str, texts: list[str], earlier: str | None, tracked: bool, chunk_after: bool
+) -> None:
+    """``SessionSink.record_plain`` (``say()`` of text, a text prompt's echo) sends and keeps exactly what
+    ``record`` of the built model would: the same line, replay, saved changes and their bytes."""
+    cls: type[UserMessage | AgentMessage | AgentThought] = {
+        "user": UserMessage, "agent": AgentMessage, "thought": AgentThought}[kind]
+    chunk_cls = {"user": UserMessageChunk, "agent": AgentMessageChunk, "thought": AgentThoughtChunk}[kind]
+    by_model, plain = History(), History()
+    sinks = [SessionSink(_Dropped(), "s1", h) for h in (by_model, plain)]  # type: ignore[arg-type]
+    for history in (by_model, plain):
+        if tracked:
+            history.take_changes()  # as once a store saved it
+        # The same id sent before (a whole message, or a chunk that left a text run open): the whole
+        # message replaces its content.
+        if earlier == "whole":
+            history.record(cls(message_id="m", content=[TextContent(text="old")]))
+        elif earlier == "chunk":
+            history.record(chunk_cls(message_id="m", content=TextContent(text="old")))
+    message = cls(message_id="m", content=[TextContent(text=t) for t in texts])
+    line = sinks[0].record(message)
+    assert sinks[1].record_plain(cls, "m", list(message.content)) == line
+    if chunk_after:
+        for history in (by_model, plain):
+            history.record(chunk_cls(message_id="m", content=TextContent(text="more")))
+    saved = [h.take_changes() for h in (by_model, plain)]
+    assert saved[0].encoded_entries() == saved[1].encoded_entries()
+    assert saved[0].encoded == saved[1].encoded
+    assert [(seq, to_wire(item)) for seq, item in saved[0].entries] == [
+        (seq, to_wire(item)) for seq, item in saved[1].entries]
+    assert [to_wire(u) for u in by_model.replay()] == [to_wire(u) for u in plain.replay()]
+
+
+def test_only_plain_text_messages_skip_the_model() -> None:
+    history = History()
+    sink = SessionSink(_Dropped(), "s1", history)  # type: ignore[arg-type]
+    annotated = TextContent(text="x", annotations={"priority": 1})
+    for content in ([annotated], [TextContent(text="\ud800")], [TextContent(text="x", extra=1)]):  # type: ignore[call-arg]
+        assert sink.record_plain(AgentMessage, "m", content) is None
+    assert sink.record_plain(ToolCallUpdate, "m", [TextContent(text="x")]) is None  # not a message
+    assert sink.record_plain(AgentMessage, 7, [TextContent(text="x")]) is None  # type: ignore[arg-type]
+    assert len(history) == 0  # nothing recorded for what it refused
+
+
+def test_a_saved_entry_known_by_its_json_is_built_only_when_asked_for() -> None:
+    history = History()
+    sink = SessionSink(_Dropped(), "s1", history)  # type: ignore[arg-type]
+    history.take_changes()
+    sink.record_plain(AgentMessage, "m1", [TextContent(text="hi")])
+    [entry] = history._entries.values()
+    assert entry.model is None and entry.encoded is not None  # no model built to send or keep it
+    changes = history.take_changes()
+    assert changes.encoded_entries() == [(1, "AgentMessage", entry_json := changes.encoded[1])]
+    assert b'"messageId":"m1"' in entry_json
+    [(seq, item)] = changes.entries  # parsed from those bytes on demand
+    assert seq == 1 and type(item) is AgentMessage and to_wire(item) == orjson.loads(entry_json)

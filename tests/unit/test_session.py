@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from acp_agent import Agent, RequestError
+from acp_agent import Agent, ContentBlock, RequestError, Session, StopReason, TextContent
 from acp_agent.testing.client import Client, connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
 
@@ -590,7 +590,6 @@ async def test_agent_initiated_foreground_work() -> None:  # R57
 
 async def test_agent_code_cannot_send_state_update() -> None:
     from acp_agent.schema import RunningStateUpdate
-    from acp_agent.session import Session
 
     class Sneaky(ScriptedAgent):
         async def prompt(self, session: Session, prompt: Any) -> Any:
@@ -720,3 +719,38 @@ async def test_two_closes_in_flight_both_answer_after_the_session_ended() -> Non
         idle = next(i for i, e in enumerate(client.transcript)
                     if e.message.get("params", {}).get("update", {}).get("state") == "idle")
         assert idle < first_answer  # the cancelled turn's idle precedes both answers
+
+
+class _Talker(Agent):
+    """Says and thinks plain text (framed without models) and what needs a model."""
+
+    name = "talker"
+    version = "1"
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        await session.say("plain")
+        await session.think("thinking", message_id="t1")
+        await session.say("with meta", meta={"k": 1})
+        await session.say([TextContent(text="a"), TextContent(text="b", annotations={"priority": 1})])
+        return "end_turn"
+
+
+async def test_plain_text_messages_and_the_rest_reach_the_wire_alike() -> None:  # R52, R53
+    async with connect_agent(_Talker()) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        view = await client.prompt_and_wait(sid, [{"type": "text", "text": "hi"}, {"type": "text", "text": "2"}])
+        echo, running, plain, thought, meta, blocks, idle = view.updates
+        assert echo["sessionUpdate"] == "user_message" and echo["messageId"].startswith("msg_user")
+        assert echo["content"] == [{"type": "text", "text": "hi"}, {"type": "text", "text": "2"}]
+        assert (running["state"], idle["state"]) == ("running", "idle")
+        assert plain["sessionUpdate"] == "agent_message" and plain["messageId"].startswith("msg_")
+        assert plain["content"] == [{"type": "text", "text": "plain"}]
+        assert thought == {"sessionUpdate": "agent_thought", "messageId": "t1",
+                           "content": [{"type": "text", "text": "thinking"}]}
+        assert meta["_meta"] == {"k": 1} and meta["content"] == [{"type": "text", "text": "with meta"}]
+        assert blocks["content"] == [{"type": "text", "text": "a"},
+                                     {"type": "text", "text": "b", "annotations": {"priority": 1}}]
+        annotated = [{"type": "text", "text": "x", "annotations": {"priority": 0.5}}]
+        view = await client.prompt_and_wait(sid, annotated)  # not plain: the echo is the model's
+        assert view.updates[7]["content"] == annotated
