@@ -205,6 +205,11 @@ class AgentRuntime:
         if self.agent.require_login and not self.logged_in and method.startswith(_GATED) and method not in _UNGATED:
             raise RequestError.auth_required()  # no hook runs before a login (notifications: dropped)
 
+    def _busy(self) -> bool:
+        """Whether the agent works for its client now: a request being handled, a turn running or queued."""
+        return self.connection.requests_in_flight > 0 or not all(
+            core_of(session).turns.quiet for session in self.sessions.values())
+
     async def _initialize(self, request: InitializeRequest) -> InitializeResponse:
         requested = request.protocol_version
         if requested < SUPPORTED_VERSIONS[0]:
@@ -219,7 +224,7 @@ class AgentRuntime:
         finally:
             self._initializing = False
         self.protocol_version = PROTOCOL_VERSION
-        self.connection.task_group.start_soon(warm_up)  # the first turn's models, built while the client is quiet
+        self.connection.task_group.start_soon(warm_up, self._busy)  # the first turn's models, while the client is quiet
         fields: dict[str, Any] = {}
         methods = self.agent.offered_auth_methods(request)
         if methods:

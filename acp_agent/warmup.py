@@ -3,31 +3,38 @@
 Wire models build their validators and serializers on first use (``defer_build``), which keeps
 start-up short but made a fresh agent's first prompt pay for them (about 25 ms). An editor starts
 an agent, sends ``initialize`` and ``session/new``, and the user types a prompt seconds later; so
-once ``initialize`` is answered the runtime builds the models of ``session/new`` and of a plain turn
-in that pause (:func:`warm_up`), one model per event-loop pass, so a request arriving meanwhile
-waits for one model's build at most. It runs once per process; a model already built is skipped.
+once ``initialize`` is answered the runtime builds the models of a plain turn and of ``session/new``
+in that pause (:func:`warm_up`), the turn's first. It builds one model per event-loop pass and only
+while the agent is idle (no request being handled, no turn running): a request arriving meanwhile
+waits for one model's build at most, and a turn already running builds what it needs itself instead
+of also waiting for the rest. It runs once per process; a model already built is skipped.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Final
 
 import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
 
-__all__ = ["WARM_UP_DELAY", "warm_up"]
+__all__ = ["WARM_UP_DELAY", "WARM_UP_RETRY", "warm_up"]
 
 logger = logging.getLogger(__name__)
 
 WARM_UP_DELAY: Final = 0.02
 """Seconds after ``initialize`` before the first model is built (the answer is written by then)."""
 
+WARM_UP_RETRY: Final = 0.01
+"""Seconds between looks at a busy agent before the next model is built."""
+
 _done = False
 
 
 def _first_turn_models() -> list[type[BaseModel]]:
+    """The models to build, the ones every plain-text turn needs first."""
     from .schema import (
         AgentMessage,
         AgentMessageChunk,
@@ -42,12 +49,17 @@ def _first_turn_models() -> list[type[BaseModel]]:
         UserMessage,
     )
 
-    return [NewSessionRequest, NewSessionResponse, PromptRequest, TextContent, UserMessage, AgentMessage,
-            AgentMessageChunk, AgentThought, AgentThoughtChunk, RunningStateUpdate, IdleStateUpdate]
+    # A text prompt and say() of text are framed without their message models (SessionSink.record_plain):
+    # the messages come after what every turn validates or sends.
+    return [PromptRequest, RunningStateUpdate, IdleStateUpdate, TextContent, NewSessionRequest, NewSessionResponse,
+            AgentMessageChunk, UserMessage, AgentMessage, AgentThought, AgentThoughtChunk]
 
 
-async def warm_up() -> None:
-    """Build the first turn's models not built yet, one per event-loop pass (once per process)."""
+async def warm_up(busy: Callable[[], bool] | None = None) -> None:
+    """Build the first turn's models not built yet, one per event-loop pass (once per process).
+
+    ``busy`` says whether the agent is working for its client now; the next model waits until it is not.
+    """
     global _done
     if _done:
         return
@@ -55,6 +67,10 @@ async def warm_up() -> None:
     await anyio.sleep(WARM_UP_DELAY)
     for model in _first_turn_models():
         if model.__pydantic_complete__:
+            continue
+        while busy is not None and busy():
+            await anyio.sleep(WARM_UP_RETRY)
+        if model.__pydantic_complete__:  # built on demand meanwhile
             continue
         try:
             model.model_rebuild()
