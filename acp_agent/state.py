@@ -16,6 +16,7 @@ import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any, Final, Literal
 
+import orjson
 from pydantic import BaseModel
 
 from .background import BackgroundRegistry
@@ -90,11 +91,13 @@ class StatePublisher:
         """Record and report a foreground transition."""
         self.state = state
         if error is None and usage is None and self._mirror is None and not self._registry.listed_count:
-            # The common case (nothing in the background, nothing to mirror): a snapshot sent before,
-            # as bytes, so a turn's ``running`` and ``idle`` build and serialize no model.
+            # The common case (nothing in the background, nothing to mirror): the snapshot's bytes, written
+            # once per session, so a turn's ``running`` and ``idle`` build and serialize no model.
             line = self._lines.get((state, stop_reason))
             if line is None:
-                line = self._sink.frame(self._build(state, stop_reason))
+                body = _empty_list_body(state, stop_reason)
+                line = self._sink.prefix + body + b"}}\n" if body is not None else self._sink.frame(
+                    self._build(state, stop_reason))
                 if len(self._lines) < _LINES_KEPT:
                     self._lines[(state, stop_reason)] = line
             self._last_version = self._registry.version
@@ -143,3 +146,16 @@ class StatePublisher:
             if self._dirty:
                 self._dirty = False
                 self.list_changed()
+
+
+def _empty_list_body(state: ForegroundState, stop_reason: str | None) -> bytes | None:
+    """The JSON of a snapshot with an empty ``background`` list and nothing else but ``stop_reason``: the bytes its
+    model serializes to, without building it (its validator too is built on first use); ``None`` if ``orjson``
+    cannot write the stop reason (a lone surrogate)."""
+    head = b'{"sessionUpdate":"state_update","state":"' + state.encode() + b'"'
+    if stop_reason is not None:
+        try:
+            head += b',"stopReason":' + orjson.dumps(stop_reason)
+        except orjson.JSONEncodeError:
+            return None
+    return head + b',"background":[]}'

@@ -49,10 +49,11 @@ def _first_turn_models() -> list[type[BaseModel]]:
         UserMessage,
     )
 
-    # A text prompt and say() of text are framed without their message models (SessionSink.record_plain):
-    # the messages come after what every turn validates or sends.
-    return [PromptRequest, RunningStateUpdate, IdleStateUpdate, TextContent, NewSessionRequest, NewSessionResponse,
-            AgentMessageChunk, UserMessage, AgentMessage, AgentThought, AgentThoughtChunk]
+    # A text prompt's echo, say() of text and the snapshots of a turn without background work are framed
+    # without their models (SessionSink.record_plain, StatePublisher.set): those come after what every turn
+    # validates or builds.
+    return [PromptRequest, TextContent, NewSessionRequest, NewSessionResponse, AgentMessageChunk, UserMessage,
+            AgentMessage, AgentThought, AgentThoughtChunk, RunningStateUpdate, IdleStateUpdate]
 
 
 async def warm_up(busy: Callable[[], bool] | None = None) -> None:

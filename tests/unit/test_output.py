@@ -250,3 +250,23 @@ def test_anything_but_plain_text_is_left_to_the_model() -> None:
     for message in others[:-1]:  # what the model serializes is what is sent and kept
         line = sink.record(message)
         assert line.endswith(to_json(message) + b"}}\n")
+
+
+@settings(max_examples=200, deadline=None)
+@given(state=st.sampled_from(["idle", "running", "requires_action"]), stop_reason=st.none() | st.text())
+def test_a_snapshot_with_an_empty_list_is_framed_to_the_bytes_its_model_serializes_to(
+    state: str, stop_reason: str | None
+) -> None:
+    from acp_agent.background import BackgroundRegistry
+    from acp_agent.sink import SessionSink
+    from acp_agent.state import StatePublisher
+
+    stop = stop_reason if state == "idle" else None  # only idle carries a stop reason
+    recording = Recording()
+    publisher = StatePublisher(BackgroundRegistry(), SessionSink(Writer(recording), "s1", History()))
+    model = publisher.snapshot(state, stop)  # type: ignore[arg-type]
+    publisher.set(state, stop)  # type: ignore[arg-type]
+    publisher.set(state, stop)  # type: ignore[arg-type]  # the second time from the publisher's lines
+    publisher._sink.flush()
+    expected = publisher._sink.frame(model)
+    assert b"".join(recording.direct) == expected + expected
