@@ -49,6 +49,7 @@ from .schema import (
     UserMessage,
     UserMessageChunk,
 )
+from .schema.base import to_json
 
 __all__ = ["CHILD_GONE", "ITEM_CLASSES", "History", "HistoryChanges", "HistoryItem", "finalize_live_items"]
 
@@ -165,13 +166,9 @@ class HistoryChanges:
         where known, else its item serialized (unset fields omitted); ``kind`` is its class name
         (``ITEM_CLASSES``)."""
         return [
-            (seq, kind.__name__, data if data is not None else _to_json(item))  # type: ignore[arg-type]
+            (seq, kind.__name__, data if data is not None else to_json(item))  # type: ignore[arg-type]
             for seq, kind, item, data in self._rows
         ]
-
-
-def _to_json(item: BaseModel) -> bytes:
-    return item.__pydantic_serializer__.to_json(item, by_alias=True, exclude_unset=True)
 
 
 class History:
