@@ -254,11 +254,6 @@ class Connection:
         return self._closed.is_set()
 
     @property
-    def requests_in_flight(self) -> int:
-        """How many incoming requests are being handled (dispatched, not yet answered)."""
-        return len(self._incoming)
-
-    @property
     def task_group(self) -> TaskGroup:
         """The connection's task group (valid while :meth:`run` is serving)."""
         if self._tg is None:

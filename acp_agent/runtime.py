@@ -206,9 +206,8 @@ class AgentRuntime:
             raise RequestError.auth_required()  # no hook runs before a login (notifications: dropped)
 
     def _busy(self) -> bool:
-        """Whether the agent works for its client now: a request being handled, a turn running or queued."""
-        return self.connection.requests_in_flight > 0 or not all(
-            core_of(session).turns.quiet for session in self.sessions.values())
+        """Whether a turn runs or waits (the warm-up leaves it the event loop)."""
+        return not all(core_of(session).turns.quiet for session in self.sessions.values())
 
     async def _initialize(self, request: InitializeRequest) -> InitializeResponse:
         requested = request.protocol_version

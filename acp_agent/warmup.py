@@ -4,9 +4,9 @@ Wire models build their validators and serializers on first use (``defer_build``
 start-up short but made a fresh agent's first prompt pay for them (about 25 ms). An editor starts
 an agent, sends ``initialize`` and ``session/new``, and the user types a prompt seconds later; so
 once ``initialize`` is answered the runtime builds the models of a plain turn and of ``session/new``
-in that pause (:func:`warm_up`), the turn's first. It builds one model per event-loop pass and only
-while the agent is idle (no request being handled, no turn running): a request arriving meanwhile
-waits for one model's build at most, and a turn already running builds what it needs itself instead
+in that pause (:func:`warm_up`), the turn's first. It builds one model per event-loop pass, so a
+request arriving meanwhile waits for one model's build at most (``session/new`` mostly waits for the
+store's thread anyway), and none while a turn runs or waits: a turn builds what it needs itself instead
 of also waiting for the rest. It runs once per process; a model already built is skipped.
 """
 
@@ -59,7 +59,7 @@ def _first_turn_models() -> list[type[BaseModel]]:
 async def warm_up(busy: Callable[[], bool] | None = None) -> None:
     """Build the first turn's models not built yet, one per event-loop pass (once per process).
 
-    ``busy`` says whether the agent is working for its client now; the next model waits until it is not.
+    ``busy`` says whether a turn runs or waits now; the next model waits until none does.
     """
     global _done
     if _done:
