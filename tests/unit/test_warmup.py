@@ -72,7 +72,7 @@ async def test_warm_up_waits_while_the_agent_is_busy(monkeypatch: pytest.MonkeyP
         monkeypatch.setattr(model, "__pydantic_complete__", False)
 
         def spy(*args: object, _name: str = model.__name__, **kwargs: object) -> None:
-            assert not working["busy"], "a model was built while a request or a turn ran"
+            assert not working["busy"], "a model was built while a turn ran"
             rebuilt.append(_name)
 
         monkeypatch.setattr(model, "model_rebuild", spy)
