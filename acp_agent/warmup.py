@@ -6,8 +6,9 @@ an agent, sends ``initialize`` and ``session/new``, and the user types a prompt 
 once ``initialize`` is answered the runtime builds the models of a plain turn and of ``session/new``
 in that pause (:func:`warm_up`), the turn's first. It builds one model per event-loop pass, so a
 request arriving meanwhile waits for one model's build at most (``session/new`` mostly waits for the
-store's thread anyway), and none while a turn runs or waits: a turn builds what it needs itself instead
-of also waiting for the rest. It runs once per process; a model already built is skipped.
+store's thread anyway), and it stops once a turn runs or waits: a turn builds what it needs itself, and
+a build between two prompts would delay the second. It runs once per process; a model already built
+is skipped.
 """
 
 from __future__ import annotations
@@ -20,15 +21,12 @@ import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
 
-__all__ = ["WARM_UP_DELAY", "WARM_UP_RETRY", "warm_up"]
+__all__ = ["WARM_UP_DELAY", "warm_up"]
 
 logger = logging.getLogger(__name__)
 
 WARM_UP_DELAY: Final = 0.02
 """Seconds after ``initialize`` before the first model is built (the answer is written by then)."""
-
-WARM_UP_RETRY: Final = 0.01
-"""Seconds between looks at a busy agent before the next model is built."""
 
 _done = False
 
@@ -59,7 +57,7 @@ def _first_turn_models() -> list[type[BaseModel]]:
 async def warm_up(busy: Callable[[], bool] | None = None) -> None:
     """Build the first turn's models not built yet, one per event-loop pass (once per process).
 
-    ``busy`` says whether a turn runs or waits now; the next model waits until none does.
+    ``busy`` says whether a turn runs or waits now; then the warm-up ends.
     """
     global _done
     if _done:
@@ -69,10 +67,8 @@ async def warm_up(busy: Callable[[], bool] | None = None) -> None:
     for model in _first_turn_models():
         if model.__pydantic_complete__:
             continue
-        while busy is not None and busy():
-            await anyio.sleep(WARM_UP_RETRY)
-        if model.__pydantic_complete__:  # built on demand meanwhile
-            continue
+        if busy is not None and busy():
+            return
         try:
             model.model_rebuild()
         except Exception:  # never fatal: the model is built on first use instead
