@@ -111,7 +111,9 @@ class Turns:
         self._end_items = end_items
         self._touched = touched
         self._jobs: deque[ForegroundJob] = deque()
-        self._job_ready = anyio.Event()
+        # Made by the worker when it runs out of jobs, set (and dropped) by the next enqueue: the event is
+        # made after a turn's end, not on its way from the request to the worker.
+        self._job_ready: anyio.Event | None = None
         # The backend's CancelScope class, once run() runs: anyio.CancelScope() looks the backend up at every call.
         self._scope: Callable[..., anyio.CancelScope] = anyio.CancelScope
         self.scope: anyio.CancelScope | None = None
@@ -208,7 +210,10 @@ class Turns:
 
     def _enqueue(self, job: ForegroundJob) -> None:
         self._jobs.append(job)
-        self._job_ready.set()
+        ready = self._job_ready
+        if ready is not None:
+            self._job_ready = None
+            ready.set()
         self._update_idle()
 
     def withdraw(self, job: ForegroundJob, error: RequestError | None = None) -> bool:
@@ -253,8 +258,8 @@ class Turns:
         self._scope = type(anyio.CancelScope())
         while True:
             while not self._jobs:
-                await self._job_ready.wait()
-                self._job_ready = new_event()
+                ready = self._job_ready = new_event()
+                await ready.wait()
             await self._run_job(self._jobs.popleft())
 
     async def _run_job(self, job: ForegroundJob) -> None:
@@ -269,7 +274,10 @@ class Turns:
         error: Error | None = None
         try:
             if job.prompt is not None:
-                await self._insert(job)
+                if job.echo is not None and job.answered.is_set():
+                    self._sink.resend_line(job.echo_line)  # inserted and answered already: no wait
+                else:
+                    await self._insert(job)
             if self._state.state != "running":
                 self.set_state("running")
             with scope:

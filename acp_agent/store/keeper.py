@@ -93,7 +93,7 @@ class RecordKeeper:
         """Save ``record`` (and with ``sync``, commit it where other processes see it: :meth:`SessionStore.sync`);
         whether it was written (a failure is logged, never raised)."""
         try:
-            store = await self.ready()
+            store = self.store if self._ready else await self.ready()
             await store.save(record)
             if sync:
                 await store.sync()

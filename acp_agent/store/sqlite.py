@@ -43,7 +43,7 @@ import orjson
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
-from .codec import encode_changes, encode_info, encode_state, listing_filters, record_from
+from .codec import encode_changes, encode_info_text, encode_state_text, listing_filters, record_from
 from .journal import Journal, JournalFile, Save, available, encode_line, orphans
 
 if TYPE_CHECKING:
@@ -286,7 +286,8 @@ class SqliteStore(SessionStore):
         :class:`~acp_agent.errors.StoreError` if a save committed at once failed (it stays queued
         and is committed with a later save).
         """
-        await self.open()
+        if self._db is None:
+            await self.open()
         if record.deleted:
             return
         changes = record.history.take_changes()
@@ -294,7 +295,7 @@ class SqliteStore(SessionStore):
             sid = record.session_id
             rows = [(sid, seq, kind, data) for seq, kind, data in encode_changes(changes)]
             columns = (sid, record.cwd, record.title, record.created_at, record.updated_at, int(record.archived),
-                       encode_info(record).decode(), encode_state(record).decode())
+                       encode_info_text(record), encode_state_text(record))
         except BaseException:
             record.history.unsaved()
             raise
@@ -322,7 +323,7 @@ class SqliteStore(SessionStore):
     def _journal_save(self, save: Save) -> bool:
         """Append ``save`` to the journal and queue its commit; ``False`` if it must commit at once."""
         sid, columns, full, rows, removed = save
-        if columns is None or self._file is None or sum(len(row[3]) for row in rows) > JOURNAL_BYTES:
+        if columns is None or self._file is None or sum([len(row[3]) for row in rows]) > JOURNAL_BYTES:
             return False
         line = encode_line((sid, None, full, rows, removed) if self._journaled.get(sid) == columns else save)
         with self._pending_lock:
