@@ -45,6 +45,7 @@ from acp_agent.store import (
     StoreUnusableError,
     data_dir,
 )
+from acp_agent.store.codec import encode_info, encode_info_text, encode_state, encode_state_text
 from acp_agent.store.journal import Journal, decode_line, encode_line, orphans
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
@@ -860,3 +861,20 @@ async def test_imported_threads_are_listed_resumed_rebuilt_deleted_and_imported_
         assert agent.contexts["sess_imported_1"][4:] == [
             {"role": "user", "content": "echo and now?"}, {"role": "assistant", "content": "echo and now?"},
             {"role": "user", "content": "extras"}, {"role": "tool", "content": "Read file: completed"}]
+
+
+def _metadata_variants() -> list[SessionRecord]:
+    """A record with nothing set, and one with each of the fields the info and state documents hold."""
+    variants = [SessionRecord(session_id="s", cwd="/w")]
+    for fields in ({"additional_directories": ["/x"]}, {"meta": {}}, {"meta": {"k": 1}}, {"client_title": True},
+                   {"available_commands": [AvailableCommand(name="go", description="Go")]},
+                   {"data": {"n": 1}}, {"data": {"bad": object()}}):
+        variants.append(SessionRecord(session_id="s", cwd="/w", **fields))
+    return variants
+
+
+@pytest.mark.parametrize("record", _metadata_variants())
+def test_the_saved_metadata_text_is_what_the_documents_encode_to(record: SessionRecord) -> None:
+    # A session with no metadata set saves constant text; any field set takes the documents' own encoding.
+    assert encode_info_text(record) == encode_info(record).decode()
+    assert encode_state_text(record) == encode_state(record).decode()
