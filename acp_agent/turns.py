@@ -101,6 +101,7 @@ class Turns:
         sink: SessionSink,
         *,
         end_items: Callable[[StopReason], Awaitable[None]],
+        end_now: Callable[[StopReason], bool] | None = None,
         touched: Callable[[], None],
     ) -> None:
         self._session_id = session_id
@@ -109,6 +110,7 @@ class Turns:
         self.run_prompt: Callable[[list[ContentBlock]], Awaitable[StopReason | None]] | None = None
         """Runs one inserted prompt (the agent's ``prompt`` hook, bound to the session)."""
         self._end_items = end_items
+        self._end_now = end_now  # ends a job at once when it can (True), else end_items is awaited
         self._touched = touched
         self._jobs: deque[ForegroundJob] = deque()
         # Made by the worker when it runs out of jobs, set (and dropped) by the next enqueue: the event is
@@ -303,8 +305,10 @@ class Turns:
             FOREGROUND.reset(token)
             self.scope = None
             self.blocked = 0
-            with self._scope(shield=True):
-                await self._end_items(stop or "cancelled")
+            ending = stop or "cancelled"
+            if self._end_now is None or not self._end_now(ending):
+                with self._scope(shield=True):  # ending items and the save are never cut short
+                    await self._end_items(ending)
             if self._cancelled_late:
                 stop, error = "cancelled", None
             self.last_stop, self.last_error = stop or "end_turn", error

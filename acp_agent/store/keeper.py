@@ -89,6 +89,19 @@ class RecordKeeper:
         """Save ``record``; a failure is logged (the next save of it writes it in full), never raised."""
         await self.write(record)
 
+    def save_now(self, record: SessionRecord) -> bool:
+        """:meth:`save` without awaiting, where the store can (:meth:`SessionStore.save_now`); ``False`` if
+        :meth:`save` must be awaited instead. A failure is logged, never raised (it counts as done)."""
+        if not self._ready:
+            return False
+        try:
+            return self.store.save_now(record)
+        except StoreError as exc:
+            logger.error("acp: %s (retried at the session's next save)", exc)
+        except Exception:
+            logger.exception("acp: saving session %s failed", record.session_id)
+        return True
+
     async def write(self, record: SessionRecord, *, sync: bool = False) -> bool:
         """Save ``record`` (and with ``sync``, commit it where other processes see it: :meth:`SessionStore.sync`);
         whether it was written (a failure is logged, never raised)."""

@@ -288,8 +288,21 @@ class SqliteStore(SessionStore):
         """
         if self._db is None:
             await self.open()
+        if not self._stage(record):
+            await self.in_thread(self._commit_open)  # from here on the save is queued: a failure retries it later
+
+    def save_now(self, record: SessionRecord) -> bool:
+        """A save journaled at once (see :meth:`SessionStore.save_now`); ``False`` when the file is not open, journals
+        cannot be used, or the save is too big for the journal (then queued: :meth:`save` commits it)."""
+        if self._db is None or self._file is None or self._loose:
+            return False  # nothing taken: save() opens the file, or commits at once behind a save in no journal
+        return self._stage(record)
+
+    def _stage(self, record: SessionRecord) -> bool:
+        """Take ``record``'s changes and journal them (``True``: saved until the commit), else queue them to be
+        committed at once (``False``)."""
         if record.deleted:
-            return
+            return True
         changes = record.history.take_changes()
         try:
             sid = record.session_id
@@ -301,11 +314,11 @@ class SqliteStore(SessionStore):
             raise
         save: Save = (sid, columns, changes.full, rows, changes.removed)
         if self._journal_save(save):
-            return
+            return True
         with self._pending_lock:
             self._pending.append(save)
             self._loose += 1
-        await self.in_thread(self._commit_open)  # from here on the save is queued: a failure retries it later
+        return False
 
     async def sync(self) -> None:
         """Commit the saves still in the journal (a session leaving this process: others see it at once)."""
