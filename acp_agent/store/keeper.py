@@ -3,8 +3,9 @@
 A :class:`RecordKeeper` serves one connection. Live sessions are objects in memory; the
 keeper writes them to its :class:`~acp_agent.store.SessionStore` off the hot path:
 
-- when foreground work ends, before its ``idle`` goes out (through ``SessionCore.persist``; the
-  SQLite store journals such a small save with one write and commits it in a batch shortly after);
+- when foreground work ends, before its ``idle`` goes out (through ``SessionCore.persist_now``, or
+  ``SessionCore.persist`` awaited when the store cannot save at once; the SQLite store journals such a
+  small save with one write, with no await, and commits it in a batch shortly after);
 - every :data:`FLUSH_INTERVAL` seconds, for live sessions whose history changed (a long turn,
   background work reporting after the turn);
 - when a session is created, forked, closed, and at the end of the connection.
