@@ -325,22 +325,33 @@ class Connection:
         if not isinstance(params, (dict, list)):
             out.answer(request_id, RequestError.invalid_request("params must be an object").to_dict())
             return
-        if _id_key(request_id) in self._incoming:
+        key = (isinstance(request_id, str), request_id)  # _id_key, inlined: every request passes here
+        if key in self._incoming:
             out.answer(request_id, RequestError.invalid_request("id already in flight").to_dict())
             return
-        error = self._check_guard(method, True)
-        if error is not None:
+        guard = self.routes.guard
+        if guard is not None:
+            try:
+                guard(method, True)
+            except RequestError as exc:
+                out.answer(request_id, exc.to_dict())
+                return
+        if (too_deep or isinstance(params, list)) and method in self.requests:
+            if too_deep:
+                error = RequestError.invalid_params(f"nested deeper than {MAX_NESTING} levels")
+            else:  # ACP params are always an object; by-position arrays (even empty) fit no method.
+                error = RequestError.invalid_params("params must be an object")
             out.answer(request_id, error.to_dict())
             return
-        if too_deep and method in self.requests:
-            out.answer(request_id, RequestError.invalid_params(f"nested deeper than {MAX_NESTING} levels").to_dict())
-            return
-        if isinstance(params, list) and method in self.requests:
-            # ACP params are always an object; by-position arrays (even empty) fit no method.
-            out.answer(request_id, RequestError.invalid_params("params must be an object").to_dict())
-            return
         call = _Call()
-        response = self._dispatch(message, method, params, request_id, self._bound_requests_table(), call)
+        table = self._bound_requests
+        if len(table) != len(self.routes.requests):
+            table = self._bound_requests_table()
+        bound = table.get(method)
+        if bound is not None and isinstance(params, dict):  # _dispatch's cheap path, inlined
+            response = rpc_call(RpcRequest(method, params, request_id), call, bound)
+        else:
+            response = self._dispatch(message, method, params, request_id, table, call)
         if call.immediate is not None:
             out.answer(request_id, None, call.immediate.result, call.immediate.sent)
             return
@@ -349,7 +360,7 @@ class Connection:
             out.answer(request_id, _error_from_dispatch(method, response))
             return
         scope = anyio.CancelScope()
-        self._incoming[_id_key(request_id)] = (scope, request_id, out)
+        self._incoming[key] = (scope, request_id, out)
         tg.start_soon(self._run_request, request_id, call.thunk, scope, out)
 
     def _handle_notification(self, method: str, params: Any, tg: TaskGroup) -> None:
@@ -613,8 +624,8 @@ def _binder(method: Method) -> Callable[..., Any]:
         if method.params is None:
             parsed: Any = params
         else:
-            try:
-                parsed = method.params.model_validate(params, strict=True)
+            try:  # the model's own validator: model_validate adds a call layer and nothing else
+                parsed = method.params.__pydantic_validator__.validate_python(params, strict=True)
             except ValidationError as exc:
                 raise JsonRpcError(
                     ErrorCode.INVALID_PARAMS, f"Invalid params: {describe_validation_error(exc)}"
@@ -658,7 +669,10 @@ def _dump(value: Any) -> bytes:
 
 
 def _response_bytes(id_: Any, error: dict[str, Any] | None, result: Any) -> bytes:
-    head = b'{"jsonrpc":"2.0","id":' + orjson.dumps(id_)
     if error is not None:
-        return head + b',"error":' + orjson.dumps(error) + b"}\n"
-    return head + b',"result":' + _dump(result) + b"}\n"
+        return orjson.dumps({"jsonrpc": "2.0", "id": id_, "error": error}, option=orjson.OPT_APPEND_NEWLINE)
+    if isinstance(result, BaseModel):
+        return b'{"jsonrpc":"2.0","id":' + orjson.dumps(id_) + b',"result":' + _dump(result) + b"}\n"
+    # A plain result (a prompt's answer, ``{}``): the whole line in one call.
+    return orjson.dumps({"jsonrpc": "2.0", "id": id_, "result": {} if result is None else result},
+                        option=orjson.OPT_APPEND_NEWLINE)

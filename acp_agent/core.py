@@ -78,11 +78,14 @@ class SessionCore:
         self.registry = BackgroundRegistry()
         self.state = StatePublisher(self.registry, self.sink, self._mirror if parent is not None else None)
         self.turns = Turns(record.session_id, self.state, self.sink, end_items=self._end_foreground_items,
+                           end_now=self._end_foreground_now,
                            touched=record.touch)
         self.on_closed: list[Callable[[], None]] = []
         """Called once the session closed."""
         self.persist: Callable[[], Awaitable[None]] | None = None
         """Saves the session's record; awaited when foreground work ends, before its ``idle``."""
+        self.persist_now: Callable[[], bool] | None = None
+        """Saves the session's record at once if the store can (``False``: :attr:`persist` must be awaited)."""
         self._tg: TaskGroup | None = None
         self._stopped = anyio.Event()
         self.closing = False
@@ -250,6 +253,16 @@ class SessionCore:
     async def wait_idle(self) -> None:
         """Wait until the session has no foreground work, running or queued."""
         await self.turns.wait_idle()
+
+    def _end_foreground_now(self, stop: StopReason) -> bool:
+        """The end of foreground work made at once when it needs no waiting: no item that may need ending
+        (:meth:`_end_foreground_items`) and the save made without an await (:attr:`persist_now`). ``False``:
+        :meth:`_end_foreground_items` must be awaited."""
+        if self.registry.entities:
+            return False
+        if self.persist is None:
+            return True
+        return self.persist_now is not None and self.persist_now()
 
     async def _end_foreground_items(self, stop: StopReason) -> None:
         """Finalize what ended foreground work left unfinished (R68, R108).

@@ -73,6 +73,12 @@ class LineReader:
                     continue
                 discarding = False
                 data = data[nl + 1 :]
+            elif not buf and data.find(b"\n") == len(data) - 1 and len(data) <= self._max:
+                # The usual read: exactly one whole line. Yielded from ``data`` without the buffer's copies.
+                line = _clean(data[:-1])
+                if line:
+                    yield line
+                continue
             buf += data
             start = 0
             while True:
@@ -103,9 +109,14 @@ class LineReader:
                 yield line
 
 
+_WHITESPACE: Final = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips
+
+
 def _clean(line: bytes) -> bytes:
     if line.endswith(b"\r"):
         line = line[:-1]
+    if line and line[0] not in _WHITESPACE:
+        return line  # a message starts with "{" or "[": no copy to find it is not blank
     return line if line.strip() else b""
 
 

@@ -305,6 +305,7 @@ class AgentRuntime:
         self.records[record.session_id] = record
         if self.keeper.durable:
             core.persist = partial(self.keeper.save, record)
+            core.persist_now = partial(self.keeper.save_now, record)
             if not self._flushing:
                 self._flushing = True
                 self.connection.task_group.start_soon(self.keeper.run, self.records)

@@ -96,6 +96,7 @@ class Turns:
         sink: SessionSink,
         *,
         end_items: Callable[[StopReason], Awaitable[None]],
+        end_now: Callable[[StopReason], bool] | None = None,
         touched: Callable[[], None],
     ) -> None:
         self._session_id = session_id
@@ -104,9 +105,12 @@ class Turns:
         self.run_prompt: Callable[[list[ContentBlock]], Awaitable[StopReason | None]] | None = None
         """Runs one inserted prompt (the agent's ``prompt`` hook, bound to the session)."""
         self._end_items = end_items
+        self._end_now = end_now  # ends a job at once when it can (True), else end_items is awaited
         self._touched = touched
         self._jobs: deque[ForegroundJob] = deque()
-        self._job_ready = anyio.Event()
+        # Made by the worker when it runs out of jobs, set (and dropped) by the next enqueue: the event is
+        # made after a turn's end, not on its way from the request to the worker.
+        self._job_ready: anyio.Event | None = None
         # The backend's CancelScope class, once run() runs: anyio.CancelScope() looks the backend up at every call.
         self._scope: Callable[..., anyio.CancelScope] = anyio.CancelScope
         self.scope: anyio.CancelScope | None = None
@@ -203,7 +207,10 @@ class Turns:
 
     def _enqueue(self, job: ForegroundJob) -> None:
         self._jobs.append(job)
-        self._job_ready.set()
+        ready = self._job_ready
+        if ready is not None:
+            self._job_ready = None
+            ready.set()
         self._update_idle()
 
     def withdraw(self, job: ForegroundJob, error: RequestError | None = None) -> bool:
@@ -248,8 +255,8 @@ class Turns:
         self._scope = type(anyio.CancelScope())
         while True:
             while not self._jobs:
-                await self._job_ready.wait()
-                self._job_ready = new_event()
+                ready = self._job_ready = new_event()
+                await ready.wait()
             await self._run_job(self._jobs.popleft())
 
     async def _run_job(self, job: ForegroundJob) -> None:
@@ -264,7 +271,10 @@ class Turns:
         error: Error | None = None
         try:
             if job.prompt is not None:
-                await self._insert(job)
+                if job.echo is not None and job.answered.is_set():
+                    self._sink.resend_line(job.echo_line)  # inserted and answered already: no wait
+                else:
+                    await self._insert(job)
             if self._state.state != "running":
                 self.set_state("running")
             with scope:
@@ -290,8 +300,10 @@ class Turns:
             FOREGROUND.reset(token)
             self.scope = None
             self.blocked = 0
-            with self._scope(shield=True):
-                await self._end_items(stop or "cancelled")
+            ending = stop or "cancelled"
+            if self._end_now is None or not self._end_now(ending):
+                with self._scope(shield=True):  # ending items and the save are never cut short
+                    await self._end_items(ending)
             if self._cancelled_late:
                 stop, error = "cancelled", None
             self.last_stop, self.last_error = stop or "end_turn", error

@@ -103,6 +103,16 @@ class SessionStore(ABC):
         Raises :class:`~acp_agent.errors.StoreError` if it could not be written.
         """
 
+    def save_now(self, record: SessionRecord) -> bool:
+        """Save ``record`` at once, without awaiting anything, if this store can; ``False`` if it could not finish
+        the save so: :meth:`save` must then be awaited (it writes whatever this call left).
+
+        The end of a turn tries this first, so a store that can (``SqliteStore`` appends a small save to its
+        journal) saves a turn with no await and no cancel scope around it. The default returns ``False``: a
+        store that does not override this is saved with :meth:`save`. Raises like :meth:`save`.
+        """
+        return False
+
     async def sync(self) -> None:
         """Make every save so far visible to other processes sharing the store (a store that writes
         saves to a journal first commits them now; the others have nothing to do).

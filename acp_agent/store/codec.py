@@ -18,7 +18,8 @@ from ..records import SessionRecord
 from ..schema import AvailableCommand, SessionConfigOption
 
 __all__ = [
-    "decode_item", "encode_changes", "encode_info", "encode_item", "encode_state", "listing_filters", "record_from",
+    "decode_item", "encode_changes", "encode_info", "encode_info_text", "encode_item", "encode_state",
+    "encode_state_text", "listing_filters", "record_from",
 ]
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,25 @@ def encode_state(record: SessionRecord) -> bytes:
                            "is lost once the session leaves memory", record.session_id, exc)
         state["data"] = None
         return orjson.dumps(state)
+
+
+_EMPTY_INFO: Final = encode_info(SessionRecord(session_id="", cwd="")).decode()
+_EMPTY_STATE: Final = encode_state(SessionRecord(session_id="", cwd="")).decode()
+
+
+def encode_info_text(record: SessionRecord) -> str:
+    """:func:`encode_info` as text; a session with none of those set (most) takes no serializing."""
+    if not record.additional_directories and record.meta is None and not record.client_title:
+        return _EMPTY_INFO
+    return encode_info(record).decode()
+
+
+def encode_state_text(record: SessionRecord) -> str:
+    """:func:`encode_state` as text; a session with no options, no commands and empty ``data`` takes no
+    serializing."""
+    if not record.config_options and not record.available_commands and not record.data:
+        return _EMPTY_STATE
+    return encode_state(record).decode()
 
 
 def _dump(model: BaseModel) -> Any:

@@ -3,8 +3,9 @@
 A :class:`RecordKeeper` serves one connection. Live sessions are objects in memory; the
 keeper writes them to its :class:`~acp_agent.store.SessionStore` off the hot path:
 
-- when foreground work ends, before its ``idle`` goes out (through ``SessionCore.persist``; the
-  SQLite store journals such a small save with one write and commits it in a batch shortly after);
+- when foreground work ends, before its ``idle`` goes out (through ``SessionCore.persist_now``, or
+  ``SessionCore.persist`` awaited when the store cannot save at once; the SQLite store journals such a
+  small save with one write, with no await, and commits it in a batch shortly after);
 - every :data:`FLUSH_INTERVAL` seconds, for live sessions whose history changed (a long turn,
   background work reporting after the turn);
 - when a session is created, forked, closed, and at the end of the connection.
@@ -89,11 +90,24 @@ class RecordKeeper:
         """Save ``record``; a failure is logged (the next save of it writes it in full), never raised."""
         await self.write(record)
 
+    def save_now(self, record: SessionRecord) -> bool:
+        """:meth:`save` without awaiting, where the store can (:meth:`SessionStore.save_now`); ``False`` if
+        :meth:`save` must be awaited instead. A failure is logged, never raised (it counts as done)."""
+        if not self._ready:
+            return False
+        try:
+            return self.store.save_now(record)
+        except StoreError as exc:
+            logger.error("acp: %s (retried at the session's next save)", exc)
+        except Exception:
+            logger.exception("acp: saving session %s failed", record.session_id)
+        return True
+
     async def write(self, record: SessionRecord, *, sync: bool = False) -> bool:
         """Save ``record`` (and with ``sync``, commit it where other processes see it: :meth:`SessionStore.sync`);
         whether it was written (a failure is logged, never raised)."""
         try:
-            store = await self.ready()
+            store = self.store if self._ready else await self.ready()
             await store.save(record)
             if sync:
                 await store.sync()

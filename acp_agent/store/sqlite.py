@@ -43,7 +43,7 @@ import orjson
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
-from .codec import encode_changes, encode_info, encode_state, listing_filters, record_from
+from .codec import encode_changes, encode_info_text, encode_state_text, listing_filters, record_from
 from .journal import Journal, JournalFile, Save, available, encode_line, orphans
 
 if TYPE_CHECKING:
@@ -286,25 +286,39 @@ class SqliteStore(SessionStore):
         :class:`~acp_agent.errors.StoreError` if a save committed at once failed (it stays queued
         and is committed with a later save).
         """
-        await self.open()
+        if self._db is None:
+            await self.open()
+        if not self._stage(record):
+            await self.in_thread(self._commit_open)  # from here on the save is queued: a failure retries it later
+
+    def save_now(self, record: SessionRecord) -> bool:
+        """A save journaled at once (see :meth:`SessionStore.save_now`); ``False`` when the file is not open, journals
+        cannot be used, or the save is too big for the journal (then queued: :meth:`save` commits it)."""
+        if self._db is None or self._file is None or self._loose:
+            return False  # nothing taken: save() opens the file, or commits at once behind a save in no journal
+        return self._stage(record)
+
+    def _stage(self, record: SessionRecord) -> bool:
+        """Take ``record``'s changes and journal them (``True``: saved until the commit), else queue them to be
+        committed at once (``False``)."""
         if record.deleted:
-            return
+            return True
         changes = record.history.take_changes()
         try:
             sid = record.session_id
             rows = [(sid, seq, kind, data) for seq, kind, data in encode_changes(changes)]
             columns = (sid, record.cwd, record.title, record.created_at, record.updated_at, int(record.archived),
-                       encode_info(record).decode(), encode_state(record).decode())
+                       encode_info_text(record), encode_state_text(record))
         except BaseException:
             record.history.unsaved()
             raise
         save: Save = (sid, columns, changes.full, rows, changes.removed)
         if self._journal_save(save):
-            return
+            return True
         with self._pending_lock:
             self._pending.append(save)
             self._loose += 1
-        await self.in_thread(self._commit_open)  # from here on the save is queued: a failure retries it later
+        return False
 
     async def sync(self) -> None:
         """Commit the saves still in the journal (a session leaving this process: others see it at once)."""
@@ -322,7 +336,7 @@ class SqliteStore(SessionStore):
     def _journal_save(self, save: Save) -> bool:
         """Append ``save`` to the journal and queue its commit; ``False`` if it must commit at once."""
         sid, columns, full, rows, removed = save
-        if columns is None or self._file is None or sum(len(row[3]) for row in rows) > JOURNAL_BYTES:
+        if columns is None or self._file is None or sum([len(row[3]) for row in rows]) > JOURNAL_BYTES:
             return False
         line = encode_line((sid, None, full, rows, removed) if self._journaled.get(sid) == columns else save)
         with self._pending_lock:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
 import anyio
+import orjson
 import pytest
+from anyio.abc import ByteReceiveStream
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from acp_agent.connection import Connection, Method
+from acp_agent.connection import Connection, Method, _response_bytes
 from acp_agent.errors import RequestError
+from acp_agent.framing import OVERSIZED, LineReader, Oversized
 from tests.helpers.rawpeer import connected
 
 pytestmark = pytest.mark.anyio
@@ -304,3 +310,72 @@ async def test_outgoing_request_fails_when_connection_closes() -> None:
             await peer.recv()
             await peer.eof()
         assert outcome == [-32800]
+
+
+# -- the line reader's one-line read, and the answer's bytes ------------------------------------------------------
+
+
+class _Chunks(ByteReceiveStream):
+    """A stream that hands out the given chunks, one per receive, then ends."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = list(chunks)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if not self._chunks:
+            raise anyio.EndOfStream
+        return self._chunks.pop(0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _expected_lines(data: bytes, limit: int) -> list[bytes | Oversized]:
+    """What LineReader must yield for ``data`` however it arrives: each line cleaned, blank ones skipped,
+    one OVERSIZED per line over the limit (counting its ``\\r``)."""
+    pieces = data.split(b"\n")
+    out: list[bytes | Oversized] = []
+    for piece in pieces:
+        if len(piece) > limit:
+            out.append(OVERSIZED)
+            continue
+        line = piece[:-1] if piece.endswith(b"\r") else piece
+        if line.strip():
+            out.append(line)
+    return out
+
+
+async def _read_all(chunks: list[bytes], limit: int) -> list[bytes | Oversized]:
+    return [line async for line in LineReader(_Chunks(chunks), limit)]
+
+
+_LINE = st.one_of(
+    st.binary(max_size=24).map(lambda b: b.replace(b"\n", b"")),
+    st.sampled_from([b"", b" ", b"\r", b"  \t", b'{"a":1}', b'{"a":1}\r', b" {}", b"\x0b", b"x" * 16, b"y" * 17]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(_LINE, max_size=8), final=st.booleans(), cuts=st.lists(st.integers(0, 200), max_size=6))
+def test_the_line_reader_yields_the_same_lines_however_the_input_is_cut(
+        lines: list[bytes], final: bool, cuts: list[int]) -> None:
+    limit = 16
+    data = b"".join(line + b"\n" for line in lines) + (b"tail" if final else b"")
+    expected = _expected_lines(data, limit)
+    # One line per read (the reader's shortcut), arbitrary cuts, and everything at once all agree.
+    per_line = [line + b"\n" for line in lines] + ([b"tail"] if final else [])
+    points = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
+    cut = [data[a:b] for a, b in itertools.pairwise(points) if b > a]
+    for chunks in (per_line, cut, [data]):
+        assert anyio.run(_read_all, chunks, limit) == expected, chunks
+
+
+@pytest.mark.parametrize("id_", [0, 7, -3, "abc", 'q"uote', 2.0])
+@pytest.mark.parametrize("result", [None, {}, {"messageId": "msg_1"}, {"sum": 5, "nested": [1, {"x": None}]}])
+def test_a_plain_answer_is_the_bytes_the_envelope_joins_to(id_: Any, result: Any) -> None:
+    expected = b'{"jsonrpc":"2.0","id":' + orjson.dumps(id_) + b',"result":' + (
+        b"{}" if result is None else orjson.dumps(result)) + b"}\n"
+    assert _response_bytes(id_, None, result) == expected
+    error = {"code": -32600, "message": "Invalid request"}
+    assert _response_bytes(id_, error, None) == (
+        b'{"jsonrpc":"2.0","id":' + orjson.dumps(id_) + b',"error":' + orjson.dumps(error) + b"}\n")

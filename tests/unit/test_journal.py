@@ -338,3 +338,29 @@ async def test_journal_files_stay_beside_a_relative_database_when_the_process_ch
     loaded = await SqliteStore(tmp_path / "data" / "a.sqlite3").load(record.session_id)
     assert loaded is not None
     assert [i.content[0].text for i in loaded.history.replay()] == ["one", "two"]  # type: ignore[union-attr]
+
+
+async def test_save_now_journals_a_small_save_and_leaves_the_rest_to_save(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end of a turn saves with ``save_now`` (no await): a small save is journaled at once; before the
+    file is open, or for a save too big for the journal, it answers ``False`` and the awaited ``save``
+    commits what it left, in order."""
+    monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 3600.0)  # nothing is committed behind the test's back
+    unopened = SqliteStore(tmp_path / "b.sqlite3")
+    fresh = SessionRecord(session_id="sess_unopened", cwd="/w")
+    say(fresh, "kept for save")
+    assert unopened.save_now(fresh) is False
+    assert fresh.history.changed  # nothing was taken: save() writes it
+    await unopened.close()
+
+    store, record = await saved_store(tmp_path, "sess_now")
+    say(record, "small")
+    assert store.save_now(record) is True
+    assert journaled_texts(store.path) == ["small"] and committed_texts(store.path, record.session_id) == []
+    say(record, BIG)
+    assert store.save_now(record) is False  # queued to commit at once: save() must be awaited
+    say(record, "after")
+    assert store.save_now(record) is False  # behind a save in no journal: nothing taken
+    await store.save(record)
+    assert committed_texts(store.path, record.session_id) == ["small", BIG, "after"]
+    await store.close()

@@ -45,10 +45,11 @@ from acp_agent.store import (
     StoreUnusableError,
     data_dir,
 )
+from acp_agent.store.codec import encode_info, encode_info_text, encode_state, encode_state_text
 from acp_agent.store.journal import Journal, decode_line, encode_line, orphans
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
-from tests.helpers.sqlite_files import committed_texts, journal_lines, write_locked
+from tests.helpers.sqlite_files import committed_texts, journal_lines, journaled_texts, write_locked
 
 pytestmark = pytest.mark.anyio
 
@@ -860,3 +861,55 @@ async def test_imported_threads_are_listed_resumed_rebuilt_deleted_and_imported_
         assert agent.contexts["sess_imported_1"][4:] == [
             {"role": "user", "content": "echo and now?"}, {"role": "assistant", "content": "echo and now?"},
             {"role": "user", "content": "extras"}, {"role": "tool", "content": "Read file: completed"}]
+
+
+def _metadata_variants() -> list[SessionRecord]:
+    """A record with nothing set, and one with each of the fields the info and state documents hold."""
+    variants = [SessionRecord(session_id="s", cwd="/w")]
+    for fields in ({"additional_directories": ["/x"]}, {"meta": {}}, {"meta": {"k": 1}}, {"client_title": True},
+                   {"available_commands": [AvailableCommand(name="go", description="Go")]},
+                   {"data": {"n": 1}}, {"data": {"bad": object()}}):
+        variants.append(SessionRecord(session_id="s", cwd="/w", **fields))
+    return variants
+
+
+@pytest.mark.parametrize("record", _metadata_variants())
+def test_the_saved_metadata_text_is_what_the_documents_encode_to(record: SessionRecord) -> None:
+    # A session with no metadata set saves constant text; any field set takes the documents' own encoding.
+    assert encode_info_text(record) == encode_info(record).decode()
+    assert encode_state_text(record) == encode_state(record).decode()
+
+
+async def test_a_turn_ends_with_the_save_the_store_makes_at_once_or_else_awaits_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A turn's end saves with ``save_now`` when the store can (the SQLite journal: no await), else awaits
+    ``save``; either way the turn is saved before its ``idle``, and a failing ``save_now`` is logged, not raised."""
+    calls: list[str] = []
+
+    class Spy(SqliteStore):
+        mode = "journal"
+
+        def save_now(self, record: SessionRecord) -> bool:
+            calls.append(f"now:{self.mode}")
+            if self.mode == "raise":
+                raise StoreError("disk on fire")
+            return False if self.mode == "refuse" else super().save_now(record)
+
+        async def save(self, record: SessionRecord) -> None:
+            calls.append("save")
+            await super().save(record)
+
+    store = Spy(tmp_path / "s.sqlite3")
+    async with connect_agent(ScriptedAgent(), store=store) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        for mode in ("journal", "refuse", "raise"):
+            store.mode = mode
+            calls.clear()
+            await client.prompt_and_wait(sid, f"echo {mode}")
+            said = f"echo {mode}"  # what the agent says back
+            kept = [t for t in journaled_texts(store.path) + committed_texts(store.path, sid) if t == said]
+            expected = {"journal": (["now:journal"], [said]), "refuse": (["now:refuse", "save"], [said]),
+                        "raise": (["now:raise"], [])}[mode]
+            assert (calls, kept) == expected
+    assert "disk on fire" in caplog.text
