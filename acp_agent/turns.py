@@ -271,7 +271,7 @@ class Turns:
         error: Error | None = None
         try:
             if job.prompt is not None:
-                if job.echo is not None and job.answered.is_set():
+                if job.message_id is not None and job.answered.is_set():
                     self._sink.resend_line(job.echo_line)  # inserted and answered already: no wait
                 else:
                     await self._insert(job)
