@@ -151,3 +151,23 @@ def test_streamed_text_after_a_save_is_a_change_again() -> None:
     history.append_text(False, "m1", "e")
     [(seq, item)] = history.take_changes().entries
     assert seq == 1 and to_wire(item)["content"] == [{"type": "text", "text": "abcde"}]
+
+
+def test_text_chunks_of_interleaved_streams_each_reach_their_own_message() -> None:
+    history = History()
+    ids = ["m1", "m2"]
+    for i in range(600):  # past the joins of long runs
+        history.append_text(i % 3 == 0, ids[i % 2], f"{i},")
+        if i == 300:
+            history.take_changes()  # saved: the next chunk of each entry marks it changed again
+            assert not history.changed
+            history.append_text(False, "m1", "")
+            assert history.changed
+    history.append_text(False, "".join(["m", "1"]), "end")  # an equal id that is another string object
+    texts = {(type(u).__name__, u.message_id): u.content[0].text for u in history.replay()}  # type: ignore[union-attr]
+    expected: dict[tuple[str, str], str] = {}
+    for i in range(600):
+        key = ("AgentThought" if i % 3 == 0 else "AgentMessage", ids[i % 2])
+        expected[key] = expected.get(key, "") + f"{i},"
+    expected[("AgentMessage", "m1")] += "end"
+    assert texts == expected
