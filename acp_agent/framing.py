@@ -293,6 +293,8 @@ class Writer:
             return
         if self._run:
             self._seal()
+            if self._queued_bytes > DIRECT_WRITE_BYTES:  # the run's escapes made it bigger than it was counted
+                return
         if not queue:
             return
         chunk = queue[0] if len(queue) == 1 else b"".join(queue)

@@ -373,3 +373,21 @@ async def test_text_held_until_the_session_is_announced_goes_out_in_order() -> N
     sink.text(frame, False, "m1", "b")
     writer.flush_now()
     assert stream.everything() == b"answer\n" + _line(frame, "a") + _line(frame, "b")
+
+
+async def test_flush_now_leaves_a_run_its_escapes_made_big_to_the_writer_task() -> None:
+    from acp_agent.framing import TextFrame
+
+    frame = TextFrame(b"<", b">\n")
+    stream = Recording()
+    writer = Writer(stream)
+    text = "\x00" * (DIRECT_WRITE_BYTES // 2)  # counted at its length; each character is 6 bytes of JSON
+    writer.send_text(frame, text)
+    writer.flush_now()
+    assert stream.direct == [] and writer.queued_bytes == len(_line(frame, text)) > DIRECT_WRITE_BYTES
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        with anyio.fail_after(5):
+            await writer.drain()
+        writer.close()
+    assert stream.sent == [_line(frame, text)]
