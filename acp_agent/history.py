@@ -182,6 +182,10 @@ class History:
         self._full = True  # the next save writes everything
         self._dirty: list[_Entry] = []
         self._removed: list[int] = []
+        # The entry the last text chunk went to, by its id object and kind (see append_text).
+        self._text_entry: _Entry | None = None
+        self._text_id: str | None = None
+        self._text_thought = False
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -368,13 +372,19 @@ class History:
 
     def append_text(self, thought: bool, message_id: str, text: str) -> None:
         """Record a plain-text agent message (or thought) chunk without building its model."""
-        kind = AgentThought if thought else AgentMessage
-        entry = self._entries.get((kind, message_id))
-        run = entry.text if entry is not None else None
-        if run is not None and entry.dirty and len(run) + 1 < entry.join_at:  # type: ignore[union-attr]
-            run.append(text)  # the hot path of a stream: a chunk more in an open run, already marked changed
-            return
-        self._entry(kind, message_id).add_text(text)
+        entry = self._text_entry
+        if entry is None or message_id is not self._text_id or thought is not self._text_thought:
+            # Another message than the last chunk's: found by key. A message's entry stays the same object for
+            # the life of the history (only plans leave it), so it is kept for the next chunk of the same id.
+            entry = self._entries.get((AgentThought if thought else AgentMessage, message_id))
+            if entry is not None:
+                self._text_entry, self._text_id, self._text_thought = entry, message_id, thought
+        if entry is not None:
+            run = entry.text
+            if run is not None and entry.dirty and len(run) + 1 < entry.join_at:
+                run.append(text)  # the hot path of a stream: a chunk more in an open run, already marked changed
+                return
+        self._entry(AgentThought if thought else AgentMessage, message_id).add_text(text)
 
     def _append_chunk(self, full: type[BaseModel], chunk: BaseModel) -> None:
         id_field, collection = _UPSERTS[full]

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Unpack
 
 import anyio
-import orjson
 from anyio.abc import TaskGroup
 from pydantic import BaseModel
 
@@ -90,26 +89,21 @@ class MessageStream:
         """The ``messageId`` every chunk carries."""
         self._thought = thought
         self._chunk = AgentThoughtChunk if thought else AgentMessageChunk
-        # The hot path: text chunks are framed straight to bytes (same JSON the models produce).
-        self._head = (
-            core.sink.prefix
-            + (b'{"sessionUpdate":"agent_thought_chunk","messageId":' if thought
-               else b'{"sessionUpdate":"agent_message_chunk","messageId":')
-            + orjson.dumps(self.message_id)
-            + b',"content":{"type":"text","text":'
-        )
+        # The hot path: text chunks go straight to the sink, framed by the writer (same JSON the models produce).
+        self._sink = core.sink
+        self._state = core.state
+        self._frame = core.sink.text_frame(thought, self.message_id)
 
     async def write(self, content: str | ContentBlock) -> None:
         """Append one piece of text (or one content block) to the message."""
-        core = self._core
-        if core.state.state == "idle":
-            core.check_may_talk()
-        if type(content) is not str:
-            await core.send(self._chunk(message_id=self.message_id, content=content))
+        if self._state.state == "idle":
+            self._core.check_may_talk()
+        if type(content) is str:
+            sink = self._sink
+            if sink.text(self._frame, self._thought, self.message_id, content):  # the common case skips the coroutine
+                await sink.backpressure()
             return
-        sink = core.sink
-        if sink.text(self._head, self._thought, self.message_id, content):  # the common case skips the coroutine
-            await sink.backpressure()
+        await self._core.send(self._chunk(message_id=self.message_id, content=content))
 
 
 class Session:

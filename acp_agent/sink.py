@@ -21,7 +21,7 @@ import orjson
 from pydantic import BaseModel
 
 from .errors import SessionClosedError
-from .framing import Writer
+from .framing import TextFrame, Writer
 from .history import History
 from .schema import AgentMessage, AgentThought, ContentBlock, TextContent, UserMessage
 
@@ -154,17 +154,31 @@ class SessionSink:
 
     # -- hot paths -------------------------------------------------------------------------
 
-    def text(self, head: bytes, thought: bool, message_id: str, text: str) -> bool:
-        """One text chunk of a streamed message; ``head`` is the chunk's framing up to the text value.
+    def text_frame(self, thought: bool, message_id: str) -> TextFrame:
+        """The framing of the plain-text chunks of one streamed message (or thought), for :meth:`text`."""
+        return TextFrame(
+            self.prefix
+            + (b'{"sessionUpdate":"agent_thought_chunk","messageId":' if thought
+               else b'{"sessionUpdate":"agent_message_chunk","messageId":')
+            + orjson.dumps(message_id)
+            + b',"content":{"type":"text","text":',
+            _TEXT_TAIL,
+        )
+
+    def text(self, frame: TextFrame, thought: bool, message_id: str, text: str) -> bool:
+        """One text chunk of a streamed message; ``frame`` is :meth:`text_frame` of it.
 
         Returns :meth:`full` (the caller awaits :meth:`backpressure` if true): the hot path of a
-        stream is this one call per chunk.
+        stream is this one call per chunk. ASCII text is framed by the writer, a batch at a time.
         """
         if self.closed:
             self.check_open()
-        self.history.append_text(thought, message_id, text)
-        data = head + orjson.dumps(text) + _TEXT_TAIL
         held = self._root._held
+        if held is None and text.isascii():
+            self.history.append_text(thought, message_id, text)
+            return self._writer.send_text(frame, text)
+        data = frame.head + orjson.dumps(text) + frame.tail  # a lone surrogate raises before anything is recorded
+        self.history.append_text(thought, message_id, text)
         if held is not None:
             held.append(data)
             return False

@@ -230,3 +230,23 @@ def test_a_saved_entry_known_by_its_json_is_built_only_when_asked_for() -> None:
     assert b'"messageId":"m1"' in entry_json
     [(seq, item)] = changes.entries  # parsed from those bytes on demand
     assert seq == 1 and type(item) is AgentMessage and to_wire(item) == orjson.loads(entry_json)
+
+
+def test_text_chunks_of_interleaved_streams_each_reach_their_own_message() -> None:
+    history = History()
+    ids = ["m1", "m2"]
+    for i in range(600):  # past the joins of long runs
+        history.append_text(i % 3 == 0, ids[i % 2], f"{i},")
+        if i == 300:
+            history.take_changes()  # saved: the next chunk of each entry marks it changed again
+            assert not history.changed
+            history.append_text(False, "m1", "")
+            assert history.changed
+    history.append_text(False, "".join(["m", "1"]), "end")  # an equal id that is another string object
+    texts = {(type(u).__name__, u.message_id): u.content[0].text for u in history.replay()}  # type: ignore[union-attr]
+    expected: dict[tuple[str, str], str] = {}
+    for i in range(600):
+        key = ("AgentThought" if i % 3 == 0 else "AgentMessage", ids[i % 2])
+        expected[key] = expected.get(key, "") + f"{i},"
+    expected[("AgentMessage", "m1")] += "end"
+    assert texts == expected

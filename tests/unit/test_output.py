@@ -270,3 +270,144 @@ def test_a_snapshot_with_an_empty_list_is_framed_to_the_bytes_its_model_serializ
     publisher._sink.flush()
     expected = publisher._sink.frame(model)
     assert b"".join(recording.direct) == expected + expected
+
+
+# -- streamed text: framed by the writer a run at a time (Writer.send_text, SessionSink.text) --------------------
+
+_ASCII = st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=12)  # quotes, backslashes, controls, '","'
+
+
+def _line(frame: Any, text: str) -> bytes:
+    import orjson
+
+    return frame.head + orjson.dumps(text) + frame.tail
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.one_of(st.tuples(st.sampled_from(["a", "b"]), _ASCII), st.just(("line", ""))), max_size=40))
+def test_streamed_texts_reach_the_wire_as_the_lines_of_each_text_in_call_order(steps: list[tuple[str, str]]) -> None:
+    from acp_agent.framing import TextFrame
+
+    frames = {"a": TextFrame(b'{"x":', b"}\n"), "b": TextFrame(b'{"y":[', b"]}\n")}
+    stream = Recording()
+    writer = Writer(stream)
+    expected = []
+    for n, (kind, text) in enumerate(steps):
+        if kind == "line":  # another message between texts: texts before it go first
+            writer.send_nowait(b"%d\n" % n)
+            expected.append(b"%d\n" % n)
+        else:
+            writer.send_text(frames[kind], text)
+            expected.append(_line(frames[kind], text))
+        if n % 7 == 6:
+            writer.flush_now()
+    writer.flush_now()
+    assert stream.everything() == b"".join(expected)
+    assert writer.queued_bytes == 0
+
+
+async def test_streamed_texts_count_as_messages_and_bytes_for_backpressure() -> None:
+    from acp_agent.framing import TextFrame
+
+    frame = TextFrame(b"<", b">\n")
+    stream = Recording(take=0)  # the client reads nothing
+    writer = Writer(stream, high_water=4, high_water_bytes=1000)
+    assert [writer.send_text(frame, "x") for _ in range(5)] == [False] * 4 + [True]
+    assert writer.full() and writer.queued_bytes == 5 * len(b'<"x">\n')
+    writer.flush_now()  # nothing taken: the run is sealed into one queued item, still counted exactly
+    assert writer.full() and writer.queued_bytes == 5 * len(b'<"x">\n')
+    writer = Writer(Recording(take=0), high_water=100, high_water_bytes=20)
+    assert writer.send_text(frame, '"\n\x00') is False  # counted at its length (+ quotes) until framed
+    assert writer.send_text(frame, "0123456789") is True  # over the byte mark
+    writer.flush_now()
+    # the escapes are counted once the run is framed
+    assert writer.queued_bytes == len(_line(frame, '"\n\x00') + _line(frame, "0123456789"))
+
+
+async def test_the_writer_task_writes_streamed_texts_and_drain_waits_for_them() -> None:
+    from acp_agent.framing import TextFrame
+
+    frame = TextFrame(b"<", b">\n")
+    stream = Recording(direct=False)
+    writer = Writer(stream)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        writer.send_text(frame, "a")
+        writer.send_text(frame, "b")
+        with anyio.fail_after(5):
+            await writer.drain()
+        assert stream.sent == [b'<"a">\n<"b">\n']
+        writer.close()
+
+
+async def test_a_broken_writer_drops_streamed_texts() -> None:
+    from acp_agent.framing import TextFrame
+
+    class Broken(Recording):
+        async def send(self, item: bytes) -> None:
+            raise anyio.BrokenResourceError
+
+    frame = TextFrame(b"<", b">\n")
+    writer = Writer(Broken(direct=False))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        writer.send_text(frame, "a")
+        with anyio.fail_after(5):
+            await writer.drain()
+    assert writer.broken and writer.send_text(frame, "b") is False and not writer.full() and writer.queued_bytes == 0
+
+
+async def test_the_sink_streams_any_text_as_the_chunk_model_serializes_and_records_it() -> None:
+    from acp_agent.schema import AgentMessageChunk, AgentThoughtChunk, TextContent
+    from acp_agent.sink import SessionSink
+
+    stream = Recording()
+    writer = Writer(stream)
+    history = History()
+    sink = SessionSink(writer, "s1", history)
+    expected = []
+    for thought, text in [(False, "plain"), (False, "é ✓ \u2028"), (True, 'a","b\\'), (False, "")]:
+        frame = sink.text_frame(thought, "m1")
+        sink.text(frame, thought, "m1", text)
+        chunk = (AgentThoughtChunk if thought else AgentMessageChunk)(message_id="m1", content=TextContent(text=text))
+        expected.append(sink.frame(chunk))
+    writer.flush_now()
+    assert stream.everything() == b"".join(expected)
+    frame = sink.text_frame(False, "m1")
+    with pytest.raises(Exception, match="surrogates"):  # no JSON for a lone surrogate: raised, nothing recorded
+        sink.text(frame, False, "m1", "\ud800")
+    assert [(type(i).__name__, i.content[0].text) for i in history.replay()] == [  # type: ignore[union-attr]
+        ("AgentMessage", "plainé ✓ \u2028"), ("AgentThought", 'a","b\\')]
+
+
+async def test_text_held_until_the_session_is_announced_goes_out_in_order() -> None:
+    from acp_agent.sink import SessionSink
+
+    stream = Recording()
+    writer = Writer(stream)
+    sink = SessionSink(writer, "s1", History(), hold=True)
+    frame = sink.text_frame(False, "m1")
+    assert sink.text(frame, False, "m1", "a") is False
+    writer.send_nowait(b"answer\n")
+    sink.release()
+    sink.text(frame, False, "m1", "b")
+    writer.flush_now()
+    assert stream.everything() == b"answer\n" + _line(frame, "a") + _line(frame, "b")
+
+
+async def test_flush_now_leaves_a_run_its_escapes_made_big_to_the_writer_task() -> None:
+    from acp_agent.framing import TextFrame
+
+    frame = TextFrame(b"<", b">\n")
+    stream = Recording()
+    writer = Writer(stream)
+    text = "\x00" * (DIRECT_WRITE_BYTES // 2)  # counted at its length; each character is 6 bytes of JSON
+    writer.send_text(frame, text)
+    writer.flush_now()
+    assert stream.direct == [] and writer.queued_bytes == len(_line(frame, text)) > DIRECT_WRITE_BYTES
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        with anyio.fail_after(5):
+            await writer.drain()
+        writer.close()
+    assert stream.sent == [_line(frame, text)]
