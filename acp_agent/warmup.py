@@ -32,26 +32,15 @@ _done = False
 
 
 def _first_turn_models() -> list[type[BaseModel]]:
-    """The models to build, the ones every plain-text turn needs first."""
-    from .schema import (
-        AgentMessage,
-        AgentMessageChunk,
-        AgentThought,
-        AgentThoughtChunk,
-        IdleStateUpdate,
-        NewSessionRequest,
-        NewSessionResponse,
-        PromptRequest,
-        RunningStateUpdate,
-        TextContent,
-        UserMessage,
-    )
+    """The models to build: what ``session/new`` and every text turn (plain or streamed) build on first use.
 
-    # A text prompt's echo, say() of text and the snapshots of a turn without background work are framed
-    # without their models (SessionSink.record_plain, StatePublisher.set): those come after what every turn
-    # validates or builds.
-    return [PromptRequest, TextContent, NewSessionRequest, NewSessionResponse, AgentMessageChunk, UserMessage,
-            AgentMessage, AgentThought, AgentThoughtChunk, RunningStateUpdate, IdleStateUpdate]
+    A text prompt's echo, ``say()`` of text and the snapshots of a turn without background work are framed
+    without their models (``SessionSink.record_plain``, ``StatePublisher.set``); the message and snapshot models
+    are built when something else first needs them.
+    """
+    from .schema import AgentMessageChunk, NewSessionRequest, NewSessionResponse, PromptRequest, TextContent
+
+    return [PromptRequest, TextContent, NewSessionRequest, NewSessionResponse, AgentMessageChunk]
 
 
 async def warm_up(busy: Callable[[], bool] | None = None) -> None:
