@@ -1,0 +1,89 @@
+"""Echo turns of acp-agent and the two official SDKs in lockstep: their round trips compared under equal load.
+
+Run: ``.venv/bin/python bench/lockstep_sdks.py [--turns 2000] [--reps 5]`` (after ``make bench`` set up
+``bench/.venv-anchors`` and ``bench/node_modules``).
+
+The bench agents of this checkout, the official Python SDK and the TypeScript SDK run side by side; after a
+warm-up, echo prompts go to each in turn (the order reverses every turn), so a load spike hits all three alike.
+Per repetition it prints each agent's p50 round trip and its CPU (utime+stime from ``/proc``) per turn, then
+the medians over repetitions and the median per-repetition ratio of acp-agent to each SDK. Each agent sleeps
+while the others answer, so every turn starts from a cold cache: the figures are higher than
+``bench/run.py``'s back-to-back turns, the ratios hold up on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ab_echo import cpu_seconds  # bench/ is not a package
+from run import ANCHORS_PYTHON, AgentSpec, Peer, agent_specs, check_echo, initialize_params, new_session_params
+
+AGENTS = ("acp-agent", "official-py", "ts-sdk")
+
+
+def repetition(specs: list[AgentSpec], turns: int) -> list[tuple[float, float]]:
+    """One side-by-side run; (p50 ms, CPU ms per turn) per agent."""
+    with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as files:
+        stderrs = [files.enter_context(tempfile.TemporaryFile()) for _ in specs]
+        peers = [
+            # acp-agent keeps its sessions in a throwaway data directory.
+            Peer(AgentSpec(s.key, s.label, ["env", f"ACP_AGENT_DATA_DIR={data}", *s.argv], s.protocol), err)
+            for s, err in zip(specs, stderrs, strict=True)
+        ]
+        try:
+            sessions = []
+            for peer in peers:
+                peer.call("initialize", initialize_params(peer.spec.protocol))
+                sessions.append(peer.call("session/new", new_session_params(peer.spec.protocol))[0]["sessionId"])
+                for _ in range(50):
+                    peer.prompt(sessions[-1], "echo warm")
+            times: list[list[float]] = [[] for _ in peers]
+            start = [cpu_seconds(peer.pid) for peer in peers]
+            order = list(range(len(peers)))
+            for i in range(turns):
+                for k in order if i % 2 else reversed(order):
+                    _, _, sent, ended = peers[k].prompt(sessions[k], f"echo ping {i}")
+                    times[k].append(ended - sent)
+            spent = [cpu_seconds(peer.pid) - s for peer, s in zip(peers, start, strict=True)]
+            for k, peer in enumerate(peers):  # checked outside the timed turns
+                end, messages, _, _ = peer.prompt(sessions[k], "echo check")
+                check_echo(peer.spec, end, messages, sessions[k], "check")
+        finally:
+            for peer in peers:
+                peer.close()
+    return [(statistics.median(t) * 1e3, s / turns * 1e3) for t, s in zip(times, spent, strict=True)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+    node = shutil.which("node") or "node"
+    specs = [s for s in agent_specs(sys.executable, str(ANCHORS_PYTHON), node) if s.key in AGENTS]
+    results: list[list[tuple[float, float]]] = []
+    for rep in range(args.reps):
+        results.append(repetition(specs, args.turns))
+        print(f"rep {rep + 1}: " + "; ".join(
+            f"{s.key} p50 {p50:.3f} ms, CPU {cpu:.3f} ms/turn" for s, (p50, cpu) in zip(specs, results[-1], strict=True)
+        ), flush=True)
+    for k, spec in enumerate(specs):
+        p50 = statistics.median(r[k][0] for r in results)
+        cpu = statistics.median(r[k][1] for r in results)
+        line = f"{spec.label}: p50 {p50:.3f} ms, CPU {cpu:.3f} ms/turn"
+        if k:
+            line += f"; acp-agent / this: p50 {statistics.median(r[0][0] / r[k][0] for r in results):.3f}x"
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
