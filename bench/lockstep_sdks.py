@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ab_echo import cpu_seconds  # bench/ is not a package
-from run import ANCHORS_PYTHON, AgentSpec, Peer, agent_specs, check_echo, initialize_params, new_session_params
+from ab_echo import lockstep  # bench/ is not a package
+from run import ANCHORS_PYTHON, AgentSpec, Peer, agent_specs
 
 AGENTS = ("acp-agent", "official-py", "ts-sdk")
 
@@ -32,34 +32,13 @@ AGENTS = ("acp-agent", "official-py", "ts-sdk")
 def repetition(specs: list[AgentSpec], turns: int) -> list[tuple[float, float]]:
     """One side-by-side run; (p50 ms, CPU ms per turn) per agent."""
     with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as files:
-        stderrs = [files.enter_context(tempfile.TemporaryFile()) for _ in specs]
         peers = [
             # acp-agent keeps its sessions in a throwaway data directory.
-            Peer(AgentSpec(s.key, s.label, ["env", f"ACP_AGENT_DATA_DIR={data}", *s.argv], s.protocol), err)
-            for s, err in zip(specs, stderrs, strict=True)
+            Peer(AgentSpec(s.key, s.label, ["env", f"ACP_AGENT_DATA_DIR={data}", *s.argv], s.protocol),
+                 files.enter_context(tempfile.TemporaryFile()))
+            for s in specs
         ]
-        try:
-            sessions = []
-            for peer in peers:
-                peer.call("initialize", initialize_params(peer.spec.protocol))
-                sessions.append(peer.call("session/new", new_session_params(peer.spec.protocol))[0]["sessionId"])
-                for _ in range(50):
-                    peer.prompt(sessions[-1], "echo warm")
-            times: list[list[float]] = [[] for _ in peers]
-            start = [cpu_seconds(peer.pid) for peer in peers]
-            order = list(range(len(peers)))
-            for i in range(turns):
-                for k in order if i % 2 else reversed(order):
-                    _, _, sent, ended = peers[k].prompt(sessions[k], f"echo ping {i}")
-                    times[k].append(ended - sent)
-            spent = [cpu_seconds(peer.pid) - s for peer, s in zip(peers, start, strict=True)]
-            for k, peer in enumerate(peers):  # checked outside the timed turns
-                end, messages, _, _ = peer.prompt(sessions[k], "echo check")
-                check_echo(peer.spec, end, messages, sessions[k], "check")
-        finally:
-            for peer in peers:
-                peer.close()
-    return [(statistics.median(t) * 1e3, s / turns * 1e3) for t, s in zip(times, spent, strict=True)]
+        return lockstep(peers, turns)
 
 
 def main() -> int:
