@@ -180,6 +180,10 @@ class Writer:
         # The open run of ASCII texts sharing one frame, after everything in the queue (see send_text).
         self._run: list[str] = []
         self._run_frame: TextFrame | None = None
+        # The open run's bytes as counted (escapes are known only once it is framed, up to 6x an ASCII text's
+        # length): a run is framed once it counts an eighth of the byte mark, so the queue stays within it.
+        self._run_bytes = 0
+        self._run_bytes_max = high_water_bytes // 8
         self._extra = 0  # messages queued beyond len(_queue): sealed runs count as their texts (_Lines.messages)
         self._high_water = high_water
         self._high_water_bytes = high_water_bytes
@@ -227,7 +231,12 @@ class Writer:
         if (not run or frame is not self._run_frame) and not self._open_run(frame):
             return False
         run.append(text)
-        queued = self._queued_bytes = self._queued_bytes + frame.size + len(text)
+        size = frame.size + len(text)
+        queued = self._queued_bytes = self._queued_bytes + size
+        self._run_bytes += size
+        if self._run_bytes > self._run_bytes_max:
+            self._seal()  # its escapes counted now
+            queued = self._queued_bytes
         return len(run) + len(self._queue) + self._extra > self._high_water or queued > self._high_water_bytes
 
     def _open_run(self, frame: TextFrame) -> bool:
@@ -253,6 +262,7 @@ class Writer:
         # send_text counted each text at its length; the JSON adds quotes (counted) and escapes (not).
         self._queued_bytes += len(data) - (len(run) * frame.size + len(joined) - len(run) + 1)
         run.clear()
+        self._run_bytes = 0
 
     async def send(self, data: bytes) -> None:
         """Queue one serialized message, then wait while the queue is over its high-water mark."""
@@ -383,7 +393,7 @@ class Writer:
                 self._broken = True
                 queue.clear()
                 self._run.clear()
-                self._queued_bytes = self._extra = 0
+                self._queued_bytes = self._extra = self._run_bytes = 0
                 self._space.set()
                 if self._drained is not None:
                     self._drained.set()

@@ -12,7 +12,7 @@ from anyio.abc import ByteSendStream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_agent.framing import DIRECT_WRITE_BYTES, Writer
+from acp_agent.framing import DIRECT_WRITE_BYTES, TextFrame, Writer
 from acp_agent.history import History
 from acp_agent.schema.base import to_json
 from acp_agent.stdio import FdReceiveStream, FdSendStream
@@ -411,3 +411,42 @@ async def test_flush_now_leaves_a_run_its_escapes_made_big_to_the_writer_task() 
             await writer.drain()
         writer.close()
     assert stream.sent == [_line(frame, text)]
+
+
+class _Stuck(ByteSendStream):
+    """A client that never reads: every send blocks forever."""
+
+    held = 0  # bytes handed to send() and not written
+
+    async def send(self, item: bytes) -> None:
+        self.held += len(item)
+        await anyio.sleep_forever()
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_streamed_text_needing_escapes_stays_within_the_byte_mark() -> None:
+    """A run of texts is counted at their lengths until it is framed (escapes grow control characters 6x): runs
+    are framed early enough that a client that never reads still holds the agent's output near the byte mark."""
+    frame = TextFrame(b"<", b">\n")
+    text = "\x01" * 100_000  # ASCII: 100 kB counted while in the run, 600 kB once framed (\u0001 each)
+    mark = 1_000_000
+    stream = _Stuck()
+    writer = Writer(stream, high_water_bytes=mark)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+
+        async def produce() -> None:
+            while True:
+                if writer.send_text(frame, text):
+                    await writer.backpressure()
+
+        tg.start_soon(produce)
+        await anyio.sleep(0.2)
+        queued = writer.queued_bytes + stream.held
+        tg.cancel_scope.cancel()
+    one_message = len(frame.head) + len(frame.tail) + 2 + 6 * len(text)
+    # As when each text was framed at once: the chunk being written and the queue behind it, each at most one
+    # message over the mark (without framing runs early: 7 MB held).
+    assert queued <= 2 * (mark + one_message), f"{queued} bytes held for a {mark}-byte mark"
