@@ -19,7 +19,6 @@ from acp_agent.history import History
 from acp_agent.schema import AgentMessage, TextContent, UserMessage
 from acp_agent.sink import SessionSink
 from acp_agent.state import StatePublisher
-from acp_agent.store.codec import encode_item
 
 
 class _Drop:
@@ -47,8 +46,7 @@ def history_turns(turns: int) -> float:
     for user, agent in messages:
         history.record(user)
         history.record(agent)
-        for _, item in history.take_changes().entries:
-            encode_item(item)
+        history.take_changes().encoded_entries()
     return (time.perf_counter() - start) / turns
 
 

@@ -13,12 +13,12 @@ from typing import Any, Final
 import orjson
 from pydantic import BaseModel
 
-from ..history import ITEM_CLASSES, History, HistoryChanges, HistoryItem
+from ..history import ITEM_CLASSES, History, HistoryItem
 from ..records import SessionRecord
 from ..schema import AvailableCommand, SessionConfigOption
 
 __all__ = [
-    "decode_item", "encode_changes", "encode_info", "encode_info_text", "encode_item", "encode_state",
+    "decode_item", "encode_info", "encode_info_text", "encode_state",
     "encode_state_text", "listing_filters", "record_from",
 ]
 
@@ -27,19 +27,8 @@ logger = logging.getLogger(__name__)
 _warned: Final[set[str]] = set()  # sessions whose data could not be written (warned once each)
 
 
-def encode_item(item: BaseModel) -> bytes:
-    """One history item as JSON."""
-    return item.__pydantic_serializer__.to_json(item, by_alias=True, exclude_unset=True)
-
-
-def encode_changes(changes: HistoryChanges) -> list[tuple[int, str, bytes]]:
-    """``(seq, kind, JSON)`` of every changed history entry; an entry that is one update as it was sent
-    is written as those bytes, without serializing it again."""
-    return changes.encoded_entries()
-
-
 def decode_item(kind: str, data: bytes | str) -> HistoryItem:
-    """A history item written by :func:`encode_item`; ``kind`` is its class name."""
+    """A history item from its JSON (``HistoryChanges.encoded_entries``); ``kind`` is its class name."""
     return ITEM_CLASSES[kind].model_validate_json(data)  # type: ignore[return-value]
 
 

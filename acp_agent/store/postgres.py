@@ -22,7 +22,7 @@ import orjson
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
-from .codec import encode_changes, encode_info_text, encode_state_text, listing_filters, record_from
+from .codec import encode_info_text, encode_state_text, listing_filters, record_from
 
 if TYPE_CHECKING:
     import psycopg
@@ -160,7 +160,7 @@ class PostgresStore(SessionStore):
             changes = record.history.take_changes()
             try:
                 sid = record.session_id
-                rows = [(sid, seq, kind, data.decode()) for seq, kind, data in encode_changes(changes)]
+                rows = [(sid, seq, kind, data.decode()) for seq, kind, data in changes.encoded_entries()]
                 columns = (record.session_id, record.cwd, record.title, record.created_at, record.updated_at,
                            record.archived, encode_info_text(record), encode_state_text(record))
                 await self.in_thread(self._call, f"save session {record.session_id}", _save, columns,

@@ -43,7 +43,7 @@ import orjson
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
-from .codec import encode_changes, encode_info_text, encode_state_text, listing_filters, record_from
+from .codec import encode_info_text, encode_state_text, listing_filters, record_from
 from .journal import Journal, JournalFile, Save, available, encode_line, orphans
 
 if TYPE_CHECKING:
@@ -306,7 +306,7 @@ class SqliteStore(SessionStore):
         changes = record.history.take_changes()
         try:
             sid = record.session_id
-            rows = [(sid, seq, kind, data) for seq, kind, data in encode_changes(changes)]
+            rows = [(sid, seq, kind, data) for seq, kind, data in changes.encoded_entries()]
             columns = (sid, record.cwd, record.title, record.created_at, record.updated_at, int(record.archived),
                        encode_info_text(record), encode_state_text(record))
         except BaseException:
