@@ -370,6 +370,8 @@ class SqliteStore(SessionStore):
             if self._halt.wait(COMMIT_DELAY):
                 return
             self._wake.clear()
+            if self._halt.is_set():  # close's wake-up (halt, then wake) just cleared: it must not be lost
+                return
             try:
                 with self._thread_lock:
                     self._commit_open()

@@ -364,3 +364,51 @@ async def test_save_now_journals_a_small_save_and_leaves_the_rest_to_save(tmp_pa
     await store.save(record)
     assert committed_texts(store.path, record.session_id) == ["small", BIG, "after"]
     await store.close()
+
+
+@pytest.mark.parametrize("step", range(5))
+async def test_close_stops_the_committer_whichever_step_of_its_loop_the_signal_lands_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: int
+) -> None:
+    """``close`` signals the committer thread (halt, then wake) and joins it. The thread must end
+    wherever in its loop the signal lands: once, a wake-up cleared just after the signal left it
+    waiting for ever, and the agent's exit waited with it."""
+    monkeypatch.setattr(sqlite_module, "COMMIT_DELAY", 0.01)
+    store = SqliteStore(tmp_path / "a.sqlite3")
+    calls = 0
+    signalled = threading.Event()
+
+    def signal() -> None:  # what close does before joining the thread
+        threading.Event.set(store._halt)
+        threading.Event.set(store._wake)
+        signalled.set()
+
+    def before_call() -> None:
+        nonlocal calls
+        if threading.current_thread().name.startswith("acp-store-"):
+            if calls == step:
+                signal()
+            calls += 1
+
+    class Stepped(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            before_call()
+            return super().wait(timeout)
+
+        def clear(self) -> None:
+            before_call()
+            super().clear()
+
+    store._wake, store._halt = Stepped(), Stepped()
+    record = SessionRecord(session_id="sess_step", cwd="/w")
+    await store.save(record)  # journaled: starts the committer thread
+    committer = store._committer
+    assert committer is not None
+    if not await anyio.to_thread.run_sync(signalled.wait, 2.0):
+        signal()  # the loop blocked before reaching this step: the signal lands while it waits
+    await anyio.to_thread.run_sync(committer.join, 5.0)
+    assert not committer.is_alive(), f"the committer thread missed close's signal before call {step}"
+    await store.close()  # commits the journaled save the thread left
+    reopened = SqliteStore(tmp_path / "a.sqlite3")
+    assert (await reopened.load("sess_step")) is not None
+    await reopened.close()
