@@ -228,11 +228,12 @@ async def serve_stdio(
                 tg.start_soon(_enforce_deadline, connection, began, timeout)
                 tg.start_soon(watch_event_loop)  # a warning on stderr when agent code blocks the loop
                 await connection.run()
+                # Still under the deadline and the watchdog: a store that cannot finish closing
+                # (a database that stopped answering) must not keep the process alive.
+                await runtime.keeper.store.close()
                 tg.cancel_scope.cancel()
         finally:
             watchdog.cancel()
-        with anyio.CancelScope(shield=True):
-            await runtime.keeper.store.close()
         os.close(stdin_fd)
         await send.aclose()
 

@@ -306,6 +306,19 @@ async def test_shutdown_deadline_with_misbehaving_work(validator: SchemaValidato
         assert client.view(second).stop_reason == "cancelled"
 
 
+async def test_a_store_that_never_closes_does_not_keep_the_agent_alive(validator: SchemaValidator,
+                                                                         anyio_backend: str) -> None:
+    """Closing the session store is part of the shutdown: it ends by the deadline, with status 0."""
+    async with fault_agent(validator, anyio_backend, env={**SHORT_DEADLINE, "FAULT_AGENT_STORE": "hangs"}) as agent:
+        sid = await open_session(agent)
+        await ask(agent, sid, "echo hello")
+        await ask(agent, sid, "tool")
+        agent.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(12):
+            await agent.process.wait()
+    assert unfinished(agent, sid) == []
+
+
 # -- children that misbehave -------------------------------------------------------------------------
 
 CHILDREN = {

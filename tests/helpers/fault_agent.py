@@ -17,10 +17,13 @@ The prompt's first word picks the behaviour; everything after it is the argument
     echo TEXT       reply TEXT
 
 ``session/new`` with a ``cwd`` ending in ``/stubborn`` hangs and swallows its cancellation.
+With ``FAULT_AGENT_STORE=hangs`` the agent keeps its sessions in memory, and closing that store
+never ends.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -37,6 +40,7 @@ from acp_agent import (
     ToolCall,
     run_stdio,
 )
+from acp_agent.store import MemoryStore
 from tests.helpers.agents import OPTIONS, text_of
 
 
@@ -138,5 +142,13 @@ _BODIES = {
     "raise_on_cancel": _raise_on_cancel, "crash": _crash, "chatty": _chatty,
 }
 
+class HangingStore(MemoryStore):
+    """Sessions in memory; closing it never ends and ignores cancellation (a database gone silent)."""
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.sleep_forever()
+
+
 if __name__ == "__main__":
-    run_stdio(FaultAgent())
+    run_stdio(FaultAgent(), **({"store": HangingStore()} if os.environ.get("FAULT_AGENT_STORE") == "hangs" else {}))
