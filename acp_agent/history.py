@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import orjson
 from pydantic import BaseModel
 
 from .errors import ErrorCode
@@ -51,7 +52,10 @@ from .schema import (
 )
 from .schema.base import to_json
 
-__all__ = ["CHILD_GONE", "ITEM_CLASSES", "History", "HistoryChanges", "HistoryItem", "finalize_live_items"]
+__all__ = [
+    "CHILD_GONE", "ITEM_CLASSES", "PLAIN_MESSAGE_HEADS", "History", "HistoryChanges", "HistoryItem",
+    "finalize_live_items", "plain_message_json",
+]
 
 HistoryItem = (
     UserMessage | AgentMessage | AgentThought | SessionMessage | ToolCallUpdate | TerminalUpdate | SubagentUpdate
@@ -65,6 +69,36 @@ ITEM_CLASSES: Final[dict[str, type[BaseModel]]] = {
                 SubagentUpdate, PlanUpdate, CompactionUpdate)
 }
 """Every history item class by its name (how a store writes an entry's kind)."""
+
+
+PLAIN_MESSAGE_HEADS: Final[dict[type[BaseModel], bytes]] = {
+    UserMessage: b'{"sessionUpdate":"user_message","messageId":',
+    AgentMessage: b'{"sessionUpdate":"agent_message","messageId":',
+    AgentThought: b'{"sessionUpdate":"agent_thought","messageId":',
+}
+"""The JSON of a user message, agent message and thought up to its ``messageId`` value, by class."""
+_TEXT_FIELDS: Final = frozenset({"type", "text"})
+_PLAIN_ENTRY_FIELDS: Final = frozenset({"session_update", "message_id", "content"})
+
+
+def plain_message_json(head: bytes, message_id: str, content: list[Any], text: str | None = None) -> bytes | None:
+    """The JSON of a message (``head``: its :data:`PLAIN_MESSAGE_HEADS` entry) whose blocks are all plain text
+    (no annotations, ``_meta`` or extra keys), ``text`` (if given) as one more text block, else ``None``.
+
+    Written by ``orjson``: the bytes the message's model serializes to (unset fields omitted), without
+    building it. ``None`` also for a lone surrogate, which only the model's serializer takes.
+    """
+    texts = []
+    for block in content:
+        if type(block) is not TextContent or block.__pydantic_fields_set__ != _TEXT_FIELDS or block.__pydantic_extra__:
+            return None
+        texts.append({"type": "text", "text": block.text})
+    if text is not None:
+        texts.append({"type": "text", "text": text})
+    try:
+        return head + orjson.dumps(message_id) + b',"content":' + orjson.dumps(texts) + b"}"
+    except orjson.JSONEncodeError:
+        return None
 
 
 # full upsert class -> (name of its id field, name of the collection its chunks append to)
@@ -307,6 +341,10 @@ class History:
         for), else its item rebuilt now."""
         if entry.encoded is not None:
             return (entry.seq, entry.kind, entry.model, entry.encoded)  # type: ignore[return-value]
+        if entry.text is not None:
+            encoded = _streamed_message_json(entry)
+            if encoded is not None:
+                return (entry.seq, entry.kind, None, encoded)
         return (entry.seq, entry.kind, self._rebuild(entry), None)
 
     @property
@@ -483,6 +521,18 @@ class _Tail:
         other.chunks = deque(self.chunks)
         other.size = self.size
         return other
+
+
+def _streamed_message_json(entry: _Entry) -> bytes | None:
+    """The JSON of a message entry ending in a run of text chunks (a streamed message) as :meth:`History._rebuild`
+    would serialize, written by ``orjson`` (no model built: a long stream is megabytes); ``None`` if not plain."""
+    head = PLAIN_MESSAGE_HEADS.get(entry.kind)
+    fields = entry.fields
+    message_id = fields.get("message_id")
+    if head is None or type(message_id) is not str or not fields.keys() <= _PLAIN_ENTRY_FIELDS:
+        return None
+    assert entry.text is not None
+    return plain_message_json(head, message_id, fields.get("content") or [], "".join(entry.text))
 
 
 def _key_of(entry: _Entry) -> tuple[type[BaseModel], str]:

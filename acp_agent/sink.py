@@ -22,19 +22,13 @@ from pydantic import BaseModel
 
 from .errors import SessionClosedError
 from .framing import TextFrame, Writer
-from .history import History
-from .schema import AgentMessage, AgentThought, ContentBlock, TextContent, UserMessage
+from .history import PLAIN_MESSAGE_HEADS, History, plain_message_json
+from .schema import ContentBlock
 
 __all__ = ["SessionSink"]
 
 _TEXT_TAIL: Final = b"}}}}\n"
-_PLAIN_HEADS: Final[dict[type[BaseModel], bytes]] = {
-    UserMessage: b'{"sessionUpdate":"user_message","messageId":',
-    AgentMessage: b'{"sessionUpdate":"agent_message","messageId":',
-    AgentThought: b'{"sessionUpdate":"agent_thought","messageId":',
-}
 _MESSAGE_FIELDS: Final = frozenset({"session_update", "message_id", "content"})
-_TEXT_FIELDS: Final = frozenset({"type", "text"})
 _OUTPUT_TAIL: Final = b'"}}}\n'
 
 
@@ -121,10 +115,10 @@ class SessionSink:
         the history keeps the fields it would keep. ``None`` for anything else (nothing recorded): build
         the model and :meth:`record` it.
         """
-        head = _PLAIN_HEADS.get(kind)
+        head = PLAIN_MESSAGE_HEADS.get(kind)
         if head is None or type(message_id) is not str:
             return None
-        body = _plain_body(head, message_id, content)
+        body = plain_message_json(head, message_id, content)
         if body is None:
             return None
         self.history.record_message(kind, message_id, content, body)
@@ -223,20 +217,7 @@ def _plain_message(update: BaseModel) -> bytes | None:
     The same JSON the model serializes to, written by ``orjson`` (the echo of a text prompt and ``say()``
     of a string: most messages).
     """
-    head = _PLAIN_HEADS.get(type(update))
+    head = PLAIN_MESSAGE_HEADS.get(type(update))
     if head is None or update.__pydantic_fields_set__ != _MESSAGE_FIELDS or update.__pydantic_extra__:
         return None
-    return _plain_body(head, update.message_id, update.content)  # type: ignore[attr-defined]
-
-
-def _plain_body(head: bytes, message_id: str, content: list[ContentBlock]) -> bytes | None:
-    """The JSON of a message (``head`` up to its id) whose blocks are all plain text, else ``None``."""
-    texts = []
-    for block in content:
-        if type(block) is not TextContent or block.__pydantic_fields_set__ != _TEXT_FIELDS or block.__pydantic_extra__:
-            return None
-        texts.append({"type": "text", "text": block.text})
-    try:
-        return head + orjson.dumps(message_id) + b',"content":' + orjson.dumps(texts) + b"}"
-    except orjson.JSONEncodeError:
-        return None  # a lone surrogate: the model's serializer has the say
+    return plain_message_json(head, update.message_id, update.content)  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from acp_agent.schema import (
     UserMessageChunk,
     to_wire,
 )
+from acp_agent.schema.base import to_json
 from acp_agent.sink import SessionSink
 
 
@@ -205,6 +206,50 @@ def test_a_message_recorded_without_its_model_is_kept_as_the_model_would_be(
     assert [(seq, to_wire(item)) for seq, item in saved[0].entries] == [
         (seq, to_wire(item)) for seq, item in saved[1].entries]
     assert [to_wire(u) for u in by_model.replay()] == [to_wire(u) for u in plain.replay()]
+
+
+_ANY_TEXT = st.text(max_size=6)  # lone surrogates too: those messages take the model's serializer
+
+
+@settings(max_examples=200, deadline=None)
+@given(kind=st.sampled_from(["user", "agent", "thought"]), chunks=st.lists(_ANY_TEXT, min_size=1, max_size=300),
+       before=st.sampled_from([None, "plain", "annotated", "meta", "block", "patch"]), saves=st.booleans())
+def test_a_streamed_message_is_saved_as_the_json_of_its_rebuilt_model(
+    kind: str, chunks: list[str], before: str | None, saves: bool
+) -> None:
+    """A message ending in a run of text chunks is saved without building its model (``orjson``, as ``say()``):
+    the bytes are what the rebuilt model serializes to, whatever came before the run."""
+    cls: type[UserMessage | AgentMessage | AgentThought] = {
+        "user": UserMessage, "agent": AgentMessage, "thought": AgentThought}[kind]
+    chunk_cls = {"user": UserMessageChunk, "agent": AgentMessageChunk, "thought": AgentThoughtChunk}[kind]
+    history = History()
+    history.take_changes()
+    if before == "plain":
+        history.record(cls(message_id="m", content=[TextContent(text="a"), TextContent(text="b\n")]))
+    elif before == "annotated":
+        history.record(cls(message_id="m", content=[TextContent(text="a", annotations={"priority": 1})]))
+    elif before == "meta":
+        history.record(cls(message_id="m", content=[TextContent(text="a")], meta={"k": 1}))
+    elif before == "block":
+        history.record(chunk_cls(message_id="m", content=TextContent(text="x", meta={"k": 1})))
+    elif before == "patch":
+        history.record(cls(message_id="m", content=[TextContent(text="a")], extra_key=1))  # type: ignore[call-arg]
+    for i, text in enumerate(chunks):
+        if kind == "user":
+            history.record(chunk_cls(message_id="m", content=TextContent(text=text)))
+        else:
+            history.append_text(kind == "thought", "m", text)
+        if saves and i % 97 == 96:
+            history.take_changes()  # a save in the middle: the run goes on, the entry changed again
+    [item] = list(history.replay())
+    [(seq, name, data)] = history.take_changes().encoded_entries()
+    assert (seq, name) == (1, cls.__name__)
+    assert data == to_json(item)
+    if before in (None, "plain") and not any(0xD800 <= ord(c) <= 0xDFFF for c in "".join(chunks)):
+        history.append_text(kind == "thought", "m", "z") if kind != "user" else history.record(
+            chunk_cls(message_id="m", content=TextContent(text="z")))
+        [(_, _, item_json, known)] = history.take_changes()._rows
+        assert item_json is None and known is not None  # no model built to save it
 
 
 def test_only_plain_text_messages_skip_the_model() -> None:
