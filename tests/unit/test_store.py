@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 import acp_agent.store.sqlite as sqlite_module
-from acp_agent import AgentMessage, RequestError, Session, ToolCallUpdate, UserMessage
+from acp_agent import Agent, AgentMessage, ContentBlock, RequestError, Session, StopReason, ToolCallUpdate, UserMessage
 from acp_agent.history import CHILD_GONE, History, finalize_live_items
 from acp_agent.ids import new_session_id
 from acp_agent.records import SessionRecord
@@ -35,6 +35,7 @@ from acp_agent.schema import (
     TerminalUpdate,
     TextContent,
 )
+from acp_agent.schema.base import to_json
 from acp_agent.store import (
     SCHEMA_VERSION,
     MemoryStore,
@@ -913,3 +914,39 @@ async def test_a_turn_ends_with_the_save_the_store_makes_at_once_or_else_awaits_
                         "raise": (["now:raise"], [])}[mode]
             assert (calls, kept) == expected
     assert "disk on fire" in caplog.text
+
+
+class _StreamingAgent(Agent):
+    """Streams ``N`` text chunks (ASCII, then a few that need escapes or are not ASCII) as one message."""
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        count = int(prompt[0].text)  # type: ignore[union-attr]
+        stream = session.message()
+        for i in range(count):
+            await stream.write(f"chunk {i} ")
+        for text in ('"quoted"\n', "\x01", "é🙂"):
+            await stream.write(text)
+        return "end_turn"
+
+
+@pytest.mark.parametrize("count", [3, 25_000])  # a journaled save, and one too big for the journal
+async def test_sqlite_saves_a_streamed_message_as_its_model_serializes_and_resumes_it(
+    tmp_path: Path, count: int
+) -> None:
+    """A streamed message is saved as JSON written without its model: the same bytes as the model's, and a
+    restarted agent replays the text the client saw."""
+    path = tmp_path / "agent.sqlite3"
+    async with connect_agent(_StreamingAgent(), store=SqliteStore(path)) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        await client.prompt_and_wait(sid, str(count))
+        [seen] = client.view(sid).messages().values()
+    assert seen == "".join(f"chunk {i} " for i in range(count)) + '"quoted"\n\x01é🙂'
+    with sqlite3.connect(path) as db:
+        [(item,)] = db.execute("SELECT item FROM history WHERE kind = 'AgentMessage'").fetchall()
+    saved = AgentMessage.model_validate_json(item)
+    assert bytes(item) == to_json(saved) and saved.content == [TextContent(text=seen)]
+    async with connect_agent(_StreamingAgent(), store=SqliteStore(path)) as client:
+        await client.initialize()
+        await client.resume_session(sid, "/tmp", replay=True)
+        assert list(client.view(sid).messages().values()) == [seen]
