@@ -53,8 +53,8 @@ from .schema import (
 from .schema.base import to_json
 
 __all__ = [
-    "CHILD_GONE", "ITEM_CLASSES", "PLAIN_MESSAGE_HEADS", "History", "HistoryChanges", "HistoryItem",
-    "finalize_live_items", "plain_message_json",
+    "CHILD_GONE", "ITEM_CLASSES", "PLAIN_MESSAGE_FIELDS", "PLAIN_MESSAGE_HEADS", "History", "HistoryChanges",
+    "HistoryItem", "finalize_live_items", "plain_message_json",
 ]
 
 HistoryItem = (
@@ -78,7 +78,8 @@ PLAIN_MESSAGE_HEADS: Final[dict[type[BaseModel], bytes]] = {
 }
 """The JSON of a user message, agent message and thought up to its ``messageId`` value, by class."""
 _TEXT_FIELDS: Final = frozenset({"type", "text"})
-_PLAIN_ENTRY_FIELDS: Final = frozenset({"session_update", "message_id", "content"})
+PLAIN_MESSAGE_FIELDS: Final = frozenset({"session_update", "message_id", "content"})
+"""The fields of a plain message (its model's fields set, or at most those of its history entry)."""
 
 
 def plain_message_json(head: bytes, message_id: str, content: list[Any], text: str | None = None) -> bytes | None:
@@ -529,7 +530,7 @@ def _streamed_message_json(entry: _Entry) -> bytes | None:
     head = PLAIN_MESSAGE_HEADS.get(entry.kind)
     fields = entry.fields
     message_id = fields.get("message_id")
-    if head is None or type(message_id) is not str or not fields.keys() <= _PLAIN_ENTRY_FIELDS:
+    if head is None or type(message_id) is not str or not fields.keys() <= PLAIN_MESSAGE_FIELDS:
         return None
     assert entry.text is not None
     return plain_message_json(head, message_id, fields.get("content") or [], "".join(entry.text))

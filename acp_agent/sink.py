@@ -22,13 +22,12 @@ from pydantic import BaseModel
 
 from .errors import SessionClosedError
 from .framing import TextFrame, Writer
-from .history import PLAIN_MESSAGE_HEADS, History, plain_message_json
+from .history import PLAIN_MESSAGE_FIELDS, PLAIN_MESSAGE_HEADS, History, plain_message_json
 from .schema import ContentBlock
 
 __all__ = ["SessionSink"]
 
 _TEXT_TAIL: Final = b"}}}}\n"
-_MESSAGE_FIELDS: Final = frozenset({"session_update", "message_id", "content"})
 _OUTPUT_TAIL: Final = b'"}}}\n'
 
 
@@ -218,6 +217,6 @@ def _plain_message(update: BaseModel) -> bytes | None:
     of a string: most messages).
     """
     head = PLAIN_MESSAGE_HEADS.get(type(update))
-    if head is None or update.__pydantic_fields_set__ != _MESSAGE_FIELDS or update.__pydantic_extra__:
+    if head is None or update.__pydantic_fields_set__ != PLAIN_MESSAGE_FIELDS or update.__pydantic_extra__:
         return None
     return plain_message_json(head, update.message_id, update.content)  # type: ignore[attr-defined]

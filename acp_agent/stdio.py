@@ -230,7 +230,8 @@ async def serve_stdio(
                 await connection.run()
                 # Still under the deadline and the watchdog: a store that cannot finish closing
                 # (a database that stopped answering) must not keep the process alive.
-                await runtime.keeper.store.close()
+                with anyio.CancelScope(shield=True):
+                    await runtime.keeper.store.close()
                 tg.cancel_scope.cancel()
         finally:
             watchdog.cancel()
