@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Final
 
 from .agent import Agent
 from .auth import Login
-from .background import BackgroundRegistry
 from .errors import (
     AcpAgentError,
     ElicitationUnsupportedError,
@@ -26,7 +25,6 @@ from .errors import (
     UnknownMcpServerError,
 )
 from .extensions import extension
-from .history import HistoryItem
 from .lazy import lazy_attributes
 from .limits import Limits
 from .mcp import AcpMcpServer, AcpMcpServers, McpNotification, McpTool, McpToolResult
@@ -34,37 +32,52 @@ from .peer import ClientPeer
 from .processes import ExitStatus
 from .providers import Provider, ProviderSettings
 from .schema import (
-    AgentMessage,
-    AgentThought,
     AudioContent,
     AuthMethodAgent,
     AuthMethodTerminal,
-    AvailableCommand,
     ContentBlock,
     EmbeddedResource,
     ImageContent,
-    PlanEntry,
     ResourceLink,
-    SessionConfigOption,
-    SystemPrompt,
     TextContent,
-    ToolCallUpdate,
-    Usage,
-    UserMessage,
 )
 from .session import MessageStream, Session, StopReason, Subagent, SubagentResult
 from .stdio import run_stdio, serve, serve_stdio
 
 if TYPE_CHECKING:
+    from .background import BackgroundRegistry
     from .elicitation import ElicitationResult
+    from .history import HistoryItem
     from .permissions import PermissionOutcome
-    from .schema import PermissionOption
+    from .schema import (
+        AgentMessage,
+        AgentThought,
+        AvailableCommand,
+        PermissionOption,
+        PlanEntry,
+        SessionConfigOption,
+        SystemPrompt,
+        ToolCallUpdate,
+        Usage,
+        UserMessage,
+    )
     from .terminals import Terminal
     from .tool_calls import ToolCall, ToolCallFields
 
 # Loaded on first use, under the same names: a stdio agent that never asks the user, runs a
 # process or starts a tool call does not import them (tests/unit/test_exports.py).
 _LAZY: Final = {
+    "BackgroundRegistry": "background",
+    "HistoryItem": "history",
+    "AgentMessage": "schema",
+    "AgentThought": "schema",
+    "AvailableCommand": "schema",
+    "PlanEntry": "schema",
+    "SessionConfigOption": "schema",
+    "SystemPrompt": "schema",
+    "ToolCallUpdate": "schema",
+    "Usage": "schema",
+    "UserMessage": "schema",
     "ElicitationResult": "elicitation",
     "PermissionOutcome": "permissions",
     "PermissionOption": "schema",

@@ -23,28 +23,30 @@ hears of a change, and may refuse it, through :meth:`Agent.set_session_title
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from . import schema
 from .agent import Agent
 from .connection import Method
 from .directory import Directory
 from .errors import RequestError
 from .records import SessionRecord
-from .schema import (
-    ArchiveSessionRequest,
-    ArchiveSessionResponse,
-    CloseSessionRequest,
-    SessionInfoUpdate,
-    SessionStatusRequest,
-    SessionStatusResponse,
-    SetSessionTitleRequest,
-    SetSessionTitleResponse,
-    UnarchiveSessionRequest,
-    UnarchiveSessionResponse,
-)
 from .session import Session, core_of
 from .store.keeper import RecordKeeper
 from .subagents import CHILD_MUTATION_REFUSED
+
+if TYPE_CHECKING:
+    from .schema import (
+        ArchiveSessionRequest,
+        ArchiveSessionResponse,
+        CloseSessionRequest,
+        SessionStatusRequest,
+        SessionStatusResponse,
+        SetSessionTitleRequest,
+        SetSessionTitleResponse,
+        UnarchiveSessionRequest,
+        UnarchiveSessionResponse,
+    )
 
 __all__ = ["Bookkeeping", "archive_filter"]
 
@@ -83,10 +85,10 @@ class Bookkeeping:
     def routes(self) -> dict[str, Method]:
         """The request methods served here."""
         return {
-            "session/set_title": Method(self.set_title, SetSessionTitleRequest),
-            "session/archive": Method(self.archive, ArchiveSessionRequest),
-            "session/unarchive": Method(self.unarchive, UnarchiveSessionRequest),
-            "session/status": Method(self.status, SessionStatusRequest),
+            "session/set_title": Method(self.set_title, "SetSessionTitleRequest"),
+            "session/archive": Method(self.archive, "ArchiveSessionRequest"),
+            "session/unarchive": Method(self.unarchive, "UnarchiveSessionRequest"),
+            "session/status": Method(self.status, "SessionStatusRequest"),
         }
 
     # -- finding a session -------------------------------------------------------------------
@@ -130,21 +132,21 @@ class Bookkeeping:
                 return
             core = core_of(owner.sessions[sid]) if sid in owner.sessions else None
             if core is not None and not core.closing:
-                core.emit(SessionInfoUpdate(title=title))  # the connection that has it open sees it too
+                core.emit(schema.SessionInfoUpdate(title=title))  # the connection that has it open sees it too
             await owner.keeper.save(record)
 
         await self._change(sid, retitle)
-        return SetSessionTitleResponse(title=title)
+        return schema.SetSessionTitleResponse(title=title)
 
     async def archive(self, request: ArchiveSessionRequest) -> ArchiveSessionResponse:
         """``session/archive``: close the session if it is active (as ``session/close``), then hide it (S5)."""
         await self._mark(request.session_id, True)
-        return ArchiveSessionResponse()
+        return schema.ArchiveSessionResponse()
 
     async def unarchive(self, request: UnarchiveSessionRequest) -> UnarchiveSessionResponse:
         """``session/unarchive``: list the session by default again (it stays where it is)."""
         await self._mark(request.session_id, False)
-        return UnarchiveSessionResponse()
+        return schema.UnarchiveSessionResponse()
 
     async def _mark(self, sid: str, archived: bool) -> None:
         agent = self.runtime.agent
@@ -160,7 +162,7 @@ class Bookkeeping:
                 await (await self.runtime.keeper.ready()).save(record)
             else:
                 if archived:
-                    await owner._close(CloseSessionRequest(session_id=sid))
+                    await owner._close(schema.CloseSessionRequest(session_id=sid))
                 await owner.keeper.save(record)  # also if a close ran (and saved it) while the hook ran
 
         await self._change(sid, mark)
@@ -171,9 +173,9 @@ class Bookkeeping:
         opened = next(self.runtime.directory.opened(sid, self.runtime), None)
         if opened is not None:
             fields: dict[str, Any] = {"status": "open", "state": core_of(opened.sessions[sid]).state.current()}
-            return SessionStatusResponse(**fields)
+            return schema.SessionStatusResponse(**fields)
         if next(self.runtime.directory.active(sid), None) is not None:  # being closed: saved once its close ends
-            return SessionStatusResponse(status="saved")
+            return schema.SessionStatusResponse(status="saved")
         if await self.runtime.keeper.find(sid) is None:
             raise RequestError.session_not_found(sid)
-        return SessionStatusResponse(status="saved")
+        return schema.SessionStatusResponse(status="saved")

@@ -28,6 +28,7 @@ from jsonrpcserver.sentinels import NODATA, NOID
 from oslash.either import Left
 from pydantic import BaseModel, ValidationError
 
+from . import schema
 from .errors import ErrorCode, RequestError
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
 
@@ -66,6 +67,9 @@ _FLOAT_EXACT: Final = 2**53
 class Method:
     """One incoming method: its parameter model (or ``None`` for a raw dict) and handler.
 
+    ``params`` may also name a model of :mod:`acp_agent.schema` (``"NewSessionRequest"``): it is looked up
+    when the method is first called, so the model's module loads only then.
+
     The handler receives the validated params and returns the result: a pydantic model,
     a plain dict, or ``None`` for ``{}``. Handlers run in their own tasks, so their start
     order is up to the scheduler; work that must happen in arrival order (queueing a
@@ -76,7 +80,7 @@ class Method:
     """
 
     handler: Callable[[Any], Awaitable[Any]] | None
-    params: type[BaseModel] | None = None
+    params: type[BaseModel] | str | None = None
     prepare: Callable[[Any], Any] | None = None
 
 
@@ -620,12 +624,17 @@ def _error_from_dispatch(method: str, response: Any) -> dict[str, Any]:
 
 
 def _binder(method: Method) -> Callable[..., Any]:
+    model = method.params
+
     def bind(call: _Call, /, **params: Any) -> Any:
-        if method.params is None:
+        nonlocal model
+        if model is None:
             parsed: Any = params
         else:
+            if isinstance(model, str):
+                model = getattr(schema, model)
             try:  # the model's own validator: model_validate adds a call layer and nothing else
-                parsed = method.params.__pydantic_validator__.validate_python(params, strict=True)
+                parsed = model.__pydantic_validator__.validate_python(params, strict=True)
             except ValidationError as exc:
                 raise JsonRpcError(
                     ErrorCode.INVALID_PARAMS, f"Invalid params: {describe_validation_error(exc)}"

@@ -28,6 +28,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import Field, ValidationError
 
+from . import schema
 from .connection import Connection, describe_validation_error
 from .errors import (
     AcpAgentError,
@@ -38,11 +39,11 @@ from .errors import (
     UnknownMcpServerError,
 )
 from .ids import new_id
-from .schema import Implementation, McpServerAcp
+from .schema import Implementation
 from .schema.base import WireModel, to_wire
 
-if TYPE_CHECKING:  # the mcp/message models load on the first MCP request (start-up)
-    from .schema import MessageMcpNotification
+if TYPE_CHECKING:  # the mcp/message and session models load when first used (start-up)
+    from .schema import McpServerAcp, MessageMcpNotification
 
 __all__ = [
     "MCP_PROTOCOL_VERSION",
@@ -339,7 +340,7 @@ class AcpMcpServers(Mapping[str, AcpMcpServer]):
         """Take the session's new ``mcpServers`` list: keep the servers still given, end the others."""
         servers: dict[str, AcpMcpServer] = {}
         for config in configs:
-            if isinstance(config, McpServerAcp):
+            if isinstance(config, schema.McpServerAcp):
                 kept = self._servers.get(config.name)
                 same = kept is not None and kept.server_id == config.server_id
                 servers[config.name] = kept if same and kept is not None else AcpMcpServer(self._router, config)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .history import History
-from .schema import AvailableCommand, SessionConfigOption, SystemPrompt
+if TYPE_CHECKING:
+    from .history import History
+    from .schema import AvailableCommand, SessionConfigOption, SystemPrompt
 
 __all__ = ["SessionRecord", "now_text"]
 
@@ -22,6 +23,12 @@ def now_text() -> str:
         _last_second[1] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
         _last_second[0] = second
     return str(_last_second[1])
+
+
+def _new_history() -> History:
+    from .history import History  # with the first session, not at import (it needs the update models)
+
+    return History()
 
 
 @dataclass(slots=True)
@@ -40,7 +47,7 @@ class SessionRecord:
     """[unstable] The client set the title (``session/set_title``): the agent's own titles no longer replace it."""
     meta: dict[str, Any] | None = None
     """The session's ``_meta`` as last set with ``session.update_info(meta=...)``."""
-    history: History = field(default_factory=History)
+    history: History = field(default_factory=_new_history)
     config_options: list[SessionConfigOption] = field(default_factory=list)
     available_commands: list[AvailableCommand] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)

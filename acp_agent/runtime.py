@@ -15,21 +15,19 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import ValidationError
 
+from . import schema
 from .agent import Agent
 from .auth import Login
-from .background import Kind
 from .bookkeeping import Bookkeeping, archive_filter
 from .connection import Connection, Method, Reply, Routes, describe_validation_error
-from .core import SessionCore
 from .errors import ErrorCode, RequestError
 from .extensions import extensions_of
-from .history import History, finalize_live_items
 from .ids import new_session_id
 from .limits import Limits, ProcessSlots, limit_error
 from .peer import ClientPeer
@@ -38,40 +36,44 @@ from .records import SessionRecord
 from .schema import (
     AuthStatusRequest,
     AuthStatusResponse,
-    CancelSessionNotification,
-    CancelTerminalRequest,
-    CancelToolCallRequest,
     ClientCapabilities,
-    CloseSessionRequest,
     ContentBlock,
-    DeleteSessionRequest,
-    ForkSessionRequest,
-    ForkSessionResponse,
     Implementation,
     InitializeRequest,
     InitializeResponse,
-    ListSessionsRequest,
-    ListSessionsResponse,
     LoginAuthRequest,
     LogoutAuthRequest,
-    NewSessionRequest,
-    NewSessionResponse,
-    PromptRequest,
-    PromptResponse,
-    ResumeSessionRequest,
-    ResumeSessionResponse,
-    SessionConfigOption,
-    SessionInfo,
-    SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse,
-    SystemPrompt,
 )
 from .session import Session, core_of
 from .store import MemoryStore, SessionStore, StoredSession
 from .store.keeper import RecordKeeper
 from .subagents import CHILD_MUTATION_REFUSED, child_cancellable
-from .turns import ForegroundJob
 from .warmup import warm_up
+
+if TYPE_CHECKING:
+    from .background import Kind
+    from .core import SessionCore
+    from .schema import (
+        CancelSessionNotification,
+        CancelTerminalRequest,
+        CancelToolCallRequest,
+        CloseSessionRequest,
+        DeleteSessionRequest,
+        ForkSessionRequest,
+        ListSessionsRequest,
+        ListSessionsResponse,
+        NewSessionRequest,
+        PromptRequest,
+        PromptResponse,
+        ResumeSessionRequest,
+        ResumeSessionResponse,
+        SessionConfigOption,
+        SessionInfo,
+        SetSessionConfigOptionRequest,
+        SetSessionConfigOptionResponse,
+        SystemPrompt,
+    )
+    from .turns import ForegroundJob
 
 __all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
 
@@ -134,26 +136,24 @@ class AgentRuntime:
     def _routes(self) -> Routes:
         requests: dict[str, Method] = {
             "initialize": Method(self._initialize, None, prepare=_parse_initialize),
-            "session/new": Method(self._new_session, NewSessionRequest),
-            "session/prompt": Method(self._await_insertion, PromptRequest, prepare=self._queue_prompt),
-            "session/resume": Method(self._resume, ResumeSessionRequest),
-            "session/close": Method(self._close, CloseSessionRequest),
-            "session/list": Method(self._list, ListSessionsRequest),
-            "session/delete": Method(self._delete, DeleteSessionRequest),
-            "session/set_config_option": Method(self._set_config_option, SetSessionConfigOptionRequest),
-            "tool_call/cancel": Method(None, CancelToolCallRequest, prepare=self._cancel_tool_call),
-            "terminal/cancel": Method(None, CancelTerminalRequest, prepare=self._cancel_terminal),
+            "session/new": Method(self._new_session, "NewSessionRequest"),
+            "session/prompt": Method(self._await_insertion, "PromptRequest", prepare=self._queue_prompt),
+            "session/resume": Method(self._resume, "ResumeSessionRequest"),
+            "session/close": Method(self._close, "CloseSessionRequest"),
+            "session/list": Method(self._list, "ListSessionsRequest"),
+            "session/delete": Method(self._delete, "DeleteSessionRequest"),
+            "session/set_config_option": Method(self._set_config_option, "SetSessionConfigOptionRequest"),
+            "tool_call/cancel": Method(None, "CancelToolCallRequest", prepare=self._cancel_tool_call),
+            "terminal/cancel": Method(None, "CancelTerminalRequest", prepare=self._cancel_terminal),
         }
         if self.agent.implements("fork_session"):
-            requests["session/fork"] = Method(self._fork, ForkSessionRequest)
+            requests["session/fork"] = Method(self._fork, "ForkSessionRequest")
         requests.update(self.bookkeeping.routes())
         if self.agent.offers_providers():
             requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider))
-        notifications = {"session/cancel": Method(None, CancelSessionNotification, prepare=self._cancel)}
+        notifications = {"session/cancel": Method(None, "CancelSessionNotification", prepare=self._cancel)}
         if self.agent.mcp_acp:  # the client sends mcp/message only to an agent that advertises session.mcp.acp
-            from .schema import MessageMcpNotification
-
-            notifications["mcp/message"] = Method(None, MessageMcpNotification, prepare=self._mcp_message)
+            notifications["mcp/message"] = Method(None, "MessageMcpNotification", prepare=self._mcp_message)
         if self.agent.auth_methods:
             requests["auth/login"] = Method(self._login, LoginAuthRequest)
             requests["auth/logout"] = Method(self._logout, LogoutAuthRequest)
@@ -285,12 +285,16 @@ class AgentRuntime:
             raise limit_error("max_sessions", limit, f"{active} sessions are active on this connection")
 
     def _new_record(self, cwd: str, additional: list[str] | None, **fields: Any) -> SessionRecord:
+        from .history import History
+
         fields.setdefault("history", History(self.limits.terminal_output_bytes))
         return SessionRecord(session_id=new_session_id(), cwd=cwd, additional_directories=list(additional or []),
                              **fields)
 
     async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False) -> Session:
         """Make a session live; with ``new``, its output is held until the answer that names it."""
+        from .core import SessionCore  # the session's runtime parts load with the first session
+
         self._check_session_room()
         core = SessionCore(self.connection, record, limits=self.limits, processes=self.processes,
                            client=self.client, hold=new)
@@ -324,7 +328,7 @@ class AgentRuntime:
             raise
         await self.keeper.save(record)
         # What the hook sent for the session goes out right after the answer that names it.
-        return Reply(NewSessionResponse(session_id=session.id, **_lists(session)), core_of(session).sink.release)
+        return Reply(schema.NewSessionResponse(session_id=session.id, **_lists(session)), core_of(session).sink.release)
 
     async def _fork(self, request: ForkSessionRequest) -> Reply:
         source = self._active(request.session_id)
@@ -340,6 +344,8 @@ class AgentRuntime:
             request_meta=request.meta,
             system_prompt=self._check_system_prompt(request.system_prompt),
         )
+        from .history import finalize_live_items
+
         finalize_live_items(record.history, "cancelled")  # the fork runs none of its source's live work
         session = await self._open(record, request.mcp_servers, new=True)
         try:
@@ -348,7 +354,8 @@ class AgentRuntime:
             await self._discard(session)
             raise
         await self.keeper.save(record)
-        return Reply(ForkSessionResponse(session_id=session.id, **_lists(session)), core_of(session).sink.release)
+        answer = schema.ForkSessionResponse(session_id=session.id, **_lists(session))
+        return Reply(answer, core_of(session).sink.release)
 
     async def _resume(self, request: ResumeSessionRequest) -> ResumeSessionResponse:
         sid = request.session_id
@@ -387,7 +394,7 @@ class AgentRuntime:
                 if current is not None:
                     core.sink.resend(current)  # R113: the item's full present state
         core.state.repeat()
-        return ResumeSessionResponse(**_lists(session))
+        return schema.ResumeSessionResponse(**_lists(session))
 
     async def _close(self, request: CloseSessionRequest) -> dict[str, Any]:
         sid = request.session_id
@@ -448,7 +455,7 @@ class AgentRuntime:
             fields["next_cursor"] = _encode_cursor(start + LIST_PAGE_SIZE)
         else:  # the last page: closed sessions whose save failed and that the store never had
             fields["sessions"] += [_info(s) for s in await self.keeper.unstored(request.cwd, archived)]
-        return ListSessionsResponse(**fields)
+        return schema.ListSessionsResponse(**fields)
 
     async def close_all(self) -> None:
         """Close every active session (connection end: EOF, signal, fatal error).
@@ -498,7 +505,7 @@ class AgentRuntime:
             if job.rejected is not None:
                 raise job.rejected
             assert job.message_id is not None
-            return PromptResponse(message_id=job.message_id)
+            return schema.PromptResponse(message_id=job.message_id)
         finally:
             job.answered.set()
 
@@ -562,7 +569,7 @@ class AgentRuntime:
         _check_option_value(option, value_type, value)
         await self.agent.set_config_option(session, request.config_id, value)
         option.current_value = value
-        return SetSessionConfigOptionResponse(config_options=list(session.config_options))
+        return schema.SetSessionConfigOptionResponse(config_options=list(session.config_options))
 
 
 def _parse_initialize(params: dict[str, Any]) -> InitializeRequest:
@@ -603,7 +610,7 @@ def _info(record: SessionRecord | StoredSession) -> SessionInfo:
         fields["title"] = record.title
     if record.meta is not None:
         fields["meta"] = record.meta
-    return SessionInfo(**fields)
+    return schema.SessionInfo(**fields)
 
 
 def _encode_cursor(offset: int) -> str:

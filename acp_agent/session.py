@@ -13,64 +13,50 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 import anyio
 from anyio.abc import TaskGroup
 from pydantic import BaseModel
 
-from .background import BackgroundRegistry, Entity
-from .core import SessionCore
+from . import schema
 from .errors import NotInTurnError
-from .history import HistoryItem
 from .ids import new_id
-from .limits import Limits
 from .mcp import AcpMcpServers
-from .peer import ClientPeer
 from .processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_TERMINATE_GRACE
-from .records import SessionRecord
-from .schema import (
-    AgentMessage,
-    AgentMessageChunk,
-    AgentThought,
-    AgentThoughtChunk,
-    AvailableCommand,
-    AvailableCommandsUpdate,
-    ConfigOptionUpdate,
-    ContentBlock,
-    Error,
-    Notice,
-    PlanEntry,
-    PlanItems,
-    PlanUpdate,
-    SessionCancelCapabilities,
-    SessionConfigOption,
-    SessionInfoUpdate,
-    SessionMessage,
-    SubagentSessionCapabilities,
-    SubagentUpdate,
-    SystemPrompt,
-    TextContent,
-    ToolCallContentChunk,
-    ToolCallUpdate,
-    Usage,
-    UsageUpdate,
-)
-from .state import ForegroundState
+from .schema import ContentBlock, SessionCancelCapabilities, StopReason, SubagentSessionCapabilities, TextContent
 
 if TYPE_CHECKING:
     # Loaded when first used, not at import: an agent that never asks, runs a process or starts a
-    # tool call does not pay for them (``tests/unit/test_exports.py`` pins what a stdio agent loads).
+    # tool call does not pay for them, and the session's runtime parts and most wire models load after
+    # ``initialize`` is answered (``tests/unit/test_exports.py`` pins what a stdio agent loads).
+    from .background import BackgroundRegistry, Entity
+    from .core import SessionCore
     from .elicitation import ElicitationResult
+    from .history import HistoryItem
+    from .limits import Limits
+    from .peer import ClientPeer
     from .permissions import PermissionOutcome
-    from .schema import PermissionOption
+    from .schema import (
+        AgentMessage,
+        AgentThought,
+        AvailableCommand,
+        Error,
+        PermissionOption,
+        PlanEntry,
+        SessionConfigOption,
+        SystemPrompt,
+        Usage,
+    )
     from .terminals import Terminal
     from .tool_calls import ToolCall, ToolCallExtras, ToolCallFields
-from .turns import StopReason
 
 __all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "core_of"]
 
 logger = logging.getLogger(__name__)
+
+ForegroundState = Literal["idle", "running", "requires_action"]
+"""The foreground state a session reports (:attr:`Session.state`)."""
 
 PromptHandler = Callable[["Session", list[ContentBlock]], Awaitable[StopReason | None]]
 
@@ -88,7 +74,7 @@ class MessageStream:
         self.message_id = message_id or new_id("thought" if thought else "msg")
         """The ``messageId`` every chunk carries."""
         self._thought = thought
-        self._chunk = AgentThoughtChunk if thought else AgentMessageChunk
+        self._chunk = schema.AgentThoughtChunk if thought else schema.AgentMessageChunk
         # The hot path: text chunks go straight to the sink, framed by the writer (same JSON the models produce).
         self._sink = core.sink
         self._state = core.state
@@ -281,7 +267,7 @@ class Session:
         Tool call and terminal updates are checked first: an illegal move raises
         :class:`~acp_agent.errors.ToolCallStateError` and nothing is sent (R97).
         """
-        if isinstance(update, _TALK):
+        if isinstance(update, _talk()):
             self._core.check_may_talk()
         await self._core.send(update)
 
@@ -292,14 +278,14 @@ class Session:
         Raises :class:`~acp_agent.errors.NotInTurnError` (nothing sent) while the session is ``idle``.
         """
         message_id = message_id or new_id("msg")
-        await self._message(AgentMessage, message_id, content, meta)
+        await self._message(schema.AgentMessage, message_id, content, meta)
         return message_id
 
     async def think(self, content: str | Sequence[ContentBlock], *, message_id: str | None = None,
                     meta: dict[str, Any] | None = None) -> str:
         """Send a complete agent thought; returns its ``messageId`` (only during foreground work, like :meth:`say`)."""
         message_id = message_id or new_id("thought")
-        await self._message(AgentThought, message_id, content, meta)
+        await self._message(schema.AgentThought, message_id, content, meta)
         return message_id
 
     async def _message(self, kind: type[AgentMessage | AgentThought], message_id: str,
@@ -327,11 +313,11 @@ class Session:
     async def plan(self, entries: Sequence[PlanEntry], *, plan_id: str = "plan", meta: dict[str, Any] | None = None
                    ) -> None:
         """Send the complete entry list of a plan (R76)."""
-        await self.send(PlanUpdate(plan=PlanItems(plan_id=plan_id, entries=list(entries)), **_meta(meta)))
+        await self.send(schema.PlanUpdate(plan=schema.PlanItems(plan_id=plan_id, entries=list(entries)), **_meta(meta)))
 
     async def usage(self, used: int, size: int, **fields: Any) -> None:
         """Report context-window usage (``cost`` may be passed as a keyword)."""
-        await self.send(UsageUpdate(used=used, size=size, **fields))
+        await self.send(schema.UsageUpdate(used=used, size=size, **fields))
 
     async def notice(self, title: str, *, severity: str = "info", description: str | None = None,
                      meta: dict[str, Any] | None = None) -> None:
@@ -339,7 +325,7 @@ class Session:
         fields: dict[str, Any] = {"severity": severity, "title": title, **_meta(meta)}
         if description is not None:
             fields["description"] = description
-        await self.send(Notice(**fields))
+        await self.send(schema.Notice(**fields))
 
     async def update_info(self, **fields: Any) -> None:
         """Patch session metadata (``title``, ``updated_at``, ``meta``); omitted fields stay.
@@ -357,7 +343,7 @@ class Session:
             record.title = fields["title"]
         if fields.get("updated_at"):
             record.updated_at = fields["updated_at"]
-        await self.send(SessionInfoUpdate(**fields))
+        await self.send(schema.SessionInfoUpdate(**fields))
 
     async def update_config_options(self, options: Sequence[SessionConfigOption]) -> None:
         """Replace the session's config options and tell the client (complete list, R51).
@@ -367,7 +353,7 @@ class Session:
         """
         self.config_options = options
         if not self._core.sink.holding:
-            await self.send(ConfigOptionUpdate(config_options=list(self.config_options)))
+            await self.send(schema.ConfigOptionUpdate(config_options=list(self.config_options)))
 
     async def update_available_commands(self, commands: Sequence[AvailableCommand]) -> None:
         """Replace the session's slash commands and tell the client (complete list, R51).
@@ -376,7 +362,7 @@ class Session:
         """
         self.available_commands = commands
         if not self._core.sink.holding:
-            await self.send(AvailableCommandsUpdate(available_commands=list(commands)))
+            await self.send(schema.AvailableCommandsUpdate(available_commands=list(commands)))
 
     async def update_tool_call(self, tool_call_id: str, **fields: Unpack[ToolCallFields]) -> None:
         """Create or patch a tool call by id; only the fields passed are sent (R71).
@@ -387,11 +373,11 @@ class Session:
         from .tool_calls import check_fields
 
         check_fields(dict(fields))
-        await self.send(ToolCallUpdate(tool_call_id=tool_call_id, **fields))
+        await self.send(schema.ToolCallUpdate(tool_call_id=tool_call_id, **fields))
 
     async def tool_call_content(self, tool_call_id: str, content: Any) -> None:
         """Append one content item to a tool call announced by id."""
-        await self.send(ToolCallContentChunk(tool_call_id=tool_call_id, content=content))
+        await self.send(schema.ToolCallContentChunk(tool_call_id=tool_call_id, content=content))
 
     # -- asking the user ---------------------------------------------------------------
 
@@ -489,7 +475,7 @@ class Session:
             announce["name"] = name
         core = self._core
         tool_call_id = new_id("call")
-        core.emit(ToolCallUpdate(tool_call_id=tool_call_id, **announce), detach=detach)
+        core.emit(schema.ToolCallUpdate(tool_call_id=tool_call_id, **announce), detach=detach)
         entity = core.registry.entity("tool_call", tool_call_id)
         tool = ToolCall(core, entity)
         entity.handle = tool
@@ -597,6 +583,9 @@ class Session:
         ``detach=False`` keeps it foreground work (unlisted, cancelled with this session's
         foreground work) until :meth:`Subagent.detach`.
         """
+        from .core import SessionCore
+        from .records import SessionRecord
+
         core = self._core
         record = SessionRecord(session_id=new_id("sess"), cwd=self.cwd,
                                additional_directories=list(self.additional_directories))
@@ -609,7 +598,7 @@ class Session:
             announce["description"] = description
         if cancellable:
             announce["capabilities"] = SubagentSessionCapabilities(cancel=SessionCancelCapabilities())
-        core.emit(SubagentUpdate(**announce), detach=detach)
+        core.emit(schema.SubagentUpdate(**announce), detach=detach)
         entity = core.registry.entity("subagent", child.id)
         entity.handle = child_core
         if cancellable:
@@ -733,7 +722,7 @@ class Subagent:
         await self.session.wait_idle()
         turns = self.session._core.turns
         messages = [item for item in self.session._core.record.history.replay(turns.last_start)
-                    if isinstance(item, AgentMessage)]
+                    if isinstance(item, schema.AgentMessage)]
         return SubagentResult(turns.last_stop or "end_turn", messages, turns.last_error)
 
     def cancel(self) -> None:
@@ -746,7 +735,7 @@ class Subagent:
 
     async def update(self, **fields: Any) -> None:
         """Patch the child's ``title`` / ``description`` / ``meta`` on the parent."""
-        await self.parent.send(SubagentUpdate(session_id=self.id, **fields))
+        await self.parent.send(schema.SubagentUpdate(session_id=self.id, **fields))
 
     async def tell(self, content: str | Sequence[ContentBlock]) -> str:
         """Send a message from the parent to the child; returns the child's copy's ``messageId``.
@@ -757,8 +746,9 @@ class Subagent:
         blocks = _blocks(content)
         outgoing, incoming = new_id("smsg"), new_id("smsg")
         common = {"sender_session_id": self.parent.id, "recipient_session_id": self.id, "content": blocks}
-        await self.parent._core.send(SessionMessage(message_id=outgoing, recipient_message_id=incoming, **common))
-        await self.session._core.send(SessionMessage(message_id=incoming, sender_message_id=outgoing, **common))
+        message = schema.SessionMessage
+        await self.parent._core.send(message(message_id=outgoing, recipient_message_id=incoming, **common))
+        await self.session._core.send(message(message_id=incoming, sender_message_id=outgoing, **common))
         return incoming
 
     async def wait_idle(self) -> None:
@@ -771,7 +761,10 @@ def core_of(session: Session) -> SessionCore:
     return session._core
 
 
-_TALK = (AgentMessage, AgentThought, AgentMessageChunk, AgentThoughtChunk)
+@functools.cache
+def _talk() -> tuple[type[BaseModel], ...]:
+    """The updates that are agent talk (only sent during foreground work)."""
+    return (schema.AgentMessage, schema.AgentThought, schema.AgentMessageChunk, schema.AgentThoughtChunk)
 
 
 def _owner(tool_call: ToolCall | None) -> dict[str, Any]:

@@ -14,19 +14,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import orjson
 from pydantic import BaseModel
 
 from .background import BackgroundRegistry
 from .schema import Error, IdleStateUpdate, RequiresActionStateUpdate, RunningStateUpdate, Usage
+from .session import ForegroundState
 from .sink import SessionSink
 
-__all__ = ["BATCHING", "ForegroundState", "StatePublisher"]
-
-ForegroundState = Literal["idle", "running", "requires_action"]
-"""The foreground state a session reports."""
+__all__ = ["BATCHING", "StatePublisher"]
 
 BATCHING: Final[contextvars.ContextVar[tuple[StatePublisher, ...]]] = contextvars.ContextVar(
     "acp_batching", default=()

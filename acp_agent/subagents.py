@@ -17,8 +17,12 @@ anything else is refused with ``-32602``. This module holds those rules for the 
 
 from __future__ import annotations
 
-from .core import SessionCore
+from typing import TYPE_CHECKING
+
 from .session import Subagent, SubagentResult
+
+if TYPE_CHECKING:
+    from .core import SessionCore
 
 __all__ = ["CHILD_MUTATION_REFUSED", "Subagent", "SubagentResult", "child_cancellable"]
 

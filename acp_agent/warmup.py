@@ -1,18 +1,21 @@
-"""Building the wire models of a session's first turn before the client asks for one.
+"""Loading and building what a session's first turn needs before the client asks for one.
 
-Wire models build their validators and serializers on first use (``defer_build``), which keeps
-start-up short but made a fresh agent's first prompt pay for them (about 25 ms). An editor starts
-an agent, sends ``initialize`` and ``session/new``, and the user types a prompt seconds later; so
-once ``initialize`` is answered the runtime builds the models of a plain turn and of ``session/new``
-in that pause (:func:`warm_up`), the turn's first. It builds one model per event-loop pass, so a
-request arriving meanwhile waits for one model's build at most (``session/new`` mostly waits for the
-store's thread anyway), and it stops once a turn runs or waits: a turn builds what it needs itself, and
-a build between two prompts would delay the second. It runs once per process; a model already built
-is skipped.
+Only what ``initialize`` needs is imported before its answer: the session's runtime parts
+(:mod:`acp_agent.core` and what it imports) and most wire models load on first use, and the wire
+models build their validators and serializers on first use (``defer_build``). That keeps start-up
+short, but would make a fresh agent's first ``session/new`` and first prompt pay for them (about
+25 ms each). An editor starts an agent, sends ``initialize`` and ``session/new``, and the user types a
+prompt seconds later; so once ``initialize`` is answered the runtime does that work in the pause
+(:func:`warm_up`): it imports the session modules, then builds the models of ``session/new`` and of a
+plain turn. It takes one step per event-loop pass, so a request arriving meanwhile waits for one step
+at most, and it stops once a turn runs or waits: a turn loads and builds what it needs itself, and a
+build between two prompts would delay the second. It runs once per process; a model already built is
+skipped.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from typing import Final
@@ -31,6 +34,11 @@ WARM_UP_DELAY: Final = 0.02
 _done = False
 
 
+def _load_session_modules() -> None:
+    """Import the session's runtime parts (and with them the update, state and tool call models)."""
+    importlib.import_module(".core", __package__)
+
+
 def _first_turn_models() -> list[type[BaseModel]]:
     """The models to build: what ``session/new`` and every text turn (plain or streamed) build on first use.
 
@@ -44,7 +52,8 @@ def _first_turn_models() -> list[type[BaseModel]]:
 
 
 async def warm_up(busy: Callable[[], bool] | None = None) -> None:
-    """Build the first turn's models not built yet, one per event-loop pass (once per process).
+    """Import the session modules, then build the first turn's models not built yet, one step per
+    event-loop pass (once per process).
 
     ``busy`` says whether a turn runs or waits now; then the warm-up ends.
     """
@@ -53,6 +62,10 @@ async def warm_up(busy: Callable[[], bool] | None = None) -> None:
         return
     _done = True
     await anyio.sleep(WARM_UP_DELAY)
+    if busy is not None and busy():
+        return
+    _load_session_modules()
+    await anyio.lowlevel.checkpoint()
     for model in _first_turn_models():
         if model.__pydantic_complete__:
             continue

@@ -35,11 +35,13 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticUndefined
 
 __all__ = [
+    "STOP_REASONS",
     "UNKNOWN_TAG",
     "AbsolutePath",
     "CompactionId",
     "ElicitationId",
     "EmptyIfNull",
+    "KnownStopReason",
     "MediaType",
     "MessageId",
     "Meta",
@@ -47,6 +49,7 @@ __all__ = [
     "ProtocolVersion",
     "RequestId",
     "SessionId",
+    "StopReason",
     "TerminalId",
     "ToolCallId",
     "WireModel",
@@ -57,6 +60,16 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- primitives
+
+KnownStopReason: TypeAlias = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"]
+"""The stop reasons ACP v2 defines (the one list; ``STOP_REASONS`` is its set)."""
+
+StopReason: TypeAlias = KnownStopReason | str
+"""Why foreground work stopped, reported on the idle snapshot that ends it (``_``-prefixed custom ones too)."""
+
+STOP_REASONS: Final[frozenset[str]] = frozenset(get_args(KnownStopReason))
+"""The stop reasons ACP v2 defines, as a set."""
+
 
 Meta: TypeAlias = Annotated[dict[str, Any] | None, Field(alias="_meta")]
 """The ``_meta`` extension object carried by almost every type. Declare it as ``meta: Meta = None``."""

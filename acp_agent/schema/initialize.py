@@ -6,7 +6,6 @@ from pydantic import Field, Tag
 
 from .base import UNKNOWN_TAG, EmptyIfNull, Meta, ProtocolVersion, WireModel, discriminate_on
 from .capabilities import AgentCapabilities, ClientCapabilities
-from .sessions import EnvVariable
 
 __all__ = [
     "AuthAccount",
@@ -17,6 +16,7 @@ __all__ = [
     "AuthStatusRequest",
     "AuthStatusResponse",
     "AuthStatusUpdateNotification",
+    "EnvVariable",
     "Implementation",
     "InitializeRequest",
     "InitializeResponse",
@@ -29,6 +29,14 @@ __all__ = [
 
 AuthState: TypeAlias = Literal["authenticated", "unauthenticated", "not_required", "unknown"] | str
 """[unstable] Whether the Agent currently holds valid credentials."""
+
+
+class EnvVariable(WireModel):
+    """An environment variable to set for a launched process."""
+
+    name: str
+    value: str
+    meta: Meta = None
 
 
 class Implementation(WireModel):

@@ -9,6 +9,7 @@ from pydantic import Field, Tag, model_validator
 from .base import UNKNOWN_TAG, AbsolutePath, EmptyIfNull, Meta, SessionId, WireModel, discriminate_on
 from .config import AvailableCommand, SessionConfigOption, SessionConfigValue
 from .content import ContentBlock
+from .initialize import EnvVariable
 from .state import NestedStateUpdate
 
 __all__ = [
@@ -62,14 +63,6 @@ SessionStatus: TypeAlias = Literal["open", "saved"] | str
 
 
 # --------------------------------------------------------------------------- shared pieces
-
-
-class EnvVariable(WireModel):
-    """An environment variable to set for a launched process."""
-
-    name: str
-    value: str
-    meta: Meta = None
 
 
 class HttpHeader(WireModel):

@@ -6,14 +6,17 @@ the tag, as ``SubagentUpdate.state`` and ``SessionStatusResponse.state``: those 
 typed :data:`NestedStateUpdate`, which drops it.
 """
 
-from typing import Annotated, Final, Literal, TypeAlias, get_args
+from typing import Annotated, Literal, TypeAlias
 
 from pydantic import Field, Tag
 
 from .base import (
+    STOP_REASONS,
     UNKNOWN_TAG,
+    KnownStopReason,
     Meta,
     SessionId,
+    StopReason,
     TerminalId,
     ToolCallId,
     WireModel,
@@ -44,15 +47,6 @@ __all__ = [
 
 SessionState: TypeAlias = Literal["running", "requires_action", "idle", "unknown"] | str
 """The foreground state of a session (the ``state`` discriminator of a snapshot)."""
-
-KnownStopReason: TypeAlias = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"]
-"""The stop reasons ACP v2 defines (the one list; ``STOP_REASONS`` is its set)."""
-
-StopReason: TypeAlias = KnownStopReason | str
-"""Why foreground work stopped, reported on the idle snapshot that ends it (``_``-prefixed custom ones too)."""
-
-STOP_REASONS: Final[frozenset[str]] = frozenset(get_args(KnownStopReason))
-"""The stop reasons ACP v2 defines, as a set."""
 
 
 # --------------------------------------------------------------------------- background work

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 from pydantic import BaseModel
 
-from ..history import ITEM_CLASSES, History, HistoryItem
 from ..records import SessionRecord
-from ..schema import AvailableCommand, SessionConfigOption
+
+if TYPE_CHECKING:
+    from ..history import HistoryItem
 
 __all__ = [
     "decode_item", "encode_info", "encode_info_text", "encode_state",
@@ -29,6 +30,8 @@ _warned: Final[set[str]] = set()  # sessions whose data could not be written (wa
 
 def decode_item(kind: str, data: bytes | str) -> HistoryItem:
     """A history item from its JSON (``HistoryChanges.encoded_entries``); ``kind`` is its class name."""
+    from ..history import ITEM_CLASSES  # loaded with the first session, not with the store
+
     return ITEM_CLASSES[kind].model_validate_json(data)  # type: ignore[return-value]
 
 
@@ -59,8 +62,8 @@ def encode_state(record: SessionRecord) -> bytes:
         return orjson.dumps(state)
 
 
-_EMPTY_INFO: Final = encode_info(SessionRecord(session_id="", cwd="")).decode()
-_EMPTY_STATE: Final = encode_state(SessionRecord(session_id="", cwd="")).decode()
+_EMPTY_INFO: Final = orjson.dumps({"additionalDirectories": [], "meta": None}).decode()
+_EMPTY_STATE: Final = orjson.dumps({"configOptions": [], "availableCommands": [], "data": {}}).decode()
 
 
 def encode_info_text(record: SessionRecord) -> str:
@@ -87,6 +90,9 @@ def record_from(
     entries: Iterable[tuple[int, str, bytes | str]], *, terminal_tail: int | None,
 ) -> SessionRecord:
     """Rebuild a record from its stored columns, JSON documents and ``(seq, kind, item)`` history rows."""
+    from ..history import History
+    from ..schema import AvailableCommand, SessionConfigOption
+
     info_doc = info if isinstance(info, dict) else orjson.loads(info)
     state_doc = state if isinstance(state, dict) else orjson.loads(state)
     history = History(terminal_tail) if terminal_tail is not None else History()

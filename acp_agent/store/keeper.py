@@ -29,7 +29,6 @@ from typing import Final
 import anyio
 
 from ..errors import StoreError, StoreUnusableError
-from ..history import finalize_live_items
 from ..records import SessionRecord
 from .base import SessionStore, StoredSession
 from .memory import MemoryStore
@@ -176,6 +175,8 @@ class RecordKeeper:
         store = await self.ready()
         record = await store.load(session_id, terminal_tail=self._terminal_tail)
         if record is not None and store.durable:
+            from ..history import finalize_live_items  # the record holds a History, so it is loaded
+
             ended = finalize_live_items(record.history)
             if ended:
                 logger.info("acp: session %s was cut short (the agent stopped without closing it); "

@@ -114,7 +114,8 @@ def test_no_cycles_hidden_under_type_checking() -> None:
                         target = root / hidden.module / "__init__.py"
                     assert path.stem not in top_level_imports(target), (
                         f"{path.name} hides an import cycle with {hidden.module} under TYPE_CHECKING")
-            elif path.stem not in ("__init__", "session", "auth", "providers", "mcp"):
+            elif path.stem not in ("__init__", "session", "auth", "providers", "mcp", "records", "runtime",
+                                   "bookkeeping", "subagents"):
                 assert "TYPE_CHECKING" not in ast.dump(node), f"{path.name} uses TYPE_CHECKING"
 
 
@@ -128,22 +129,85 @@ LAZY_FOR_A_TALKING_AGENT = {
 }
 
 
+# What loads with the first session, not before ``initialize`` is answered: the session's runtime parts and the
+# wire models only sessions use (the warm-up after ``initialize`` imports them while the client is quiet).
+LOADED_WITH_THE_FIRST_SESSION = {
+    "acp_agent.core", "acp_agent.history", "acp_agent.sink", "acp_agent.state", "acp_agent.turns",
+    "acp_agent.background", "acp_agent.schema.config", "acp_agent.schema.state", "acp_agent.schema.sessions",
+    "acp_agent.schema.prompts", "acp_agent.schema.plans", "acp_agent.schema.terminals",
+    "acp_agent.schema.tool_calls", "acp_agent.schema.updates",
+}
+
+
 def test_a_talking_stdio_agent_loads_only_what_it_uses() -> None:
     code = (
         "import sys\n"
-        "from acp_agent import Agent, Session, TextContent, run_stdio\n"
+        "from acp_agent import Agent, Session, StopReason, TextContent, run_stdio\n"
         "import acp_agent.stdio, acp_agent.runtime\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
     loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                                 text=True).stdout.split())
-    assert "acp_agent.session" in loaded and "acp_agent.schema.updates" in loaded
-    assert not loaded & LAZY_FOR_A_TALKING_AGENT, sorted(loaded & LAZY_FOR_A_TALKING_AGENT)
+    assert "acp_agent.session" in loaded and "acp_agent.schema.initialize" in loaded
+    lazy = LAZY_FOR_A_TALKING_AGENT | LOADED_WITH_THE_FIRST_SESSION
+    assert not loaded & lazy, sorted(loaded & lazy)
     # ... and every lazily loaded public name is still there, under the same name.
-    from acp_agent import ElicitationResult, PermissionOption, PermissionOutcome, ToolCallFields
+    from acp_agent import BackgroundRegistry, ElicitationResult, HistoryItem, PermissionOption, PermissionOutcome
+    from acp_agent import ToolCallFields, ToolCallUpdate
     from acp_agent.v1 import V1Translator
 
     assert {ElicitationResult.__module__, PermissionOption.__module__, PermissionOutcome.__module__,
-            ToolCallFields.__module__, V1Translator.__module__} == {
+            ToolCallFields.__module__, V1Translator.__module__, BackgroundRegistry.__module__,
+            ToolCallUpdate.__module__} == {
         "acp_agent.elicitation", "acp_agent.schema.permissions", "acp_agent.permissions", "acp_agent.tool_calls",
-        "acp_agent.v1.translator"}
+        "acp_agent.v1.translator", "acp_agent.background", "acp_agent.schema.tool_calls"}
+    assert ToolCallUpdate in HistoryItem.__args__
+
+
+_INITIALIZE_THEN_SESSION = """
+import sys
+import anyio
+from acp_agent import Agent, Session, TextContent
+from acp_agent.testing import connect_agent
+
+class Echo(Agent):
+    async def prompt(self, session: Session, prompt: list[TextContent]) -> str:
+        await session.say("hi")
+        return "end_turn"
+
+def loaded() -> str:
+    return " ".join(sorted(k for k in sys.modules if k.startswith("acp_agent")))
+
+async def main() -> None:
+    async with connect_agent(Echo(), check=False) as client:
+        await client.initialize()
+        print(loaded())
+        session_id = await client.new_session()
+        print(loaded())
+        await client.prompt_and_wait(session_id, "hello")
+
+anyio.run(main)
+"""
+
+
+def test_initialize_is_answered_before_the_session_modules_load() -> None:
+    """``initialize`` is answered with only its own models loaded; the first session loads the rest."""
+    out = subprocess.run([sys.executable, "-c", _INITIALIZE_THEN_SESSION], check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    at_initialize, at_session = set(out[0].split()), set(out[1].split())
+    assert not at_initialize & LOADED_WITH_THE_FIRST_SESSION, sorted(at_initialize & LOADED_WITH_THE_FIRST_SESSION)
+    assert LOADED_WITH_THE_FIRST_SESSION <= at_session, sorted(LOADED_WITH_THE_FIRST_SESSION - at_session)
+
+
+def test_the_warm_up_loads_the_session_modules() -> None:
+    """After ``initialize`` the warm-up imports the session's runtime parts and builds the first turn's models."""
+    code = (
+        "import sys, anyio\n"
+        "import acp_agent.warmup as w\n"
+        "anyio.run(w.warm_up)\n"
+        "from acp_agent.schema import PromptRequest\n"
+        "print(PromptRequest.__pydantic_complete__, ' '.join(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    assert out[0] == "True"
+    assert LOADED_WITH_THE_FIRST_SESSION <= set(out[1:]), sorted(LOADED_WITH_THE_FIRST_SESSION - set(out[1:]))
