@@ -258,6 +258,11 @@ class Connection:
         return self._closed.is_set()
 
     @property
+    def answering(self) -> bool:
+        """True while a request's handler runs (its answer is not queued yet)."""
+        return bool(self._incoming)
+
+    @property
     def task_group(self) -> TaskGroup:
         """The connection's task group (valid while :meth:`run` is serving)."""
         if self._tg is None:

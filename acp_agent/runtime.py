@@ -223,7 +223,8 @@ class AgentRuntime:
         finally:
             self._initializing = False
         self.protocol_version = PROTOCOL_VERSION
-        self.connection.task_group.start_soon(warm_up, self._busy)  # the first turn's models, while the client is quiet
+        # the session modules and the first turn's models, while the client is quiet
+        self.connection.task_group.start_soon(warm_up, self._busy, lambda: self.connection.answering)
         fields: dict[str, Any] = {}
         methods = self.agent.offered_auth_methods(request)
         if methods:

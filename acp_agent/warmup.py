@@ -24,12 +24,15 @@ import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
 
-__all__ = ["WARM_UP_DELAY", "warm_up"]
+__all__ = ["HOLD_POLL", "WARM_UP_DELAY", "warm_up"]
 
 logger = logging.getLogger(__name__)
 
 WARM_UP_DELAY: Final = 0.02
-"""Seconds after ``initialize`` before the first model is built (the answer is written by then)."""
+"""Seconds after ``initialize`` before the first step (the answer is written by then)."""
+
+HOLD_POLL: Final = 0.05
+"""Seconds between looks at whether a request is still being answered, while the warm-up waits for it."""
 
 _done = False
 
@@ -51,28 +54,34 @@ def _first_turn_models() -> list[type[BaseModel]]:
     return [PromptRequest, TextContent, NewSessionRequest, NewSessionResponse, AgentMessageChunk]
 
 
-async def warm_up(busy: Callable[[], bool] | None = None) -> None:
+async def warm_up(busy: Callable[[], bool] | None = None, hold: Callable[[], bool] | None = None) -> None:
     """Import the session modules, then build the first turn's models not built yet, one step per
     event-loop pass (once per process).
 
-    ``busy`` says whether a turn runs or waits now; then the warm-up ends.
+    ``busy`` says whether a turn runs or waits now; then the warm-up ends. ``hold`` says whether to wait
+    before the next step (a request is being answered, such as ``session/new``: its answer goes first).
     """
     global _done
     if _done:
         return
     _done = True
     await anyio.sleep(WARM_UP_DELAY)
-    if busy is not None and busy():
+    if not await _step(_load_session_modules, busy, hold):
         return
-    _load_session_modules()
-    await anyio.lowlevel.checkpoint()
     for model in _first_turn_models():
-        if model.__pydantic_complete__:
-            continue
-        if busy is not None and busy():
+        if not model.__pydantic_complete__ and not await _step(model.model_rebuild, busy, hold):
             return
-        try:
-            model.model_rebuild()
-        except Exception:  # never fatal: the model is built on first use instead
-            logger.debug("acp: building %s ahead of its first use failed", model.__name__, exc_info=True)
-        await anyio.lowlevel.checkpoint()
+
+
+async def _step(work: Callable[[], object], busy: Callable[[], bool] | None, hold: Callable[[], bool] | None) -> bool:
+    """Do one step of the warm-up once ``hold`` allows, then yield the loop; ``False`` (nothing done) if ``busy``."""
+    while hold is not None and hold():
+        await anyio.sleep(HOLD_POLL)
+    if busy is not None and busy():
+        return False
+    try:
+        work()
+    except Exception:  # never fatal: what failed is loaded or built on first use instead
+        logger.debug("acp: a warm-up step (%r) failed", work, exc_info=True)
+    await anyio.lowlevel.checkpoint()
+    return True

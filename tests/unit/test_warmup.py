@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import acp_agent.warmup as warmup
@@ -75,3 +76,29 @@ async def test_warm_up_ends_once_a_turn_runs_or_waits(monkeypatch: pytest.Monkey
         monkeypatch.setattr(model, "model_rebuild", spy)
     await warmup.warm_up(lambda: len(rebuilt) >= 2)  # a prompt arrives after two models were built
     assert rebuilt == [m.__name__ for m in models[:2]]  # the rest is built on first use, not between prompts
+
+
+async def test_warm_up_waits_while_a_request_is_answered_then_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``session/new`` sent with ``initialize`` is answered first: no warm-up step runs while it is handled."""
+    monkeypatch.setattr(warmup, "WARM_UP_DELAY", 0.0)
+    monkeypatch.setattr(warmup, "HOLD_POLL", 0.0)
+    monkeypatch.setattr(warmup, "_done", False)
+    steps: list[str] = []
+    monkeypatch.setattr(warmup, "_load_session_modules", lambda: steps.append("load"))
+    models = warmup._first_turn_models()
+    for model in models:
+        monkeypatch.setattr(model, "__pydantic_complete__", False)
+
+        def spy(*args: object, _name: str = model.__name__, **kwargs: object) -> None:
+            steps.append(_name)
+
+        monkeypatch.setattr(model, "model_rebuild", spy)
+    answering = True
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(warmup.warm_up, None, lambda: answering)
+        for _ in range(20):
+            await anyio.lowlevel.checkpoint()
+        assert steps == []
+        answering = False
+    assert steps == ["load", *(m.__name__ for m in models)]
+
