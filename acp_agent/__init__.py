@@ -25,7 +25,7 @@ from .errors import (
     UnknownMcpServerError,
 )
 from .extensions import extension
-from .lazy import lazy_attributes
+from .lazy import lazy_attributes, lazy_dir
 from .limits import Limits
 from .mcp import AcpMcpServer, AcpMcpServers, McpNotification, McpTool, McpToolResult
 from .peer import ClientPeer
@@ -87,6 +87,7 @@ _LAZY: Final = {
 }
 
 __getattr__ = lazy_attributes(__name__, _LAZY)
+__dir__ = lazy_dir(__name__, _LAZY)
 
 
 __all__ = [

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy_attributes"]
+__all__ = ["lazy_attributes", "lazy_dir"]
 
 
 def lazy_attributes(package: str, modules: Mapping[str, str]) -> Callable[[str], Any]:
@@ -29,3 +29,13 @@ def lazy_attributes(package: str, modules: Mapping[str, str]) -> Callable[[str],
         return value
 
     return __getattr__
+
+
+def lazy_dir(package: str, modules: Mapping[str, str]) -> Callable[[], list[str]]:
+    """The module ``__dir__`` of ``package``: its loaded names and the names in ``modules`` not loaded yet
+    (so ``dir()`` and tab completion list every public name)."""
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(modules))
+
+    return __dir__

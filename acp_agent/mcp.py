@@ -43,7 +43,7 @@ from .schema import Implementation
 from .schema.base import WireModel, to_wire
 
 if TYPE_CHECKING:  # the mcp/message and session models load when first used (start-up)
-    from .schema import McpServerAcp, MessageMcpNotification
+    from .schema import MessageMcpNotification
 
 __all__ = [
     "MCP_PROTOCOL_VERSION",
@@ -199,14 +199,14 @@ class AcpMcpServer:
     server out. Cancelling the caller withdraws the request (``$/cancel_request``).
     """
 
-    def __init__(self, router: McpRouter, config: McpServerAcp) -> None:
+    def __init__(self, router: McpRouter, config: schema.McpServerAcp) -> None:
         self._router = router
         self._config = config
         self._calls: set[anyio.CancelScope] = set()
         self._ended: Callable[[], AcpAgentError] | None = None
 
     @property
-    def config(self) -> McpServerAcp:
+    def config(self) -> schema.McpServerAcp:
         """The ``mcpServers`` entry the client sent."""
         return self._config
 

@@ -6,9 +6,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import schema
+
 if TYPE_CHECKING:
     from .history import History
-    from .schema import AvailableCommand, SessionConfigOption, SystemPrompt
 
 __all__ = ["SessionRecord", "now_text"]
 
@@ -48,13 +49,13 @@ class SessionRecord:
     meta: dict[str, Any] | None = None
     """The session's ``_meta`` as last set with ``session.update_info(meta=...)``."""
     history: History = field(default_factory=_new_history)
-    config_options: list[SessionConfigOption] = field(default_factory=list)
-    available_commands: list[AvailableCommand] = field(default_factory=list)
+    config_options: list[schema.SessionConfigOption] = field(default_factory=list)
+    available_commands: list[schema.AvailableCommand] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     """The author's ``Session.data``."""
     request_meta: dict[str, Any] | None = None
     """The ``_meta`` of the latest ``session/new``, ``session/resume`` or ``session/fork`` for the session."""
-    system_prompt: SystemPrompt | None = None
+    system_prompt: schema.SystemPrompt | None = None
     """[unstable] The client's system prompt for the session, if it gave one."""
     deleted: bool = False
     """Set once ``session/delete`` removed the session: stores no longer write it."""

@@ -22,9 +22,11 @@ from pydantic import BaseModel
 from . import schema
 from .errors import NotInTurnError
 from .ids import new_id
+from .limits import Limits
 from .mcp import AcpMcpServers
+from .peer import ClientPeer
 from .processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_TERMINATE_GRACE
-from .schema import ContentBlock, SessionCancelCapabilities, StopReason, SubagentSessionCapabilities, TextContent
+from .schema import ContentBlock, Error, SessionCancelCapabilities, StopReason, SubagentSessionCapabilities, TextContent
 
 if TYPE_CHECKING:
     # Loaded when first used, not at import: an agent that never asks, runs a process or starts a
@@ -34,19 +36,9 @@ if TYPE_CHECKING:
     from .core import SessionCore
     from .elicitation import ElicitationResult
     from .history import HistoryItem
-    from .limits import Limits
-    from .peer import ClientPeer
     from .permissions import PermissionOutcome
     from .schema import (
-        AgentMessage,
-        AgentThought,
-        AvailableCommand,
-        Error,
         PermissionOption,
-        PlanEntry,
-        SessionConfigOption,
-        SystemPrompt,
-        Usage,
     )
     from .terminals import Terminal
     from .tool_calls import ToolCall, ToolCallExtras, ToolCallFields
@@ -182,7 +174,7 @@ class Session:
         return self._core.turns.prompt_meta
 
     @property
-    def system_prompt(self) -> SystemPrompt | None:
+    def system_prompt(self) -> schema.SystemPrompt | None:
         """[unstable] The client's system prompt for this session (``mode``, ``content``), if it gave one.
 
         Sent only when the agent declares ``accepts_system_prompt``; fold it into the model's instructions.
@@ -237,7 +229,7 @@ class Session:
         return list(self._core.record.history.replay())
 
     @property
-    def config_options(self) -> list[SessionConfigOption]:
+    def config_options(self) -> list[schema.SessionConfigOption]:
         """The session's config options (complete list, in priority order).
 
         Assign them in ``new_session`` (they go into the answer); after that, use
@@ -246,17 +238,17 @@ class Session:
         return self._core.record.config_options
 
     @config_options.setter
-    def config_options(self, options: Sequence[SessionConfigOption]) -> None:
+    def config_options(self, options: Sequence[schema.SessionConfigOption]) -> None:
         # A copy: the SDK sets currentValue on the session's own options, never on a caller's shared object.
         self._core.record.config_options = [option.model_copy(deep=True) for option in options]
 
     @property
-    def available_commands(self) -> list[AvailableCommand]:
+    def available_commands(self) -> list[schema.AvailableCommand]:
         """The slash commands offered in this session (assign in ``new_session``, like :attr:`config_options`)."""
         return self._core.record.available_commands
 
     @available_commands.setter
-    def available_commands(self, commands: Sequence[AvailableCommand]) -> None:
+    def available_commands(self, commands: Sequence[schema.AvailableCommand]) -> None:
         self._core.record.available_commands = list(commands)
 
     # -- sending updates ---------------------------------------------------------------
@@ -288,7 +280,7 @@ class Session:
         await self._message(schema.AgentThought, message_id, content, meta)
         return message_id
 
-    async def _message(self, kind: type[AgentMessage | AgentThought], message_id: str,
+    async def _message(self, kind: type[schema.AgentMessage | schema.AgentThought], message_id: str,
                        content: str | Sequence[ContentBlock], meta: dict[str, Any] | None) -> None:
         """:meth:`send` of ``kind(message_id=message_id, content=content)``; plain text is framed without
         building the model (``SessionSink.send_plain``)."""
@@ -310,8 +302,8 @@ class Session:
         """Start an agent thought streamed in chunks."""
         return MessageStream(self._core, thought=True, message_id=message_id)
 
-    async def plan(self, entries: Sequence[PlanEntry], *, plan_id: str = "plan", meta: dict[str, Any] | None = None
-                   ) -> None:
+    async def plan(self, entries: Sequence[schema.PlanEntry], *, plan_id: str = "plan",
+                   meta: dict[str, Any] | None = None) -> None:
         """Send the complete entry list of a plan (R76)."""
         await self.send(schema.PlanUpdate(plan=schema.PlanItems(plan_id=plan_id, entries=list(entries)), **_meta(meta)))
 
@@ -345,7 +337,7 @@ class Session:
             record.updated_at = fields["updated_at"]
         await self.send(schema.SessionInfoUpdate(**fields))
 
-    async def update_config_options(self, options: Sequence[SessionConfigOption]) -> None:
+    async def update_config_options(self, options: Sequence[schema.SessionConfigOption]) -> None:
         """Replace the session's config options and tell the client (complete list, R51).
 
         In ``new_session`` / ``fork_session`` assigning :attr:`config_options` is enough: the answer
@@ -355,7 +347,7 @@ class Session:
         if not self._core.sink.holding:
             await self.send(schema.ConfigOptionUpdate(config_options=list(self.config_options)))
 
-    async def update_available_commands(self, commands: Sequence[AvailableCommand]) -> None:
+    async def update_available_commands(self, commands: Sequence[schema.AvailableCommand]) -> None:
         """Replace the session's slash commands and tell the client (complete list, R51).
 
         Like :meth:`update_config_options`, only assigns before the client has seen the session.
@@ -440,7 +432,7 @@ class Session:
 
         complete(self._core.client, elicitation_id)
 
-    def set_turn_usage(self, usage: Usage) -> None:
+    def set_turn_usage(self, usage: schema.Usage) -> None:
         """[unstable] Report the current foreground work's token usage: it goes on the idle that ends it."""
         if not self._core.turns.in_foreground():
             raise NotInTurnError("turn usage belongs to foreground work; call it from the turn it describes")
@@ -656,7 +648,7 @@ class SubagentResult:
 
     stop_reason: StopReason
     """The stop reason of the child's last finished foreground work."""
-    messages: list[AgentMessage]
+    messages: list[schema.AgentMessage]
     """The agent messages the child sent during that work, in order."""
     error: Error | None = None
     """For ``stop_reason == "error"``: the error its idle snapshot carried (code, message, data)."""

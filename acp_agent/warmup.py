@@ -8,9 +8,10 @@ short, but would make a fresh agent's first ``session/new`` and first prompt pay
 prompt seconds later; so once ``initialize`` is answered the runtime does that work in the pause
 (:func:`warm_up`): it imports the session modules, then builds the models of ``session/new`` and of a
 plain turn. It takes one step per event-loop pass, so a request arriving meanwhile waits for one step
-at most, and it stops once a turn runs or waits: a turn loads and builds what it needs itself, and a
-build between two prompts would delay the second. It runs once per process; a model already built is
-skipped.
+at most (the first, the imports, is the longest: 25-45 ms), and no step starts while a request is being
+answered (a ``session/new`` sent with ``initialize`` goes first; for :data:`HOLD_LIMIT` at most). It stops
+once a turn runs or waits: a turn loads and builds what it needs itself, and a build between two prompts
+would delay the second. It runs once per process; a model already built is skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
 
-__all__ = ["HOLD_POLL", "WARM_UP_DELAY", "warm_up"]
+__all__ = ["HOLD_LIMIT", "HOLD_POLL", "WARM_UP_DELAY", "warm_up"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,10 @@ WARM_UP_DELAY: Final = 0.02
 
 HOLD_POLL: Final = 0.05
 """Seconds between looks at whether a request is still being answered, while the warm-up waits for it."""
+
+HOLD_LIMIT: Final = 1.0
+"""Seconds the warm-up waits for requests being answered, in all: a request that takes longer is waiting on
+something else (the user answering a question, a login), so the warm-up goes on beside it."""
 
 _done = False
 
@@ -59,23 +64,29 @@ async def warm_up(busy: Callable[[], bool] | None = None, hold: Callable[[], boo
     event-loop pass (once per process).
 
     ``busy`` says whether a turn runs or waits now; then the warm-up ends. ``hold`` says whether to wait
-    before the next step (a request is being answered, such as ``session/new``: its answer goes first).
+    before the next step (a request is being answered, such as ``session/new``: its answer goes first), for
+    :data:`HOLD_LIMIT` seconds at most in all.
     """
     global _done
     if _done:
         return
     _done = True
     await anyio.sleep(WARM_UP_DELAY)
-    if not await _step(_load_session_modules, busy, hold):
+    hold_until = anyio.current_time() + HOLD_LIMIT
+    if not await _step(_load_session_modules, busy, hold, hold_until):
         return
     for model in _first_turn_models():
-        if not model.__pydantic_complete__ and not await _step(model.model_rebuild, busy, hold):
+        if not model.__pydantic_complete__ and not await _step(model.model_rebuild, busy, hold, hold_until):
             return
 
 
-async def _step(work: Callable[[], object], busy: Callable[[], bool] | None, hold: Callable[[], bool] | None) -> bool:
-    """Do one step of the warm-up once ``hold`` allows, then yield the loop; ``False`` (nothing done) if ``busy``."""
-    while hold is not None and hold():
+async def _step(work: Callable[[], object], busy: Callable[[], bool] | None, hold: Callable[[], bool] | None,
+                hold_until: float) -> bool:
+    """Do one step of the warm-up once ``hold`` allows (or ``hold_until`` passed), then yield the loop; ``False``
+    (nothing done) if ``busy``."""
+    while hold is not None and hold() and anyio.current_time() < hold_until:
+        if busy is not None and busy():
+            return False
         await anyio.sleep(HOLD_POLL)
     if busy is not None and busy():
         return False

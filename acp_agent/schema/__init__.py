@@ -7,7 +7,7 @@ keep explicit ``None`` as ``null`` -- the tri-state the ``session/update`` patch
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_attributes
+from ..lazy import lazy_attributes, lazy_dir
 from .base import (
     UNKNOWN_TAG,
     AbsolutePath,
@@ -485,6 +485,7 @@ _LAZY: dict[str, str] = {
 # Only what ``initialize`` needs (base, capabilities, content, errors, initialize) is imported with the package;
 # the other modules load the first time one of their names is used (tests/unit/test_exports.py).
 __getattr__ = lazy_attributes(__name__, _LAZY)
+__dir__ = lazy_dir(__name__, _LAZY)
 
 
 __all__ = [

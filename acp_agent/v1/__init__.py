@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_attributes
+from ..lazy import lazy_attributes, lazy_dir
 from .negotiation import V1_PROTOCOL_VERSION
 from .streams import negotiating_streams
 
@@ -38,4 +38,6 @@ if TYPE_CHECKING:
 
 __all__ = ["V1_PROTOCOL_VERSION", "V1Translator", "negotiating_streams"]
 
-__getattr__ = lazy_attributes(__name__, {"V1Translator": "translator"})  # a v2 client never loads the translation
+_LAZY = {"V1Translator": "translator"}  # a v2 client never loads the translation
+__getattr__ = lazy_attributes(__name__, _LAZY)
+__dir__ = lazy_dir(__name__, _LAZY)

@@ -57,6 +57,38 @@ def test_package_exports() -> None:
         assert getattr(acp_agent, name) is not None
 
 
+# Names a public signature may use that stay unresolved at run time until their feature is used (TYPE_CHECKING
+# imports of lazily loaded modules); every wire model in a signature resolves (written ``schema.X``).
+UNRESOLVED_HINTS = {"SessionCore", "Entity", "ToolCall", "ToolCallExtras", "ToolCallFields", "PermissionOption",
+                    "BackgroundRegistry", "HistoryItem"}
+
+
+def test_run_time_type_hints_resolve_but_for_lazily_loaded_features() -> None:
+    import inspect
+    import typing
+
+    from acp_agent import Agent, MessageStream, SubagentResult
+
+    for cls in (Session, MessageStream, Subagent, SubagentResult, AcpMcpServer, Agent):
+        typing.get_type_hints(cls)
+        for name, member in inspect.getmembers(cls):
+            function = member.fget if isinstance(member, property) else member
+            if (name.startswith("_") and name != "__init__") or not callable(function):
+                continue
+            try:
+                typing.get_type_hints(function)
+            except NameError as exc:
+                assert exc.name in UNRESOLVED_HINTS, f"{cls.__name__}.{name}: {exc}"
+
+
+def test_dir_lists_the_lazily_loaded_names_too() -> None:
+    import acp_agent.schema
+    import acp_agent.v1
+
+    for package in (acp_agent, acp_agent.schema, acp_agent.v1):
+        assert set(dir(package)) >= set(package.__all__), sorted(set(package.__all__) - set(dir(package)))
+
+
 def test_handles_show_the_author_api_only() -> None:
     assert public(Session) == SESSION_API
     assert public(ToolCall) == TOOL_CALL_API

@@ -102,3 +102,35 @@ async def test_warm_up_waits_while_a_request_is_answered_then_goes_on(monkeypatc
         answering = False
     assert steps == ["load", *(m.__name__ for m in models)]
 
+
+
+async def test_warm_up_waits_for_a_long_request_only_so_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request waiting on the user (a login, a question) holds the warm-up for ``HOLD_LIMIT`` at most."""
+    monkeypatch.setattr(warmup, "WARM_UP_DELAY", 0.0)
+    monkeypatch.setattr(warmup, "HOLD_POLL", 0.01)
+    monkeypatch.setattr(warmup, "HOLD_LIMIT", 0.2)
+    monkeypatch.setattr(warmup, "_done", False)
+    steps: list[str] = []
+    monkeypatch.setattr(warmup, "_load_session_modules", lambda: steps.append("load"))
+    monkeypatch.setattr(warmup, "_first_turn_models", lambda: [])
+    with anyio.fail_after(5):
+        await warmup.warm_up(None, lambda: True)  # answering for ever
+    assert steps == ["load"]
+
+
+async def test_a_turn_starting_while_the_warm_up_waits_ends_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warmup, "WARM_UP_DELAY", 0.0)
+    monkeypatch.setattr(warmup, "HOLD_POLL", 0.0)
+    monkeypatch.setattr(warmup, "_done", False)
+    steps: list[str] = []
+    monkeypatch.setattr(warmup, "_load_session_modules", lambda: steps.append("load"))
+    polls = 0
+
+    def answering() -> bool:
+        nonlocal polls
+        polls += 1
+        return True
+
+    with anyio.fail_after(5):
+        await warmup.warm_up(lambda: polls >= 3, answering)  # the prompt was queued while session/new was answered
+    assert steps == []
