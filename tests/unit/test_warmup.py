@@ -62,37 +62,35 @@ async def test_warm_up_runs_once_per_process_and_skips_built_models(monkeypatch:
     assert rebuilt == []
 
 
-async def test_warm_up_ends_once_a_turn_runs_or_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(warmup, "WARM_UP_DELAY", 0.0)
-    monkeypatch.setattr(warmup, "_done", False)
-    models = warmup._first_turn_models()
-    rebuilt: list[str] = []
-    for model in models:
-        monkeypatch.setattr(model, "__pydantic_complete__", False)
-
-        def spy(*args: object, _name: str = model.__name__, **kwargs: object) -> None:
-            rebuilt.append(_name)
-
-        monkeypatch.setattr(model, "model_rebuild", spy)
-    await warmup.warm_up(lambda: len(rebuilt) >= 2)  # a prompt arrives after two models were built
-    assert rebuilt == [m.__name__ for m in models[:2]]  # the rest is built on first use, not between prompts
-
-
-async def test_warm_up_waits_while_a_request_is_answered_then_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A ``session/new`` sent with ``initialize`` is answered first: no warm-up step runs while it is handled."""
+def _recorded_steps(monkeypatch: pytest.MonkeyPatch, *, load: bool = True) -> list[str]:
+    """A fresh warm-up with no delay whose steps are recorded instead of done: ``"load"`` for the module
+    imports (if ``load``), then each unbuilt model's name."""
     monkeypatch.setattr(warmup, "WARM_UP_DELAY", 0.0)
     monkeypatch.setattr(warmup, "HOLD_POLL", 0.0)
     monkeypatch.setattr(warmup, "_done", False)
     steps: list[str] = []
-    monkeypatch.setattr(warmup, "_load_session_modules", lambda: steps.append("load"))
-    models = warmup._first_turn_models()
-    for model in models:
+    if load:
+        monkeypatch.setattr(warmup, "_load_session_modules", lambda: steps.append("load"))
+    for model in warmup._first_turn_models():
         monkeypatch.setattr(model, "__pydantic_complete__", False)
 
         def spy(*args: object, _name: str = model.__name__, **kwargs: object) -> None:
             steps.append(_name)
 
         monkeypatch.setattr(model, "model_rebuild", spy)
+    return steps
+
+
+async def test_warm_up_ends_once_a_turn_runs_or_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    rebuilt = _recorded_steps(monkeypatch, load=False)
+    models = warmup._first_turn_models()
+    await warmup.warm_up(lambda: len(rebuilt) >= 2)  # a prompt arrives after two models were built
+    assert rebuilt == [m.__name__ for m in models[:2]]  # the rest is built on first use, not between prompts
+
+
+async def test_warm_up_waits_while_a_request_is_answered_then_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``session/new`` sent with ``initialize`` is answered first: no warm-up step runs while it is handled."""
+    steps = _recorded_steps(monkeypatch)
     answering = True
     async with anyio.create_task_group() as tg:
         tg.start_soon(warmup.warm_up, None, lambda: answering)
@@ -100,30 +98,21 @@ async def test_warm_up_waits_while_a_request_is_answered_then_goes_on(monkeypatc
             await anyio.lowlevel.checkpoint()
         assert steps == []
         answering = False
-    assert steps == ["load", *(m.__name__ for m in models)]
-
+    assert steps == ["load", *(m.__name__ for m in warmup._first_turn_models())]
 
 
 async def test_warm_up_waits_for_a_long_request_only_so_long(monkeypatch: pytest.MonkeyPatch) -> None:
     """A request waiting on the user (a login, a question) holds the warm-up for ``HOLD_LIMIT`` at most."""
-    monkeypatch.setattr(warmup, "WARM_UP_DELAY", 0.0)
+    steps = _recorded_steps(monkeypatch)
     monkeypatch.setattr(warmup, "HOLD_POLL", 0.01)
     monkeypatch.setattr(warmup, "HOLD_LIMIT", 0.2)
-    monkeypatch.setattr(warmup, "_done", False)
-    steps: list[str] = []
-    monkeypatch.setattr(warmup, "_load_session_modules", lambda: steps.append("load"))
-    monkeypatch.setattr(warmup, "_first_turn_models", lambda: [])
     with anyio.fail_after(5):
         await warmup.warm_up(None, lambda: True)  # answering for ever
-    assert steps == ["load"]
+    assert steps == ["load", *(m.__name__ for m in warmup._first_turn_models())]
 
 
 async def test_a_turn_starting_while_the_warm_up_waits_ends_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(warmup, "WARM_UP_DELAY", 0.0)
-    monkeypatch.setattr(warmup, "HOLD_POLL", 0.0)
-    monkeypatch.setattr(warmup, "_done", False)
-    steps: list[str] = []
-    monkeypatch.setattr(warmup, "_load_session_modules", lambda: steps.append("load"))
+    steps = _recorded_steps(monkeypatch)
     polls = 0
 
     def answering() -> bool:
