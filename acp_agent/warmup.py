@@ -71,13 +71,17 @@ async def warm_up(busy: Callable[[], bool] | None = None, hold: Callable[[], boo
     if _done:
         return
     _done = True
-    await anyio.sleep(WARM_UP_DELAY)
-    hold_until = anyio.current_time() + HOLD_LIMIT
-    if not await _step(_load_session_modules, busy, hold, hold_until):
-        return
-    for model in _first_turn_models():
-        if not model.__pydantic_complete__ and not await _step(model.model_rebuild, busy, hold, hold_until):
+    try:
+        await anyio.sleep(WARM_UP_DELAY)
+        hold_until = anyio.current_time() + HOLD_LIMIT
+        if not await _step(_load_session_modules, busy, hold, hold_until):
             return
+        for model in _first_turn_models():
+            if not model.__pydantic_complete__ and not await _step(model.model_rebuild, busy, hold, hold_until):
+                return
+    except anyio.get_cancelled_exc_class():
+        _done = False  # its connection closed first: the next connection's initialize runs it (HTTP)
+        raise
 
 
 async def _step(work: Callable[[], object], busy: Callable[[], bool] | None, hold: Callable[[], bool] | None,

@@ -123,3 +123,12 @@ async def test_a_turn_starting_while_the_warm_up_waits_ends_it(monkeypatch: pyte
     with anyio.fail_after(5):
         await warmup.warm_up(lambda: polls >= 3, answering)  # the prompt was queued while session/new was answered
     assert steps == []
+
+
+async def test_a_warm_up_cancelled_with_its_connection_runs_again_on_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    steps = _recorded_steps(monkeypatch)
+    with anyio.move_on_after(0.05):
+        await warmup.warm_up(None, lambda: True)  # the first (HTTP) connection closes while it waits
+    assert steps == []
+    await warmup.warm_up()  # the next connection's initialize
+    assert steps == ["load", *(m.__name__ for m in warmup._first_turn_models())]
