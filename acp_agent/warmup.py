@@ -11,7 +11,8 @@ plain turn. It takes one step per event-loop pass, so a request arriving meanwhi
 at most (the first, the imports, is the longest: 25-45 ms), and no step starts while a request is being
 answered (a ``session/new`` sent with ``initialize`` goes first; for :data:`HOLD_LIMIT` at most). It stops
 once a turn runs or waits: a turn loads and builds what it needs itself, and a build between two prompts
-would delay the second. It runs once per process; a model already built is skipped.
+would delay the second. It runs once per process (again if its connection closed before it ended); a
+model already built is skipped.
 """
 
 from __future__ import annotations
