@@ -743,6 +743,8 @@ async def spawn_agent(
 ) -> AsyncIterator[Client]:
     """Launch an agent subprocess and yield a :class:`Client` talking to it over its pipes.
 
+    ``env`` adds to (and overrides) this process's environment for the agent.
+
     The agent's stderr is copied to this process's ``sys.stderr`` (so pytest shows it with the
     test). If the agent exits while a request waits for its answer, that request raises
     :class:`AgentExitedError` (exit status and stderr tail) rather than a bare cancellation;

@@ -252,3 +252,11 @@ def test_the_warm_up_loads_the_session_modules() -> None:
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
     assert out[0] == "True"
     assert set(out[1:]) >= LOADED_WITH_THE_FIRST_SESSION, sorted(LOADED_WITH_THE_FIRST_SESSION - set(out[1:]))
+
+
+def test_python_x_importtime_shows_the_lazily_loaded_modules() -> None:
+    """The README sends authors to ``python -X importtime``: a module loaded by a lazy name shows there too."""
+    code = "import acp_agent, acp_agent.v1\nacp_agent.PlanEntry\nacp_agent.v1.V1Translator\n"
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", code], check=True, capture_output=True,
+                            text=True)
+    assert "acp_agent.schema.plans" in result.stderr and "acp_agent.v1.translator" in result.stderr
