@@ -332,6 +332,8 @@ class AgentRuntime:
         return Reply(schema.NewSessionResponse(session_id=session.id, **_lists(session)), core_of(session).sink.release)
 
     async def _fork(self, request: ForkSessionRequest) -> Reply:
+        from .history import finalize_live_items  # loaded with the source session
+
         source = self._active(request.session_id)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
         record = self._new_record(
@@ -345,8 +347,6 @@ class AgentRuntime:
             request_meta=request.meta,
             system_prompt=self._check_system_prompt(request.system_prompt),
         )
-        from .history import finalize_live_items
-
         finalize_live_items(record.history, "cancelled")  # the fork runs none of its source's live work
         session = await self._open(record, request.mcp_servers, new=True)
         try:

@@ -31,17 +31,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def checkout_spec(checkout: Path, data_dir: str) -> AgentSpec:
+    """``bench/agents/sdk_agent.py`` of ``checkout``, run with that checkout on ``PYTHONPATH`` and its sessions in
+    ``data_dir``."""
+    return AgentSpec(str(checkout), str(checkout), ["env", f"PYTHONPATH={checkout}", f"ACP_AGENT_DATA_DIR={data_dir}",
+                                                    sys.executable, str(checkout / "bench/agents/sdk_agent.py")], 2)
+
+
 def repetition(checkouts: list[Path], turns: int) -> list[tuple[float, float]]:
     """One side-by-side run; (p50 ms, CPU ms per turn) per checkout."""
     with (tempfile.TemporaryFile() as err_a, tempfile.TemporaryFile() as err_b,
           tempfile.TemporaryDirectory() as data_a, tempfile.TemporaryDirectory() as data_b):
         # Each agent keeps its sessions in a file of its own: one shared file would make their saves wait
         # for each other's write lock.
-        peers = [
-            Peer(AgentSpec(str(c), str(c), ["env", f"PYTHONPATH={c}", f"ACP_AGENT_DATA_DIR={data}", sys.executable,
-                                            str(c / "bench/agents/sdk_agent.py")], 2), err)
-            for c, err, data in zip(checkouts, (err_a, err_b), (data_a, data_b), strict=True)
-        ]
+        peers = [Peer(checkout_spec(c, data), err)
+                 for c, err, data in zip(checkouts, (err_a, err_b), (data_a, data_b), strict=True)]
         return lockstep(peers, turns)
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import AgentSpec, Peer, check_echo, initialize_params, new_session_params  # bench/ is not a package
+from ab_echo import checkout_spec  # bench/ is not a package
+from run import Peer, check_echo, initialize_params, new_session_params
 
 FIGURES = ("initialize", "session/new", "spawn to session", "first prompt")
 
@@ -28,8 +29,7 @@ FIGURES = ("initialize", "session/new", "spawn to session", "first prompt")
 def one_agent(checkout: Path, pause: float) -> dict[str, float]:
     """Spawn one agent of ``checkout`` and time its start; figures in ms."""
     with tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as data:
-        spec = AgentSpec(str(checkout), str(checkout), ["env", f"PYTHONPATH={checkout}", f"ACP_AGENT_DATA_DIR={data}",
-                                                        sys.executable, str(checkout / "bench/agents/sdk_agent.py")], 2)
+        spec = checkout_spec(checkout, data)
         peer = Peer(spec, err)
         try:
             _, _, initialized = peer.call("initialize", initialize_params(2))
