@@ -19,8 +19,17 @@ every stage alike, so read the differences (and their ratio to the floor), not t
   validators are built on first use);
 - ``+ initialize built``: the above, then one ``initialize`` request validated and answered (the
   validators and serializers of those models are built here);
+- ``+ a session's models, built``: ``+ initialize built``, then what one session of the echo workload puts
+  through the wire models: ``session/new`` validated and answered, a text ``session/prompt`` validated and answered,
+  and its ``session/update`` notifications (``user_message``, ``state_update`` running and idle, ``agent_message``,
+  ``agent_message_chunk``) serialized. No acp-agent runtime: the least memory any agent that checks this
+  traffic with these pydantic models holds, next to the ``+ 4 MB`` goal of issue 16;
 - ``import acp_agent``: the floor and the whole package as an agent imports it (no loop running);
-- ``acp_agent, initialize``: ``import acp_agent``, then the ``initialize`` work as above, in a loop.
+- ``acp_agent, initialize``: ``import acp_agent``, then the ``initialize`` work as above, in a loop;
+- ``acp_agent, a session's models``: that, then the session's traffic as in ``+ a session's models, built``.
+
+The ``x floor`` column is the stage's median wall time over the floor's: ``+ those, built`` is the least
+start-up an anyio agent that validates ``initialize`` with pydantic models can have.
 
 Run: ``.venv/bin/python bench/startup_parts.py [--rounds 9]``.
 """
@@ -94,6 +103,20 @@ _answer = schema.InitializeResponse(protocol_version=2, capabilities=schema.Agen
 schema.to_json(_answer)
 """
 
+SESSION = """
+schema.NewSessionRequest.model_validate({"cwd": "/tmp"}, strict=True)
+schema.to_json(schema.NewSessionResponse(session_id="sess_1"))
+schema.PromptRequest.model_validate({"sessionId": "sess_1", "prompt": [{"type": "text", "text": "echo hi"}]},
+                                    strict=True)
+schema.to_json(schema.PromptResponse(message_id="msg_1"))
+for _update in (schema.UserMessage(message_id="msg_1", content=[schema.TextContent(text="echo hi")]),
+                schema.RunningStateUpdate(background=[]),
+                schema.AgentMessage(message_id="msg_2", content=[schema.TextContent(text="hi")]),
+                schema.AgentMessageChunk(message_id="msg_2", content=schema.TextContent(text="hi")),
+                schema.IdleStateUpdate(stop_reason="end_turn", background=[])):
+    schema.to_json(schema.UpdateSessionNotification(session_id="sess_1", update=_update))
+"""
+
 PACKAGE = """
 import acp_agent
 import acp_agent.schema as schema
@@ -115,8 +138,10 @@ STAGES: list[tuple[str, str]] = [
     ("+ those, built", FLOOR + LOOP + INITIALIZE_MODELS + INITIALIZE),
     ("+ wire models", FLOOR + LOOP + MODELS),
     ("+ initialize built", FLOOR + LOOP + MODELS + INITIALIZE),
+    ("+ a session's models, built", FLOOR + LOOP + MODELS + INITIALIZE + SESSION),
     ("import acp_agent", FLOOR + PACKAGE),
     ("acp_agent, initialize", FLOOR + PACKAGE + LOOP + INITIALIZE),
+    ("acp_agent, a session's models", FLOOR + PACKAGE + LOOP + INITIALIZE + SESSION),
 ]
 
 
@@ -151,11 +176,12 @@ def main() -> int:
             results[name].append(sample(code))
     floor = [statistics.median(values) for values in zip(*results["floor"], strict=True)]
     print(f"{args.rounds} interleaved samples per stage; medians (difference to the floor)")
-    print(f"{'stage':<24} {'wall ms':>16} {'CPU ms':>16} {'peak RSS MB':>16} {'model classes':>14}")
+    print(f"{'stage':<30} {'wall ms':>16} {'x floor':>8} {'CPU ms':>16} {'peak RSS MB':>16} {'model classes':>14}")
     for name, _ in STAGES:
         medians = [statistics.median(values) for values in zip(*results[name], strict=True)]
         cells = [f"{m:7.1f} ({m - f:+6.1f})" for m, f in zip(medians[:3], floor[:3], strict=True)]
-        print(f"{name:<24} {cells[0]:>16} {cells[1]:>16} {cells[2]:>16} {medians[3]:>14.0f}")
+        ratio = f"{medians[0] / floor[0]:.2f}x"
+        print(f"{name:<30} {cells[0]:>16} {ratio:>8} {cells[1]:>16} {cells[2]:>16} {medians[3]:>14.0f}")
     return 0
 
 
