@@ -13,7 +13,6 @@ difference can drown in the load changing between rounds.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -21,14 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import AgentSpec, Peer, check_echo, initialize_params, new_session_params  # bench/ is not a package
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all threads), in seconds."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from run import AgentSpec, Peer, lockstep  # bench/ is not a package
 
 
 def checkout_spec(checkout: Path, data_dir: str) -> AgentSpec:
@@ -38,7 +30,7 @@ def checkout_spec(checkout: Path, data_dir: str) -> AgentSpec:
                                                     sys.executable, str(checkout / "bench/agents/sdk_agent.py")], 2)
 
 
-def repetition(checkouts: list[Path], turns: int) -> list[tuple[float, float]]:
+def repetition(checkouts: list[Path], turns: int, block: int = 1) -> list[tuple[float, float]]:
     """One side-by-side run; (p50 ms, CPU ms per turn) per checkout."""
     with (tempfile.TemporaryFile() as err_a, tempfile.TemporaryFile() as err_b,
           tempfile.TemporaryDirectory() as data_a, tempfile.TemporaryDirectory() as data_b):
@@ -46,34 +38,7 @@ def repetition(checkouts: list[Path], turns: int) -> list[tuple[float, float]]:
         # for each other's write lock.
         peers = [Peer(checkout_spec(c, data), err)
                  for c, err, data in zip(checkouts, (err_a, err_b), (data_a, data_b), strict=True)]
-        return lockstep(peers, turns)
-
-
-def lockstep(peers: list[Peer], turns: int) -> list[tuple[float, float]]:
-    """Initialize each peer, open a session and warm it up, then run ``turns`` echo turns on all of them in
-    lockstep (the order reverses every turn); (p50 ms, CPU ms per turn) per peer. Closes the peers."""
-    try:
-        sessions = []
-        for peer in peers:
-            peer.call("initialize", initialize_params(peer.spec.protocol))
-            sessions.append(peer.call("session/new", new_session_params(peer.spec.protocol))[0]["sessionId"])
-            for _ in range(50):
-                peer.prompt(sessions[-1], "echo warm")
-        times: list[list[float]] = [[] for _ in peers]
-        start = [cpu_seconds(peer.pid) for peer in peers]
-        order = list(range(len(peers)))
-        for i in range(turns):
-            for k in order if i % 2 else order[::-1]:
-                _, _, sent, ended = peers[k].prompt(sessions[k], f"echo ping {i}")
-                times[k].append(ended - sent)
-        spent = [cpu_seconds(peer.pid) - s for peer, s in zip(peers, start, strict=True)]
-        for k, peer in enumerate(peers):  # checked outside the timed turns
-            end, messages, _, _ = peer.prompt(sessions[k], "echo check")
-            check_echo(peer.spec, end, messages, sessions[k], "check")
-    finally:
-        for peer in peers:
-            peer.close()
-    return [(statistics.median(t) * 1e3, s / turns * 1e3) for t, s in zip(times, spent, strict=True)]
+        return lockstep(peers, turns, block)
 
 
 def main() -> int:
@@ -82,11 +47,13 @@ def main() -> int:
     parser.add_argument("after", type=Path)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--block", type=int, default=1,
+                        help="turns each agent serves back to back before the other takes over (default 1)")
     args = parser.parse_args()
     checkouts = [args.before.resolve(), args.after.resolve()]
     p50_ratios, cpu_ratios = [], []
     for rep in range(args.reps):
-        (p50_a, cpu_a), (p50_b, cpu_b) = repetition(checkouts, args.turns)
+        (p50_a, cpu_a), (p50_b, cpu_b) = repetition(checkouts, args.turns, args.block)
         p50_ratios.append(p50_b / p50_a)
         cpu_ratios.append(cpu_b / cpu_a)
         print(f"rep {rep + 1}: before p50 {p50_a:.3f} ms, CPU {cpu_a:.3f} ms/turn; "

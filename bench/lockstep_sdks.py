@@ -8,7 +8,9 @@ warm-up, echo prompts go to each in turn (the order reverses every turn), so a l
 Per repetition it prints each agent's p50 round trip and its CPU (utime+stime from ``/proc``) per turn, then
 the medians over repetitions and the median per-repetition ratio of acp-agent to each SDK. Each agent sleeps
 while the others answer, so every turn starts from a cold cache: the figures are higher than
-``bench/run.py``'s back-to-back turns, the ratios hold up on a loaded machine.
+``bench/run.py``'s back-to-back turns, the ratios hold up on a loaded machine. ``--block N`` has each agent
+serve N turns back to back (the first of each block, the cold one, left out): ``bench/run.py``'s warm turns,
+still interleaved.
 """
 
 from __future__ import annotations
@@ -23,13 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ab_echo import lockstep  # bench/ is not a package
-from run import ANCHORS_PYTHON, AgentSpec, Peer, agent_specs
+from run import ANCHORS_PYTHON, AgentSpec, Peer, agent_specs, lockstep  # bench/ is not a package
 
 AGENTS = ("acp-agent", "official-py", "ts-sdk")
 
 
-def repetition(specs: list[AgentSpec], turns: int) -> list[tuple[float, float]]:
+def repetition(specs: list[AgentSpec], turns: int, block: int = 1) -> list[tuple[float, float]]:
     """One side-by-side run; (p50 ms, CPU ms per turn) per agent."""
     with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as files:
         peers = [
@@ -38,19 +39,22 @@ def repetition(specs: list[AgentSpec], turns: int) -> list[tuple[float, float]]:
                  files.enter_context(tempfile.TemporaryFile()))
             for s in specs
         ]
-        return lockstep(peers, turns)
+        return lockstep(peers, turns, block)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--block", type=int, default=1,
+                        help="turns each agent serves back to back, the first of each left out (default 1: "
+                             "one turn each, every turn cold)")
     args = parser.parse_args()
     node = shutil.which("node") or "node"
     specs = [s for s in agent_specs(sys.executable, str(ANCHORS_PYTHON), node) if s.key in AGENTS]
     results: list[list[tuple[float, float]]] = []
     for rep in range(args.reps):
-        results.append(repetition(specs, args.turns))
+        results.append(repetition(specs, args.turns, args.block))
         print(f"rep {rep + 1}: " + "; ".join(
             f"{s.key} p50 {p50:.3f} ms, CPU {cpu:.3f} ms/turn" for s, (p50, cpu) in zip(specs, results[-1], strict=True)
         ), flush=True)
