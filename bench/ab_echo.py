@@ -1,12 +1,14 @@
 """Echo turns of two checkouts in lockstep: an A/B that holds up on a shared, loaded machine.
 
-Run: ``.venv/bin/python bench/ab_echo.py BEFORE AFTER [--turns 2000] [--reps 3]`` (two checkout directories).
+Run: ``.venv/bin/python bench/ab_echo.py BEFORE AFTER [--turns 2000] [--reps 3] [--block 1]`` (two checkout
+directories).
 
 Both checkouts' ``bench/agents/sdk_agent.py`` run side by side (each with its checkout on ``PYTHONPATH``); after
 a warm-up, echo prompts alternate between them one turn at a time (the order flips every turn), so a load
-spike hits both alike. Per repetition it prints each agent's p50 round trip and its CPU (utime+stime from
+spike hits both alike; ``--block N`` has each serve N turns back to back instead, the first of each block (the
+cold one) left out. Per repetition it prints each agent's p50 round trip and its CPU (utime+stime from
 ``/proc``) per turn, then the median over repetitions of the AFTER / BEFORE ratios. ``bench/run.py
---baseline`` gives the full table; its rounds are minutes apart, so on a busy machine its before/after
+--baseline`` gives the full table; its agents run seconds to minutes apart, so on a busy machine its before/after
 difference can drown in the load changing between rounds.
 """
 
@@ -48,7 +50,8 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--block", type=int, default=1,
-                        help="turns each agent serves back to back before the other takes over (default 1)")
+                        help="turns each agent serves back to back before the other takes over, the first of "
+                             "each block left out (default 1: one turn each, all timed)")
     args = parser.parse_args()
     checkouts = [args.before.resolve(), args.after.resolve()]
     p50_ratios, cpu_ratios = [], []

@@ -4,7 +4,8 @@ Run: ``.venv/bin/python bench/lockstep_sdks.py [--turns 2000] [--reps 5]`` (afte
 ``bench/.venv-anchors`` and ``bench/node_modules``).
 
 The bench agents of this checkout, the official Python SDK and the TypeScript SDK run side by side; after a
-warm-up, echo prompts go to each in turn (the order reverses every turn), so a load spike hits all three alike.
+warm-up, echo prompts go to each in turn (the order rotates every pass: ``0 1 2``, ``1 2 0``, ``2 0 1``, so no
+agent answers twice in a row), so a load spike hits all three alike.
 Per repetition it prints each agent's p50 round trip and its CPU (utime+stime from ``/proc``) per turn, then
 the medians over repetitions and the median per-repetition ratio of acp-agent to each SDK. Each agent sleeps
 while the others answer, so every turn starts from a cold cache: the figures are higher than

@@ -19,11 +19,12 @@ every stage alike, so read the differences (and their ratio to the floor), not t
   validators are built on first use);
 - ``+ initialize built``: the above, then one ``initialize`` request validated and answered (the
   validators and serializers of those models are built here);
-- ``+ a session's models, built``: ``+ initialize built``, then what one session of the echo workload puts
-  through the wire models: ``session/new`` validated and answered, a text ``session/prompt`` validated and answered,
-  and its ``session/update`` notifications (``user_message``, ``state_update`` running and idle, ``agent_message``,
-  ``agent_message_chunk``) serialized. No acp-agent runtime: the least memory any agent that checks this
-  traffic with these pydantic models holds, next to the ``+ 4 MB`` goal of issue 16;
+- ``+ a session's models, built``: ``+ initialize built``, then what one session of the bench workloads
+  (stream and echo) puts through the wire models: ``session/new`` validated and answered, a text
+  ``session/prompt`` validated and answered, and its ``session/update`` notifications (``user_message``,
+  ``state_update`` running and idle, ``agent_message``, ``agent_message_chunk``) serialized. No acp-agent
+  runtime: the least memory any agent that checks this traffic with these pydantic models holds, next to the
+  ``+ 4 MB`` goal of issue 16;
 - ``import acp_agent``: the floor and the whole package as an agent imports it (no loop running);
 - ``acp_agent, initialize``: ``import acp_agent``, then the ``initialize`` work as above, in a loop;
 - ``acp_agent, a session's models``: that, then the session's traffic as in ``+ a session's models, built``.
