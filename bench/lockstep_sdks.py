@@ -17,30 +17,16 @@ still interleaved.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import ANCHORS_PYTHON, AgentSpec, Peer, agent_specs, lockstep  # bench/ is not a package
+from run import ANCHORS_PYTHON, agent_specs, lockstep_agents  # bench/ is not a package
 
 AGENTS = ("acp-agent", "official-py", "ts-sdk")
-
-
-def repetition(specs: list[AgentSpec], turns: int, block: int = 1) -> list[tuple[float, float]]:
-    """One side-by-side run; (p50 ms, CPU ms per turn) per agent."""
-    with tempfile.TemporaryDirectory() as data, contextlib.ExitStack() as files:
-        peers = [
-            # acp-agent keeps its sessions in a throwaway data directory.
-            Peer(AgentSpec(s.key, s.label, ["env", f"ACP_AGENT_DATA_DIR={data}", *s.argv], s.protocol),
-                 files.enter_context(tempfile.TemporaryFile()))
-            for s in specs
-        ]
-        return lockstep(peers, turns, block)
 
 
 def main() -> int:
@@ -55,7 +41,7 @@ def main() -> int:
     specs = [s for s in agent_specs(sys.executable, str(ANCHORS_PYTHON), node) if s.key in AGENTS]
     results: list[list[tuple[float, float]]] = []
     for rep in range(args.reps):
-        results.append(repetition(specs, args.turns, args.block))
+        results.append(list(lockstep_agents(specs, args.turns, args.block).values()))
         print(f"rep {rep + 1}: " + "; ".join(
             f"{s.key} p50 {p50:.3f} ms, CPU {cpu:.3f} ms/turn" for s, (p50, cpu) in zip(specs, results[-1], strict=True)
         ), flush=True)

@@ -392,12 +392,12 @@ INTERLEAVED_BLOCK = 20
 OFFICIAL = ("official-py", "ts-sdk")
 
 
-def interleaved_echo(specs: list[AgentSpec], turns: int) -> dict[str, tuple[float, float]]:
-    """One repetition of the interleaved echo comparison: acp-agent and the official SDKs in lockstep, in blocks of
-    :data:`INTERLEAVED_BLOCK` back-to-back turns; (p50 ms, CPU ms per turn) per agent key.
+def lockstep_agents(specs: list[AgentSpec], turns: int, block: int = 1) -> dict[str, tuple[float, float]]:
+    """Start the agents of ``specs`` and run :func:`lockstep` on them; (p50 ms, CPU ms per turn) per agent key.
 
-    The rounds time each agent's echoes seconds apart, so a load change between two agents' echo phases moves their
-    ratio by tens of percent; here the load hits every agent alike, block by block."""
+    ``make bench`` uses it for the interleaved echo comparison (``block`` :data:`INTERLEAVED_BLOCK`): the rounds
+    time each agent's echoes seconds apart, so a load change between two agents' echo phases moves their ratio by
+    tens of percent; here the load hits every agent alike, block by block."""
     with contextlib.ExitStack() as files:
         peers: list[Peer] = []
         try:
@@ -407,7 +407,7 @@ def interleaved_echo(specs: list[AgentSpec], turns: int) -> dict[str, tuple[floa
             for peer in peers:
                 peer.kill()
             raise
-        results = lockstep(peers, turns, INTERLEAVED_BLOCK)
+        results = lockstep(peers, turns, block)
     return {spec.key: result for spec, result in zip(specs, results, strict=True)}
 
 
@@ -821,7 +821,7 @@ def main() -> int:
         if args.echo_reps > 0 and config.echo_n > 0 and len(compared) > 1 and "acp-agent" in {s.key for s in compared}:
             for rep in range(args.echo_reps):
                 gc.collect()
-                interleaved.append(interleaved_echo(compared, 2 * config.echo_n))
+                interleaved.append(lockstep_agents(compared, 2 * config.echo_n, INTERLEAVED_BLOCK))
                 records.append({"kind": "echo_interleaved", "rep": rep, "block": INTERLEAVED_BLOCK,
                                 "turns": 2 * config.echo_n, "agents": interleaved[-1]})
                 print(f"  interleaved echo {rep + 1}/{args.echo_reps}: " + ", ".join(
