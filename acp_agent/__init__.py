@@ -7,6 +7,8 @@ The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and e
 
 from typing import TYPE_CHECKING, Final
 
+from ._util.lazy import lazy_attributes, lazy_dir
+from ._util.processes import ExitStatus
 from .agent import Agent
 from .auth import Login
 from .errors import (
@@ -25,11 +27,9 @@ from .errors import (
     UnknownMcpServerError,
 )
 from .extensions import extension
-from .lazy import lazy_attributes, lazy_dir
 from .limits import Limits
 from .mcp import AcpMcpServer, AcpMcpServers, McpNotification, McpTool, McpToolResult
 from .peer import ClientPeer
-from .processes import ExitStatus
 from .providers import Provider, ProviderSettings
 from .schema import (
     AudioContent,
@@ -45,10 +45,9 @@ from .session import MessageStream, Session, StopReason, Subagent, SubagentResul
 from .stdio import run_stdio, serve, serve_stdio
 
 if TYPE_CHECKING:
-    from .background import BackgroundRegistry
-    from .elicitation import ElicitationResult
+    from ._session.registry import BackgroundRegistry
     from .history import HistoryItem
-    from .permissions import PermissionOutcome
+    from .questions import ElicitationResult, PermissionOutcome
     from .schema import (
         AgentMessage,
         AgentThought,
@@ -67,7 +66,7 @@ if TYPE_CHECKING:
 # Loaded on first use, under the same names: a stdio agent that never asks the user, runs a
 # process or starts a tool call does not import them (tests/unit/test_exports.py).
 _LAZY: Final = {
-    "BackgroundRegistry": "background",
+    "BackgroundRegistry": "_session.registry",
     "HistoryItem": "history",
     "AgentMessage": "schema",
     "AgentThought": "schema",
@@ -78,8 +77,8 @@ _LAZY: Final = {
     "ToolCallUpdate": "schema",
     "Usage": "schema",
     "UserMessage": "schema",
-    "ElicitationResult": "elicitation",
-    "PermissionOutcome": "permissions",
+    "ElicitationResult": "questions",
+    "PermissionOutcome": "questions",
     "PermissionOption": "schema",
     "Terminal": "terminals",
     "ToolCall": "tool_calls",

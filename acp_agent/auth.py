@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .peer import ClientPeer
 
 if TYPE_CHECKING:
-    from .elicitation import ElicitationResult
+    from .questions import ElicitationResult
 
 __all__ = ["Login"]
 
@@ -38,14 +38,14 @@ class Login:
         """A form scoped to this request (no session needed; changes no session state).
 
         Never for a secret: use :meth:`ask_url`. Raises
-        :class:`~acp_agent.elicitation.ElicitationUnsupportedError` if the client has no forms.
+        :class:`~acp_agent.errors.ElicitationUnsupportedError` if the client has no forms.
         """
-        from .elicitation import ask_for_request  # loaded on first use (most logins ask nothing)
+        from .questions import ask_for_request  # loaded on first use (most logins ask nothing)
 
         return await ask_for_request(self.client, message, schema=schema)
 
     async def ask_url(self, message: str, url: str, *, elicitation_id: str | None = None) -> ElicitationResult:
         """Send the user to ``url`` (an OAuth page, say), scoped to this request."""
-        from .elicitation import ask_for_request
+        from .questions import ask_for_request
 
         return await ask_for_request(self.client, message, url=url, elicitation_id=elicitation_id)

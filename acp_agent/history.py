@@ -24,8 +24,8 @@ from typing import Any, Final
 import orjson
 from pydantic import BaseModel
 
+from ._util.processes import DEFAULT_TAIL_LIMIT as DEFAULT_TERMINAL_TAIL
 from .errors import ErrorCode
-from .processes import DEFAULT_TAIL_LIMIT as DEFAULT_TERMINAL_TAIL
 from .schema import (
     AgentMessage,
     AgentMessageChunk,

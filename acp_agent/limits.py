@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from ._util.processes import DEFAULT_TAIL_LIMIT
+from ._wire.framing import DEFAULT_MAX_MESSAGE_BYTES
 from .errors import ErrorCode, LimitExceededError, RequestError
-from .framing import DEFAULT_MAX_MESSAGE_BYTES
-from .processes import DEFAULT_TAIL_LIMIT
 
 __all__ = ["DEFAULT_LIMITS", "LIMIT_ERROR_CODE", "Limits", "ProcessSlots", "limit_error", "limit_exceeded",
            "resolve_limits"]

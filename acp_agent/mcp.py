@@ -29,7 +29,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import Field, ValidationError
 
 from . import schema
-from .connection import Connection, describe_validation_error
+from ._util.ids import new_id
+from ._wire.connection import Connection, describe_validation_error
 from .errors import (
     AcpAgentError,
     McpServerError,
@@ -38,7 +39,6 @@ from .errors import (
     SessionClosedError,
     UnknownMcpServerError,
 )
-from .ids import new_id
 from .schema import Implementation
 from .schema.base import WireModel, to_wire
 

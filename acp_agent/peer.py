@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from .connection import Connection
+from ._wire.connection import Connection
 from .errors import RequestError
 from .mcp import McpRouter
 from .schema import AuthStatusUpdateNotification, ClientCapabilities, Implementation, InitializeRequest

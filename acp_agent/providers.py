@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.lowlevel
 
-from .connection import Method
+from ._wire.connection import Method
 from .errors import RequestError
 
 if TYPE_CHECKING:  # the wire models load with the routes (an agent without providers never needs them)

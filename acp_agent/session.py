@@ -1,9 +1,16 @@
 """The author-facing session: what an agent's hooks use to talk to the client and start work.
 
 A :class:`Session` is a thin, documented front over the session's runtime parts
-(:class:`~acp_agent.core.SessionCore`): every rule (ordering, lists, states) is enforced
-there, so nothing here can get the wire wrong. :class:`Subagent` is the handle on a child
-session; it lives here because a child is itself a ``Session``.
+(:class:`~acp_agent._session.core.SessionCore`): every rule (ordering, lists, states) is enforced
+there, so nothing here can get the wire wrong.
+
+:class:`Subagent` is the handle on a child session, and lives here because a child is itself a
+``Session``: ``sub = await session.spawn_subagent("Explore auth module")`` announces the child with a
+``subagent_update`` on the parent before anything names it (R79); ``sub.session`` is an ordinary
+session whose messages, tool calls, terminals and own background work flow under the child's id,
+and whose every ``state_update`` is mirrored into the parent's ``subagent_update.state`` (R80). The
+parent lists a detached child while it is busy (R90); ``await sub.run(work)`` gives it work and
+returns how it ended and what it said. The client may only cancel a child, when it advertises it.
 """
 
 from __future__ import annotations
@@ -13,42 +20,38 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
-import anyio
 from anyio.abc import TaskGroup
 from pydantic import BaseModel
 
 from . import schema
+from ._util.ids import new_id
+from ._util.processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_TERMINATE_GRACE
 from .errors import NotInTurnError
-from .ids import new_id
 from .limits import Limits
 from .mcp import AcpMcpServers
 from .peer import ClientPeer
-from .processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_TERMINATE_GRACE
-from .schema import ContentBlock, Error, SessionCancelCapabilities, StopReason, SubagentSessionCapabilities, TextContent
+from .schema import ContentBlock, Error, ForegroundState, StopReason, TextContent
 
 if TYPE_CHECKING:
     # Loaded when first used, not at import: an agent that never asks, runs a process or starts a
     # tool call does not pay for them, and the session's runtime parts and most wire models load after
     # ``initialize`` is answered (``tests/unit/test_exports.py`` pins what a stdio agent loads).
-    from .background import BackgroundRegistry, Entity
-    from .core import SessionCore
-    from .elicitation import ElicitationResult
+    from ._session.core import SessionCore
+    from ._session.registry import BackgroundRegistry, Entity
     from .history import HistoryItem
-    from .permissions import PermissionOutcome
+    from .questions import ElicitationResult, PermissionOutcome
     from .schema import (
         PermissionOption,
     )
     from .terminals import Terminal
     from .tool_calls import ToolCall, ToolCallExtras, ToolCallFields
 
-__all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "core_of"]
+__all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "session_of"]
 
 logger = logging.getLogger(__name__)
 
-ForegroundState = Literal["idle", "running", "requires_action"]
-"""The foreground state a session reports (:attr:`Session.state`)."""
 
 PromptHandler = Callable[["Session", list[ContentBlock]], Awaitable[StopReason | None]]
 
@@ -93,15 +96,9 @@ class Session:
     Agent messages belong to foreground work (a prompt, or :meth:`start_foreground`).
     """
 
-    def __init__(self, core: SessionCore, *, prompt_handler: PromptHandler, index: dict[str, Session],
-                 parent: Session | None = None) -> None:
+    def __init__(self, core: SessionCore, *, prompt_handler: PromptHandler) -> None:
         self._core = core
-        self._prompt_handler = prompt_handler
-        self._index = index
         core.turns.run_prompt = functools.partial(prompt_handler, self)
-        core.on_closed.append(self._forget)
-        self.parent = parent
-        """The session that owns this one, for a subagent's child session (else ``None``)."""
         self._acp_mcp = AcpMcpServers(core.client.mcp, core.id)
         core.on_closed.append(self._acp_mcp.close)
         self._mcp_servers: list[Any] = []
@@ -127,9 +124,11 @@ class Session:
         """
         return self._acp_mcp
 
-    def _forget(self) -> None:
-        if self._index.get(self.id) is self:
-            del self._index[self.id]
+    @property
+    def parent(self) -> Session | None:
+        """The session that owns this one, for a subagent's child session (else ``None``)."""
+        parent = self._core.parent
+        return session_of(parent) if parent is not None else None
 
     def __repr__(self) -> str:
         return f"Session({self.id!r}, state={self.state!r})"
@@ -325,17 +324,9 @@ class Session:
         Once the client titled the session (``session/set_title``), its title wins: a ``title``
         passed here is left out (nothing is sent if nothing else is left).
         """
-        record = self._core.record
-        if "title" in fields and record.client_title:  # S4
-            logger.debug("acp: session %s keeps the title the client set; update_info(title=...) ignored", self.id)
-            del fields["title"]
-            if not fields:
-                return
-        if "title" in fields:
-            record.title = fields["title"]
-        if fields.get("updated_at"):
-            record.updated_at = fields["updated_at"]
-        await self.send(schema.SessionInfoUpdate(**fields))
+        update = self._core.info_update(fields)
+        if update is not None:
+            await self.send(update)
 
     async def update_config_options(self, options: Sequence[schema.SessionConfigOption]) -> None:
         """Replace the session's config options and tell the client (complete list, R51).
@@ -389,7 +380,7 @@ class Session:
         background work, ask through its handle (``ToolCall.request_permission``,
         ``Terminal.request_permission``): the state does not change (R61).
         """
-        from .permissions import request_permission
+        from .questions import request_permission
 
         return await request_permission(self._core, title, options, subject=subject, description=description)
 
@@ -403,12 +394,12 @@ class Session:
         session is ``requires_action`` while the question waits and ``session/cancel`` withdraws it;
         with ``tool_call`` the question names that tool call, and for a listed (background) tool call
         it is owned by that work instead. Never ask for a secret in a form: use :meth:`ask_url`.
-        Raises :class:`~acp_agent.elicitation.ElicitationUnsupportedError` (nothing sent) if the
+        Raises :class:`~acp_agent.errors.ElicitationUnsupportedError` (nothing sent) if the
         client did not advertise forms.
         """
-        from .elicitation import ask_form
+        from .questions import ask_form
 
-        owner = _owner(tool_call)
+        owner = _owner(self._core, tool_call)
         return await ask_form(self._core, self._core.client, message, schema,
                               tool_call_id=tool_call.id if tool_call is not None else None, **owner)
 
@@ -420,15 +411,15 @@ class Session:
         :meth:`complete_elicitation` with the same ``elicitation_id`` (one is made up if not given;
         pass your own to recognise the flow when it completes). State and ownership as for :meth:`ask`.
         """
-        from .elicitation import ask_url
+        from .questions import ask_url
 
-        owner = _owner(tool_call)
+        owner = _owner(self._core, tool_call)
         return await ask_url(self._core, self._core.client, message, url, elicitation_id=elicitation_id,
                              tool_call_id=tool_call.id if tool_call is not None else None, **owner)
 
     def complete_elicitation(self, elicitation_id: str) -> None:
         """Tell the client the URL flow ``elicitation_id`` finished (``elicitation/complete``)."""
-        from .elicitation import complete
+        from .questions import complete
 
         complete(self._core.client, elicitation_id)
 
@@ -541,23 +532,7 @@ class Session:
 
         tool = await self.start_tool_call(title, kind="other", name=name, detach=True,
                                           capabilities=CANCEL_CAPABILITIES)
-        scope = tool.own_scope()
-        core = self._core
-
-        async def timer() -> None:
-            with scope:
-                await anyio.sleep(delay)
-                while repeat is not None:
-                    core.turns.start(work)
-                    await anyio.sleep(repeat)
-            if core.closing or tool.final:
-                return
-            if scope.cancel_called:
-                await tool.cancel()
-            else:
-                await tool.complete(follow_up=work)
-
-        core.spawn(timer)
+        tool.wake_up(delay, work, repeat=repeat)
         return tool
 
     async def spawn_subagent(
@@ -575,31 +550,9 @@ class Session:
         ``detach=False`` keeps it foreground work (unlisted, cancelled with this session's
         foreground work) until :meth:`Subagent.detach`.
         """
-        from .core import SessionCore
-        from .records import SessionRecord
-
-        core = self._core
-        record = SessionRecord(session_id=new_id("sess"), cwd=self.cwd,
-                               additional_directories=list(self.additional_directories))
-        child_core = SessionCore(core.connection, record, limits=core.limits, processes=core.processes,
-                                 client=core.client, parent=core)
-        child = Session(child_core, prompt_handler=self._prompt_handler, index=self._index, parent=self)
-        announce: dict[str, Any] = {"session_id": child.id, "title": title,
-                                    "state": child_core.state.snapshot("idle")}
-        if description is not None:
-            announce["description"] = description
-        if cancellable:
-            announce["capabilities"] = SubagentSessionCapabilities(cancel=SessionCancelCapabilities())
-        core.emit(schema.SubagentUpdate(**announce), detach=detach)
-        entity = core.registry.entity("subagent", child.id)
-        entity.handle = child_core
-        if cancellable:
-            entity.cancel = child_core.cancel
-        await core.task_group.start(child_core.serve)
-        core.children.append(child_core)
-        self._index[child.id] = child
-        await core.sink.backpressure()
-        return Subagent(self, child, entity)
+        child, entity = await self._core.open_child(title, description=description, cancellable=cancellable,
+                                                     detach=detach)
+        return Subagent(self, session_of(child), entity)
 
     # -- foreground and background work ---------------------------------------------------
 
@@ -748,9 +701,11 @@ class Subagent:
         await self.session.wait_idle()
 
 
-def core_of(session: Session) -> SessionCore:
-    """The runtime parts behind a session (for the SDK's runtime, not for agent code)."""
-    return session._core
+def session_of(core: SessionCore) -> Session:
+    """The :class:`Session` over an engine (for the runtime: every engine its factory makes has one)."""
+    facade = core.facade
+    assert isinstance(facade, Session)
+    return facade
 
 
 @functools.cache
@@ -759,11 +714,12 @@ def _talk() -> tuple[type[BaseModel], ...]:
     return (schema.AgentMessage, schema.AgentThought, schema.AgentMessageChunk, schema.AgentThoughtChunk)
 
 
-def _owner(tool_call: ToolCall | None) -> dict[str, Any]:
+def _owner(core: SessionCore, tool_call: ToolCall | None) -> dict[str, Any]:
     """Who owns a question asked for a tool call: listed work owns it (R107), else the asking task."""
-    if tool_call is None:
-        return {}
-    return {"on_behalf_of": tool_call._entity, "scopes": tool_call._request_scopes}
+    entity = core.registry.get("tool_call", tool_call.id) if tool_call is not None else None
+    if tool_call is not None and (entity is None or entity.handle is not tool_call):
+        raise ValueError("that tool call belongs to another session")
+    return {"on_behalf_of": entity} if entity is not None else {}
 
 
 def _meta(meta: dict[str, Any] | None) -> dict[str, Any]:

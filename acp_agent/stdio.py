@@ -25,13 +25,13 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from . import eventloop
+from ._runtime.runtime import SHUTDOWN_TIMEOUT, AgentRuntime
+from ._util import eventloop
+from ._util.loop_monitor import watch_event_loop
+from ._util.processes import kill_all_process_groups
+from ._wire.connection import Connection
 from .agent import Agent
-from .connection import Connection
 from .limits import Limits, resolve_limits
-from .loop_monitor import watch_event_loop
-from .processes import kill_all_process_groups
-from .runtime import SHUTDOWN_TIMEOUT, AgentRuntime
 from .store import SessionStore, SqliteStore
 from .v1 import negotiating_streams
 
@@ -103,7 +103,7 @@ class FdSendStream(ByteSendStream):
 
     def write_now(self, item: bytes) -> int:
         """Write what the descriptor takes of ``item`` without waiting; the number of bytes written
-        (the direct writes of :meth:`Writer.flush_now <acp_agent.framing.Writer.flush_now>`)."""
+        (the direct writes of :meth:`Writer.flush_now <acp_agent._wire.framing.Writer.flush_now>`)."""
         try:
             return os.write(self._fd, item)
         except BlockingIOError:
@@ -198,7 +198,7 @@ async def serve_stdio(
     exits with status 0 even if agent code ignores cancellation or the client stopped
     reading (see the README, "Shutdown"). While it serves, agent code that blocks the event
     loop for longer than ``ACP_AGENT_BLOCK_WARNING`` seconds (0.5 by default; ``off``
-    disables it) gets a warning on stderr naming the function (:mod:`acp_agent.loop_monitor`).
+    disables it) gets a warning on stderr naming the function (:mod:`acp_agent._util.loop_monitor`).
     ``store`` keeps the sessions (default: ``agent.store``, else the agent's SQLite file,
     :meth:`SqliteStore.for_agent <acp_agent.store.SqliteStore.for_agent>`); it is closed at the end.
     """
@@ -305,7 +305,7 @@ def run_stdio(agent: Agent, *, backend: str | None = None, uvloop: bool | None =
     ``backend`` is ``"asyncio"`` (default) or ``"trio"``; the ``ACP_AGENT_BACKEND``
     environment variable can choose it too. On asyncio the event loop is asyncio's own unless
     ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1`` asks for uvloop's (the ``uvloop`` extra;
-    :mod:`acp_agent.eventloop`). ``limits=Limits(...)`` sets the connection's
+    :mod:`acp_agent._util.eventloop`). ``limits=Limits(...)`` sets the connection's
     resource limits (default: ``agent.limits``); ``store=`` where sessions are kept (default:
     ``agent.store``, else a SQLite file per agent under ``$ACP_AGENT_DATA_DIR`` or the user data
     directory). Logging goes to stderr.

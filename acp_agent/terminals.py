@@ -23,16 +23,16 @@ from typing import Any, Final
 
 import anyio
 
-from .background import Entity
-from .core import SessionCore
-from .errors import ProcessStartError, SessionClosedError, ToolCallStateError
-from .ids import new_id
-from .permissions import PermissionOutcome, request_permission
-from .processes import (
+from ._session.core import SessionCore
+from ._session.registry import Entity
+from ._util.ids import new_id
+from ._util.processes import (
     DEFAULT_TERMINATE_GRACE,
     ExitStatus,
     ManagedProcess,
 )
+from .errors import ProcessStartError, SessionClosedError, ToolCallStateError
+from .questions import PermissionOutcome, request_permission
 from .schema import (
     CommandPermissionSubject,
     PermissionOption,
@@ -80,7 +80,6 @@ class Terminal:
         self._exited = anyio.Event()
         self._exit: ExitStatus | None = None
         self._exit_callbacks: list[Callable[[ExitStatus], None]] = []
-        self._request_scopes: set[anyio.CancelScope] = set()
         self._output_head = core.sink.output_head(entity.id)
 
     @property
@@ -153,7 +152,7 @@ class Terminal:
             fields["tool_call_id"] = self.tool_call_id
         return await request_permission(
             self._core, title, options, subject=CommandPermissionSubject(**fields), description=description,
-            on_behalf_of=self._entity, scopes=self._request_scopes,
+            on_behalf_of=self._entity,
         )
 
     # -- running -----------------------------------------------------------------------
@@ -241,8 +240,7 @@ class Terminal:
                 for callback in self._exit_callbacks:
                     callback(status)
         self._exited.set()
-        for scope in self._request_scopes:
-            scope.cancel()
+        self._entity.withdraw_questions()
 
 
 async def start_terminal(
@@ -262,7 +260,8 @@ async def start_terminal(
     flush_interval: float,
 ) -> Terminal:
     """Start a process and announce it as a terminal of ``core``'s session (see :meth:`Session.start_terminal`)."""
-    if tool_call is not None and tool_call._core is not core:
+    tool_entity = core.registry.get("tool_call", tool_call.id) if tool_call is not None else None
+    if tool_call is not None and (tool_entity is None or tool_entity.handle is not tool_call):
         raise ValueError("that tool call belongs to another session")
     if tool_call is not None and tool_call.final:
         raise ToolCallStateError(f"tool call {tool_call.id} has ended; it cannot take a terminal")
@@ -274,7 +273,7 @@ async def start_terminal(
     terminal_id = new_id("term")
     if detach is None:
         detach = not core.turns.in_foreground()  # started by background work: background work
-    _check_room(core, terminal_id, detach, tool_call)
+    _check_room(core, terminal_id, detach, tool_call, tool_entity)
     core.processes.acquire(terminal_id)  # raises at max_processes, before anything is sent
     entity = core.registry.entity("terminal", terminal_id)
     terminal = Terminal(core, entity, text, cwd, grace,
@@ -285,7 +284,7 @@ async def start_terminal(
         core.sink.check_open()  # closed while it spawned
         if tool_call is not None and tool_call.final:
             raise ToolCallStateError(f"tool call {tool_call.id} ended while its terminal started")
-        _check_room(core, terminal_id, detach, tool_call)  # the list may have grown meanwhile
+        _check_room(core, terminal_id, detach, tool_call, tool_entity)  # the list may have grown meanwhile
         announce: dict[str, Any] = {"command": text, "cwd": cwd}
         if cancellable:
             announce["capabilities"] = CANCEL_CAPABILITIES
@@ -297,8 +296,8 @@ async def start_terminal(
                 terminal.tool_call_id = tool_call.id
                 content = TerminalContent(terminal_id=terminal_id)
                 core.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=content))
-                if entity.detached and not tool_call.final:
-                    core.set_detached(tool_call._entity, True)
+                if entity.detached and not tool_call.final and tool_entity is not None:
+                    core.set_detached(tool_entity, True)
                 if ends_tool_call:
                     tool_call.finish_with(terminal)
     except BaseException:
@@ -316,16 +315,17 @@ async def start_terminal(
     return terminal
 
 
-def _check_room(core: SessionCore, terminal_id: str, detach: bool, tool_call: ToolCall | None) -> None:
+def _check_room(core: SessionCore, terminal_id: str, detach: bool, tool_call: ToolCall | None,
+                tool_entity: Entity | None) -> None:
     """Refuse (``LimitExceededError``) a detached terminal the list has no room for."""
     if not detach:
         return
     shadow = Entity("terminal", terminal_id, announced=True, detached=True)
     changes: dict[Entity, dict[str, Any]] = {}
-    if tool_call is not None:
-        changes[tool_call._entity] = {"terminals": [*tool_call._entity.terminals, terminal_id]}
+    if tool_call is not None and tool_entity is not None:
+        changes[tool_entity] = {"terminals": [*tool_entity.terminals, terminal_id]}
         if not tool_call.final:
-            changes[tool_call._entity]["detached"] = True
+            changes[tool_entity]["detached"] = True
     core.check_list_room(changes, [shadow])
 
 

@@ -24,10 +24,11 @@ from typing import Any, Final, Protocol, TypedDict, Unpack
 
 import anyio
 
-from .background import Entity
-from .core import SessionCore
-from .permissions import PermissionOutcome, request_permission
-from .processes import ExitStatus
+from ._session.core import SessionCore
+from ._session.registry import Entity
+from ._session.turns import StopReason
+from ._util.processes import ExitStatus
+from .questions import PermissionOutcome, request_permission
 from .schema import (
     Content,
     ContentBlock,
@@ -46,7 +47,6 @@ from .schema import (
     ToolKind,
     UnknownToolCallContent,
 )
-from .turns import StopReason
 
 __all__ = [
     "CANCEL_CAPABILITIES", "Exits", "ToolCall", "ToolCallBody", "ToolCallExtras", "ToolCallFields", "check_fields",
@@ -110,7 +110,6 @@ class ToolCall:
         self._resumed.set()
         self._scope: anyio.CancelScope | None = None
         self._cancel_handler: Callable[[], Awaitable[None]] | None = None
-        self._request_scopes: set[anyio.CancelScope] = set()
 
     @property
     def id(self) -> str:
@@ -231,8 +230,7 @@ class ToolCall:
 
     def _finished(self) -> None:
         self._entity.cancel = None
-        for scope in self._request_scopes:
-            scope.cancel()  # permission requests on behalf of ended work are withdrawn
+        self._entity.withdraw_questions()  # questions on behalf of ended work are withdrawn
         if self._scope is not None:
             self._scope.cancel()  # the work behind a tool call ends with it
         self._resumed.set()
@@ -242,6 +240,32 @@ class ToolCall:
         """End the tool call now with ``status`` and stop whatever work it runs."""
         if not self.final:
             self.end_now(status)
+
+    def wake_up(self, delay: float, work: Callable[[], Awaitable[StopReason | None]], *,
+                repeat: float | None = None) -> None:
+        """Make this (``pending``, listed) tool call a wake-up timer (see :meth:`Session.schedule`).
+
+        After ``delay`` seconds it completes and ``work`` starts as new foreground work in the same
+        step (R95); with ``repeat`` it starts ``work`` every ``repeat`` seconds instead and stays
+        ``pending``. Cancelled (``tool_call/cancel``), it reports ``cancelled``.
+        """
+        scope = self.own_scope()
+        core = self._core
+
+        async def timer() -> None:
+            with scope:
+                await anyio.sleep(delay)
+                while repeat is not None:
+                    core.turns.start(work)
+                    await anyio.sleep(repeat)
+            if core.closing or self.final:
+                return
+            if scope.cancel_called:
+                await self.cancel()
+            else:
+                await self.complete(follow_up=work)
+
+        core.spawn(timer)
 
     def own_scope(self) -> anyio.CancelScope:
         """A cancel scope for work that belongs to this tool call; it is its cancel path.
@@ -368,6 +392,5 @@ class ToolCall:
         subject = ToolCallPermissionSubject(tool_call=ToolCallUpdate(tool_call_id=self.id))
         return await request_permission(
             self._core, title, options, subject=subject, description=description, on_behalf_of=self._entity,
-            scopes=self._request_scopes,
         )
 

@@ -23,7 +23,7 @@ import anyio
 from jsonrpcserver import dispatch_to_response
 from jsonrpcserver.main import default_validator
 
-from acp_agent.connection import Method, _binder, _Call
+from acp_agent._wire.connection import Method, _binder, _Call
 from acp_agent.schema import PromptRequest
 from acp_agent.testing.client import spawn_agent
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from acp_agent.background import BackgroundRegistry
+from acp_agent._session.registry import BackgroundRegistry
+from acp_agent._session.sink import SessionSink
+from acp_agent._session.snapshots import StatePublisher
 from acp_agent.history import History
 from acp_agent.schema import AgentMessage, TextContent, UserMessage
-from acp_agent.sink import SessionSink
-from acp_agent.state import StatePublisher
 
 
 class _Drop:

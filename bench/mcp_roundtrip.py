@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from acp_agent import Agent, ContentBlock, McpNotification, Session, StopReason
-from acp_agent.connection import Method
+from acp_agent._wire.connection import Method
 from acp_agent.testing import HostedMcpRequest, connect_agent
 
 

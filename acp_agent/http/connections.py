@@ -1,6 +1,6 @@
 """One remote client connection (its own runtime, as on stdio) and the registry of live ones.
 
-A :class:`RemoteConnection` runs an :class:`~acp_agent.runtime.AgentRuntime` over a
+A :class:`RemoteConnection` runs an :class:`~acp_agent._runtime.runtime.AgentRuntime` over a
 :class:`~acp_agent.http.streams.MessageInbox` and an :class:`~acp_agent.http.streams.OutputStream`.
 Over HTTP every line the runtime writes goes, in order, to the connection's event stream: the
 RFD's single-stream model, so a client sees exactly the order a stdio client sees (answers, a
@@ -24,9 +24,9 @@ from typing import Any, Final, Literal
 import anyio
 import orjson
 
+from .._runtime.runtime import AgentRuntime
 from ..agent import Agent
 from ..errors import RequestError
-from ..runtime import AgentRuntime
 from ..schema import CloseSessionRequest
 from ..stdio import open_runtime
 from ..store import SessionStore

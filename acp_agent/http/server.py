@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import uvicorn
 
-from .. import eventloop
+from .._util import eventloop
 from ..agent import Agent
 from ..store import SessionStore
 from .app import AcpApp
@@ -171,7 +171,7 @@ async def serve_http(
 def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000,
              uvloop: bool | None = None, **options: Any) -> None:
     """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see :func:`acp_agent.http.run_http`), on asyncio
-    (uvloop's loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1``: :mod:`acp_agent.eventloop`)."""
+    (uvloop's loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1``: :mod:`acp_agent._util.eventloop`)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(
             stream=sys.stderr,

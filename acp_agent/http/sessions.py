@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from ..connection import Method, Reply
+from .._wire.connection import Method, Reply
 from ..errors import ErrorCode, RequestError
 from .leases import Leases
 
@@ -63,7 +63,7 @@ def active_elsewhere(session_id: str) -> RequestError:
 
 class SessionDirectory:
     """The connections of one server that are not finished, and the sessions they are taking up (which
-    runtime has a session active is the store's :class:`~acp_agent.directory.Directory`)."""
+    runtime has a session active is the store's :class:`~acp_agent._runtime.live.Directory`)."""
 
     def __init__(self, wait_limit: float, leases: Leases | None = None) -> None:
         self._connections: set[RemoteConnection] = set()

@@ -7,13 +7,14 @@ keep explicit ``None`` as ``null`` -- the tri-state the ``session/update`` patch
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_attributes, lazy_dir
+from .._util.lazy import lazy_attributes, lazy_dir
 from .base import (
     UNKNOWN_TAG,
     AbsolutePath,
     CompactionId,
     ElicitationId,
     EmptyIfNull,
+    ForegroundState,
     MediaType,
     MessageId,
     Meta,
@@ -571,6 +572,7 @@ __all__ = [
     "EnumOption",
     "EnvVariable",
     "Error",
+    "ForegroundState",
     "ForkSessionRequest",
     "ForkSessionResponse",
     "HttpHeader",

@@ -41,6 +41,7 @@ __all__ = [
     "CompactionId",
     "ElicitationId",
     "EmptyIfNull",
+    "ForegroundState",
     "KnownStopReason",
     "MediaType",
     "MessageId",
@@ -69,6 +70,9 @@ StopReason: TypeAlias = KnownStopReason | str
 
 STOP_REASONS: Final[frozenset[str]] = frozenset(get_args(KnownStopReason))
 """The stop reasons ACP v2 defines, as a set."""
+
+ForegroundState: TypeAlias = Literal["idle", "running", "requires_action"]
+"""The foreground state a session reports in its ``state_update`` snapshots (``Session.state``)."""
 
 
 Meta: TypeAlias = Annotated[dict[str, Any] | None, Field(alias="_meta")]

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ..directory import Directory
+from .._runtime.live import Directory
 from ..records import SessionRecord
 
 __all__ = ["SessionStore", "StoredSession"]
@@ -68,7 +68,7 @@ class SessionStore(ABC):
     @cached_property
     def runtimes(self) -> Directory[Any]:
         """The runtimes of this process keeping sessions in this store object, and which has each
-        session active (:class:`~acp_agent.directory.Directory`)."""
+        session active (:class:`~acp_agent._runtime.live.Directory`)."""
         return Directory()
 
     def __init__(self) -> None:

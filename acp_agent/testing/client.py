@@ -25,7 +25,7 @@ import anyio
 import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
-from ..connection import Connection, Method
+from .._wire.connection import Connection, Method
 from ..errors import ErrorCode, RequestError
 from ..limits import Limits
 from ..store import SessionStore

@@ -17,9 +17,9 @@ from typing import Any
 
 import anyio
 
-from ..connection import Connection
+from .._util.ids import new_id
+from .._wire.connection import Connection
 from ..errors import RequestError
-from ..ids import new_id
 from ..mcp import MCP_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
 
 __all__ = ["HostedMcpRequest", "McpErrorAnswer", "McpHandler", "McpHost"]

@@ -1,7 +1,7 @@
 """Serve ACP v1 clients (today's editors) from the same v2 agent code.
 
 The bridge sits between the wire and the connection: :func:`negotiating_streams` wraps the
-byte streams a :class:`~acp_agent.connection.Connection` reads and writes. Until the client's
+byte streams a :class:`~acp_agent._wire.connection.Connection` reads and writes. Until the client's
 ``initialize`` it only watches; ``initialize`` with ``protocolVersion: 1`` switches the whole
 connection to v1, any other version leaves it a plain pass-through (v2, unchanged bytes).
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_attributes, lazy_dir
+from .._util.lazy import lazy_attributes, lazy_dir
 from .negotiation import V1_PROTOCOL_VERSION
 from .streams import negotiating_streams
 

@@ -1,6 +1,6 @@
 """The byte streams of a connection that may speak v1: watch, then pass through or translate.
 
-:func:`negotiating_streams` wraps the streams a :class:`~acp_agent.connection.Connection` reads
+:func:`negotiating_streams` wraps the streams a :class:`~acp_agent._wire.connection.Connection` reads
 and writes. Until the client's ``initialize`` they only watch (see :mod:`.negotiation`);
 version 1 switches the connection to v1, 2 or more to v2. In v2 mode bytes pass through
 untouched. In v1 mode whole lines go through a :class:`~.translator.V1Translator` both ways,
@@ -131,7 +131,7 @@ class _BridgeSend(ByteSendStream):
 
     def write_now(self, item: bytes) -> int:
         """In v2 mode, what the client's stream takes of ``item`` without waiting (see
-        :meth:`~acp_agent.framing.Writer.flush_now`); otherwise ``0``: nothing is written here."""
+        :meth:`~acp_agent._wire.framing.Writer.flush_now`); otherwise ``0``: nothing is written here."""
         if self._b.mode != "v2":
             return 0
         write_now = getattr(self._b.outer_send, "write_now", None)

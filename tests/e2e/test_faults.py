@@ -23,7 +23,7 @@ import anyio.lowlevel
 import orjson
 import pytest
 
-from acp_agent.framing import Writer
+from acp_agent._wire.framing import Writer
 from acp_agent.testing.client import Client, TranscriptEntry
 from acp_agent.testing.schema import SchemaValidator
 from acp_agent.testing.streams import byte_pipe

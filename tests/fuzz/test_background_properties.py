@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_agent import RequestError, Session, SessionClosedError, ToolCall, ToolCallStateError
-from acp_agent.background import BackgroundRegistry
+from acp_agent._session.registry import BackgroundRegistry
 from acp_agent.schema import BackgroundTerminal, BackgroundToolCall, BackgroundWork
 from acp_agent.terminals import Terminal
 from acp_agent.testing.checker import WireChecker

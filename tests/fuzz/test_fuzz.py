@@ -18,8 +18,8 @@ import sys
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from acp_agent.connection import MAX_NESTING
-from acp_agent.framing import DEFAULT_MAX_MESSAGE_BYTES
+from acp_agent._wire.connection import MAX_NESTING
+from acp_agent._wire.framing import DEFAULT_MAX_MESSAGE_BYTES
 from tests.helpers.fuzz_harness import (
     AGENTS,
     INVALID_PARAMS,

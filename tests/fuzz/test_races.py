@@ -24,7 +24,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_agent import RequestError, SessionClosedError, ToolCallStateError, processes
+from acp_agent import RequestError, SessionClosedError, ToolCallStateError
+from acp_agent._util import processes
 from acp_agent.records import SessionRecord
 from acp_agent.schema import TerminalUpdate, ToolCallUpdate
 from acp_agent.session import core_of

@@ -31,9 +31,9 @@ from typing import Any, Final
 import orjson
 from hypothesis import strategies as st
 
-from acp_agent.connection import MAX_NESTING
-from acp_agent.framing import DEFAULT_MAX_MESSAGE_BYTES
-from acp_agent.runtime import AgentRuntime
+from acp_agent._runtime.runtime import AgentRuntime
+from acp_agent._wire.connection import MAX_NESTING
+from acp_agent._wire.framing import DEFAULT_MAX_MESSAGE_BYTES
 from acp_agent.testing.schema import SchemaValidator, default_schema_path
 from acp_agent.testing.streams import byte_pipe
 

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import orjson
 
-from acp_agent.connection import Connection
+from acp_agent._wire.connection import Connection
 from acp_agent.testing.streams import MemoryByteReceiveStream, MemoryByteSendStream, byte_pipe
 
 

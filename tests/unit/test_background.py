@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from acp_agent import PermissionOption, RequestError, Session, ToolCallStateError
-from acp_agent.background import BackgroundRegistry
+from acp_agent._session.registry import BackgroundRegistry
 from acp_agent.schema import (
     BackgroundSubagent,
     BackgroundTerminal,
@@ -32,7 +32,6 @@ from acp_agent.schema import (
     ToolCallPermissionSubject,
     ToolCallUpdate,
 )
-from acp_agent.session import core_of
 from acp_agent.testing.pytest_plugin import check_client
 from acp_agent.testing.schema import SchemaValidator, default_schema_path
 from tests.helpers.background import (
@@ -1179,7 +1178,7 @@ async def test_cancel_right_after_follow_up_running_still_ends_with_an_idle() ->
         # the same event-loop step, a session/cancel is dispatched: AgentRuntime._cancel calls
         # session.cancel(), which drops the queued job before the worker ever ran it.
         session.start_foreground(follow_up)
-        core_of(session).cancel()
+        session._core.cancel()
         view = client.view(sid)
         await client.wait_for(lambda: any(s["state"] == "running" for s in snapshots(view.updates)))
         await client.wait_for(lambda: snapshots(view.updates)[-1]["state"] == "idle", timeout=2)
@@ -1372,10 +1371,10 @@ def test_registry_check_refuses_illegal_moves() -> None:
 
 
 def test_state_snapshot_lines_are_reused_only_while_the_list_is_empty() -> None:
+    from acp_agent._session.sink import SessionSink
+    from acp_agent._session.snapshots import StatePublisher
     from acp_agent.history import History
     from acp_agent.schema import Error
-    from acp_agent.sink import SessionSink
-    from acp_agent.state import StatePublisher
 
     class Lines:
         def __init__(self) -> None:

@@ -971,7 +971,7 @@ def test_rules_doc_states_every_rule_once_with_the_checkers_level() -> None:
 def test_rules_doc_names_modules_that_exist() -> None:
     package = Path(checker_module.__file__).resolve().parent.parent
     for rule, _, entry in _doc_entries():
-        for name in re.findall(r"`([a-z_]+\.py)`", entry):
+        for name in re.findall(r"`([a-z_/0-9]+\.py)`", entry):
             assert (package / name).is_file(), f"docs/rules.md, {rule}: no module acp_agent/{name}"
 
 

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from acp_agent.connection import Connection, Method, _response_bytes
+from acp_agent._wire.connection import Connection, Method, _response_bytes
+from acp_agent._wire.framing import OVERSIZED, LineReader, Oversized
 from acp_agent.errors import RequestError
-from acp_agent.framing import OVERSIZED, LineReader, Oversized
 from tests.helpers.rawpeer import connected
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The directory of a store (``acp_agent.directory``): which runtime sharing it has each session, and
+"""The directory of a store (``acp_agent._runtime.live``): which runtime sharing it has each session, and
 the closes, loads and changes a resume or a bookkeeping change waits for."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 
 from acp_agent import Agent, RequestError, Session
-from acp_agent.directory import Directory, Member
-from acp_agent.runtime import AgentRuntime
+from acp_agent._runtime.live import Directory, Member
+from acp_agent._runtime.runtime import AgentRuntime
 from acp_agent.store import MemoryStore
 from acp_agent.testing.client import Client, connect_agent
 from acp_agent.testing.streams import byte_pipe

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 import acp_agent.stdio
-from acp_agent import Agent, eventloop, run_stdio
-from acp_agent.eventloop import UVLOOP_ENV, backend_options, choose_backend
+from acp_agent import Agent, run_stdio
+from acp_agent._util import eventloop
+from acp_agent._util.eventloop import UVLOOP_ENV, backend_options, choose_backend
 from acp_agent.testing.client import spawn_agent
 
 uvloop = pytest.importorskip("uvloop")  # a dependency wherever the suite runs (CPython on POSIX)
@@ -59,7 +60,7 @@ def test_asyncio_runs_on_uvloop_only_when_asked(monkeypatch: pytest.MonkeyPatch)
 def test_an_unknown_setting_is_ignored_with_a_warning(monkeypatch: pytest.MonkeyPatch,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv(UVLOOP_ENV, "sometimes")
-    with caplog.at_level(logging.WARNING, logger="acp_agent.eventloop"):
+    with caplog.at_level(logging.WARNING, logger="acp_agent._util.eventloop"):
         assert backend_options("asyncio") == {}
     assert [r.getMessage() for r in caplog.records] == ["acp: ignoring ACP_AGENT_UVLOOP='sometimes' (use 0 or 1)"]
 
@@ -75,7 +76,7 @@ def test_without_uvloop_asyncio_runs_its_own_loop_quietly(monkeypatch: pytest.Mo
                                                            caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setitem(sys.modules, "uvloop", None)  # `import uvloop` raises ImportError
     monkeypatch.setenv(UVLOOP_ENV, "1")  # asked for by the environment: a quiet fallback
-    with caplog.at_level(logging.DEBUG, logger="acp_agent.eventloop"):
+    with caplog.at_level(logging.DEBUG, logger="acp_agent._util.eventloop"):
         assert backend_options("asyncio") == {}
         assert eventloop.run(running_loop) == "asyncio"
     assert {r.levelno for r in caplog.records} == {logging.DEBUG}

@@ -154,7 +154,7 @@ def test_no_cycles_hidden_under_type_checking() -> None:
 # What a stdio agent that only talks (no tool calls, terminals, questions, v1 client) loads: the modules
 # of those features are imported on first use. ``python -X importtime`` and bench/README.md say why.
 LAZY_FOR_A_TALKING_AGENT = {
-    "acp_agent.asks", "acp_agent.elicitation", "acp_agent.permissions", "acp_agent.terminals", "acp_agent.tool_calls",
+    "acp_agent._session.asking", "acp_agent.questions", "acp_agent.terminals", "acp_agent.tool_calls",
     "acp_agent.schema.elicitation", "acp_agent.schema.permissions", "acp_agent.schema.methods",
     "acp_agent.schema.mcp", "acp_agent.schema.providers", "acp_agent.v1.translator", "acp_agent.http",
     "acp_agent.store.postgres", "acp_agent.testing", "psycopg", "starlette", "uvicorn", "uvloop",
@@ -164,8 +164,8 @@ LAZY_FOR_A_TALKING_AGENT = {
 # What loads with the first session, not before ``initialize`` is answered: the session's runtime parts and the
 # wire models only sessions use (the warm-up after ``initialize`` imports them while the client is quiet).
 LOADED_WITH_THE_FIRST_SESSION = {
-    "acp_agent.core", "acp_agent.history", "acp_agent.sink", "acp_agent.state", "acp_agent.turns",
-    "acp_agent.background", "acp_agent.schema.config", "acp_agent.schema.state", "acp_agent.schema.sessions",
+    "acp_agent._session.core", "acp_agent.history", "acp_agent._session.sink", "acp_agent._session.snapshots", "acp_agent._session.turns",
+    "acp_agent._session.registry", "acp_agent.schema.config", "acp_agent.schema.state", "acp_agent.schema.sessions",
     "acp_agent.schema.prompts", "acp_agent.schema.plans", "acp_agent.schema.terminals",
     "acp_agent.schema.tool_calls", "acp_agent.schema.updates",
 }
@@ -175,7 +175,7 @@ def test_a_talking_stdio_agent_loads_only_what_it_uses() -> None:
     code = (
         "import sys\n"
         "from acp_agent import Agent, Session, StopReason, TextContent, run_stdio\n"
-        "import acp_agent.stdio, acp_agent.runtime\n"
+        "import acp_agent.stdio, acp_agent._runtime.runtime\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
     loaded = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
@@ -199,7 +199,7 @@ def test_a_talking_stdio_agent_loads_only_what_it_uses() -> None:
             ToolCallFields.__module__, V1Translator.__module__, BackgroundRegistry.__module__,
             ToolCallUpdate.__module__} == {
         "acp_agent.elicitation", "acp_agent.schema.permissions", "acp_agent.permissions", "acp_agent.tool_calls",
-        "acp_agent.v1.translator", "acp_agent.background", "acp_agent.schema.tool_calls"}
+        "acp_agent.v1.translator", "acp_agent._session.registry", "acp_agent.schema.tool_calls"}
     assert ToolCallUpdate in HistoryItem.__args__
 
 
@@ -236,7 +236,7 @@ def test_initialize_is_answered_before_the_session_modules_load() -> None:
                          text=True).stdout.splitlines()
     at_initialize, at_session, at_prompt = (set(line.split()) for line in out)
     assert not at_initialize & LOADED_WITH_THE_FIRST_SESSION, sorted(at_initialize & LOADED_WITH_THE_FIRST_SESSION)
-    assert {"acp_agent.core", "acp_agent.history", "acp_agent.schema.sessions"} <= at_session
+    assert {"acp_agent._session.core", "acp_agent.history", "acp_agent.schema.sessions"} <= at_session
     assert at_prompt >= LOADED_WITH_THE_FIRST_SESSION, sorted(LOADED_WITH_THE_FIRST_SESSION - at_prompt)
 
 
@@ -244,7 +244,7 @@ def test_the_warm_up_loads_the_session_modules() -> None:
     """After ``initialize`` the warm-up imports the session's runtime parts and builds the first turn's models."""
     code = (
         "import sys, anyio\n"
-        "import acp_agent.warmup as w\n"
+        "import acp_agent._runtime.warmup as w\n"
         "anyio.run(w.warm_up)\n"
         "from acp_agent.schema import PromptRequest\n"
         "print(PromptRequest.__pydantic_complete__, ' '.join(sorted(sys.modules)))\n"

@@ -8,6 +8,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_agent._session.sink import SessionSink
 from acp_agent.history import History
 from acp_agent.schema import (
     AgentMessage,
@@ -24,7 +25,6 @@ from acp_agent.schema import (
     to_wire,
 )
 from acp_agent.schema.base import to_json
-from acp_agent.sink import SessionSink
 
 
 def test_text_chunks_fold_into_one_message() -> None:

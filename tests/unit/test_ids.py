@@ -8,7 +8,7 @@ from itertools import pairwise
 
 import pytest
 
-from acp_agent.ids import new_id, new_session_id
+from acp_agent._util.ids import new_id, new_session_id
 
 
 def test_item_ids_are_random_hex_after_their_prefix() -> None:

@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from acp_agent import Agent, LimitExceededError, Limits, RequestError, Session, StopReason, ToolCall
+from acp_agent._wire.framing import DEFAULT_MAX_MESSAGE_BYTES
 from acp_agent.errors import ProcessStartError
-from acp_agent.framing import DEFAULT_MAX_MESSAGE_BYTES
 from acp_agent.limits import LIMIT_ERROR_CODE
 from acp_agent.schema import ToolCallUpdate
 from acp_agent.testing.client import Client, connect_agent

@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from acp_agent import Agent, ContentBlock, Session, StopReason, TextContent, stdio
-from acp_agent.loop_monitor import (
+from acp_agent._util.loop_monitor import (
     BLOCK_WARNING_ENV,
     DEFAULT_THRESHOLD,
     THREAD_NAME,
@@ -36,7 +36,7 @@ from acp_agent.loop_monitor import (
 from acp_agent.testing.client import connect_agent
 
 ROOT = Path(__file__).resolve().parents[2]
-LOGGER = "acp_agent.loop_monitor"
+LOGGER = "acp_agent._util.loop_monitor"
 
 
 def monitor_threads() -> list[threading.Thread]:
@@ -296,7 +296,7 @@ async def test_an_agent_hook_that_blocks_is_named(
 
 PAUSED = """
 import sys, time, anyio
-from acp_agent.loop_monitor import monitor_event_loop
+from acp_agent._util.loop_monitor import monitor_event_loop
 
 async def slow_hook():
     time.sleep(0.9)

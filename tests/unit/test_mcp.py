@@ -27,7 +27,7 @@ from acp_agent import (
     StopReason,
     UnknownMcpServerError,
 )
-from acp_agent.connection import Method
+from acp_agent._wire.connection import Method
 from acp_agent.mcp import MCP_PROTOCOL_VERSION
 from acp_agent.testing import Client, HostedMcpRequest, McpErrorAnswer, SchemaValidator, connect_agent
 

@@ -12,7 +12,7 @@ from anyio.abc import ByteSendStream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_agent.framing import DIRECT_WRITE_BYTES, TextFrame, Writer
+from acp_agent._wire.framing import DIRECT_WRITE_BYTES, TextFrame, Writer
 from acp_agent.history import History
 from acp_agent.schema.base import to_json
 from acp_agent.stdio import FdReceiveStream, FdSendStream
@@ -223,8 +223,8 @@ _PLAIN_TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]))  # lone
 def test_a_plain_text_message_is_framed_to_the_bytes_its_model_serializes_to(
     message_id: str, texts: list[str], kind: str
 ) -> None:
+    from acp_agent._session.sink import _plain_message
     from acp_agent.schema import AgentMessage, AgentThought, TextContent, UserMessage
-    from acp_agent.sink import _plain_message
 
     cls = {"user": UserMessage, "agent": AgentMessage, "thought": AgentThought}[kind]
     message = cls(message_id=message_id, content=[TextContent(text=t) for t in texts])
@@ -232,8 +232,8 @@ def test_a_plain_text_message_is_framed_to_the_bytes_its_model_serializes_to(
 
 
 def test_anything_but_plain_text_is_left_to_the_model() -> None:
+    from acp_agent._session.sink import SessionSink, _plain_message
     from acp_agent.schema import AgentMessage, ImageContent, TextContent
-    from acp_agent.sink import SessionSink, _plain_message
 
     text = TextContent(text="x")
     others = [
@@ -257,9 +257,9 @@ def test_anything_but_plain_text_is_left_to_the_model() -> None:
 def test_a_snapshot_with_an_empty_list_is_framed_to_the_bytes_its_model_serializes_to(
     state: str, stop_reason: str | None
 ) -> None:
-    from acp_agent.background import BackgroundRegistry
-    from acp_agent.sink import SessionSink
-    from acp_agent.state import StatePublisher
+    from acp_agent._session.registry import BackgroundRegistry
+    from acp_agent._session.sink import SessionSink
+    from acp_agent._session.snapshots import StatePublisher
 
     stop = stop_reason if state == "idle" else None  # only idle carries a stop reason
     recording = Recording()
@@ -286,7 +286,7 @@ def _line(frame: Any, text: str) -> bytes:
 @settings(max_examples=200, deadline=None)
 @given(steps=st.lists(st.one_of(st.tuples(st.sampled_from(["a", "b"]), _ASCII), st.just(("line", ""))), max_size=40))
 def test_streamed_texts_reach_the_wire_as_the_lines_of_each_text_in_call_order(steps: list[tuple[str, str]]) -> None:
-    from acp_agent.framing import TextFrame
+    from acp_agent._wire.framing import TextFrame
 
     frames = {"a": TextFrame(b'{"x":', b"}\n"), "b": TextFrame(b'{"y":[', b"]}\n")}
     stream = Recording()
@@ -307,7 +307,7 @@ def test_streamed_texts_reach_the_wire_as_the_lines_of_each_text_in_call_order(s
 
 
 async def test_streamed_texts_count_as_messages_and_bytes_for_backpressure() -> None:
-    from acp_agent.framing import TextFrame
+    from acp_agent._wire.framing import TextFrame
 
     frame = TextFrame(b"<", b">\n")
     stream = Recording(take=0)  # the client reads nothing
@@ -325,7 +325,7 @@ async def test_streamed_texts_count_as_messages_and_bytes_for_backpressure() -> 
 
 
 async def test_the_writer_task_writes_streamed_texts_and_drain_waits_for_them() -> None:
-    from acp_agent.framing import TextFrame
+    from acp_agent._wire.framing import TextFrame
 
     frame = TextFrame(b"<", b">\n")
     stream = Recording(direct=False)
@@ -341,7 +341,7 @@ async def test_the_writer_task_writes_streamed_texts_and_drain_waits_for_them() 
 
 
 async def test_a_broken_writer_drops_streamed_texts() -> None:
-    from acp_agent.framing import TextFrame
+    from acp_agent._wire.framing import TextFrame
 
     class Broken(Recording):
         async def send(self, item: bytes) -> None:
@@ -358,8 +358,8 @@ async def test_a_broken_writer_drops_streamed_texts() -> None:
 
 
 async def test_the_sink_streams_any_text_as_the_chunk_model_serializes_and_records_it() -> None:
+    from acp_agent._session.sink import SessionSink
     from acp_agent.schema import AgentMessageChunk, AgentThoughtChunk, TextContent
-    from acp_agent.sink import SessionSink
 
     stream = Recording()
     writer = Writer(stream)
@@ -381,7 +381,7 @@ async def test_the_sink_streams_any_text_as_the_chunk_model_serializes_and_recor
 
 
 async def test_text_held_until_the_session_is_announced_goes_out_in_order() -> None:
-    from acp_agent.sink import SessionSink
+    from acp_agent._session.sink import SessionSink
 
     stream = Recording()
     writer = Writer(stream)
@@ -396,7 +396,7 @@ async def test_text_held_until_the_session_is_announced_goes_out_in_order() -> N
 
 
 async def test_flush_now_leaves_a_run_its_escapes_made_big_to_the_writer_task() -> None:
-    from acp_agent.framing import TextFrame
+    from acp_agent._wire.framing import TextFrame
 
     frame = TextFrame(b"<", b">\n")
     stream = Recording()

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from acp_agent import Agent, ContentBlock, Session, StopReason
-from acp_agent.session import core_of
 from acp_agent.testing import Client
 from tests.helpers.agents import ScriptedAgent
 
@@ -48,7 +47,7 @@ async def test_acp_connect_reports_protocol_breakage(acp_connect: Any) -> None:
     class Broken(Agent):
         async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
             # Writing a raw, schema-invalid update behind the SDK's back.
-            core_of(session).connection.writer.send_nowait(
+            session._core.connection.writer.send_nowait(
                 b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":'
                 b'{"sessionUpdate":"agent_message_chunk"}}}\n' % session.id.encode()
             )

@@ -1,4 +1,4 @@
-"""Tests for acp_agent.processes (run on both the asyncio and trio backends)."""
+"""Tests for acp_agent._util.processes (run on both the asyncio and trio backends)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import anyio
 import anyio.abc
 import pytest
 
-from acp_agent import processes
-from acp_agent.processes import ExitStatus, ManagedProcess, shell_argv
+from acp_agent._util import processes
+from acp_agent._util.processes import ExitStatus, ManagedProcess, shell_argv
 
 pytestmark = pytest.mark.anyio
 
@@ -485,11 +485,11 @@ def test_shell_argv() -> None:
 
 
 async def test_atexit_kills_leftover_groups(tmp_path: Path, anyio_backend: str) -> None:
-    package_root = str(Path(processes.__file__).parent.parent)
+    package_root = str(Path(processes.__file__).parents[2])  # the folder holding acp_agent/
     script = textwrap.dedent(
         f"""
         import threading, anyio
-        from acp_agent.processes import ManagedProcess
+        from acp_agent._util.processes import ManagedProcess
 
         started = threading.Event()
         holder = []

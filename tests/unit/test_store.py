@@ -16,8 +16,8 @@ import pytest
 
 import acp_agent.store.sqlite as sqlite_module
 from acp_agent import Agent, AgentMessage, ContentBlock, RequestError, Session, StopReason, ToolCallUpdate, UserMessage
+from acp_agent._util.ids import new_session_id
 from acp_agent.history import CHILD_GONE, History, finalize_live_items
-from acp_agent.ids import new_session_id
 from acp_agent.records import SessionRecord
 from acp_agent.schema import (
     AvailableCommand,

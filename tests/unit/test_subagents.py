@@ -18,10 +18,9 @@ from typing import Any
 import anyio
 import pytest
 
-from acp_agent import PermissionOption, RequestError, Session, ToolCall
+from acp_agent import PermissionOption, RequestError, Session, Subagent, ToolCall
 from acp_agent.schema import SessionConfigOption, SessionConfigSelectOption
-from acp_agent.session import StopReason, core_of
-from acp_agent.subagents import Subagent
+from acp_agent.session import StopReason
 from acp_agent.testing.checker import RuleViolation, WireChecker
 from acp_agent.testing.client import Client
 from tests.helpers.background import BgAgent, ForkingBgAgent, opened
@@ -767,7 +766,7 @@ async def test_fork_copies_no_children() -> None:
         assert all(u["background"] == [] for u in fork_updates if u["sessionUpdate"] == "state_update")
         # the copied conversation is there (the source's messages were replayed into the fork)
         assert "spawned a worker" in client.view(fork).messages().values()
-        assert core_of(agent.sessions[fork]).children == []
+        assert agent.sessions[fork]._core.children == []
         # the child still belongs to the source only
         assert ("subagent", child.id) in now_listed(client, sid)
         agent.event("finish").set()

@@ -268,7 +268,7 @@ async def test_a_url_flow_and_its_completion() -> None:
 async def test_extension_methods_both_ways() -> None:
     agent = Everything()
     async with connect_agent(agent) as client:
-        from acp_agent.connection import Method
+        from acp_agent._wire.connection import Method
 
         async def hello(params: dict[str, Any]) -> dict[str, Any]:
             return {"hello": params["n"]}
@@ -393,7 +393,7 @@ async def test_every_agent_side_method_of_the_unstable_schema_is_served() -> Non
     import json
 
     from acp_agent import Provider, ProviderSettings
-    from acp_agent.runtime import AgentRuntime
+    from acp_agent._runtime.runtime import AgentRuntime
     from acp_agent.schema import AuthStatusResponse
     from acp_agent.testing.schema import default_schema_path
     from acp_agent.testing.streams import byte_pipe

@@ -10,14 +10,14 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-import acp_agent.warmup as warmup
+import acp_agent._runtime.warmup as warmup
 from acp_agent.testing import spawn_agent
 
 pytestmark = pytest.mark.anyio
 
 REPORTER = """
 from acp_agent import Agent, run_stdio
-from acp_agent.warmup import _first_turn_models
+from acp_agent._runtime.warmup import _first_turn_models
 
 class Reporter(Agent):
     name = "warm-up-reporter"

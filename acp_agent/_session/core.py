@@ -1,8 +1,8 @@
 """The runtime side of a session: the small interface handles and the runtime work with.
 
-A :class:`SessionCore` ties together the parts of one session: its :class:`~acp_agent.sink.SessionSink`
-(the one path to the wire), its :class:`~acp_agent.background.BackgroundRegistry`, its
-:class:`~acp_agent.state.StatePublisher` (snapshots) and its :class:`~acp_agent.turns.Turns`
+A :class:`SessionCore` ties together the parts of one session: its :class:`~acp_agent._session.sink.SessionSink`
+(the one path to the wire), its :class:`~acp_agent._session.registry.BackgroundRegistry`, its
+:class:`~acp_agent._session.snapshots.StatePublisher` (snapshots) and its :class:`~acp_agent._session.turns.Turns`
 (foreground work). Entity updates pass :meth:`SessionCore.emit`, which checks them against the
 registry before anything is sent (R97, ``max_listed_items``) and re-sends the state when the
 list changed after they went out. Closing and winding down (the end of the connection) live
@@ -20,29 +20,33 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from pydantic import BaseModel
 
-from .background import FINAL_STATUSES, BackgroundRegistry, ChildItem, Entity, Kind, TerminalItem, ToolCallItem
-from .connection import Connection
-from .errors import NotInTurnError, SessionClosedError
-from .history import finalize_live_items
-from .limits import Limits, ProcessSlots, limit_exceeded
-from .peer import ClientPeer
-from .processes import DEFAULT_TERMINATE_GRACE
-from .records import SessionRecord
-from .schema import (
+from .._util.ids import new_id
+from .._util.processes import DEFAULT_TERMINATE_GRACE
+from .._wire.connection import Connection
+from ..errors import NotInTurnError, SessionClosedError
+from ..history import finalize_live_items
+from ..limits import Limits, ProcessSlots, limit_exceeded
+from ..peer import ClientPeer
+from ..records import SessionRecord
+from ..schema import (
     IdleStateUpdate,
     RequiresActionStateUpdate,
     RunningStateUpdate,
+    SessionCancelCapabilities,
+    SessionInfoUpdate,
+    SubagentSessionCapabilities,
     SubagentUpdate,
     Terminal,
     TerminalUpdate,
     ToolCallContentChunk,
     ToolCallUpdate,
 )
+from .registry import FINAL_STATUSES, BackgroundRegistry, ChildItem, Entity, Kind, TerminalItem, ToolCallItem
 from .sink import SessionSink
-from .state import BATCHING, StatePublisher
+from .snapshots import BATCHING, StatePublisher
 from .turns import FOREGROUND, StopReason, Turns
 
-__all__ = ["SessionCore"]
+__all__ = ["SessionCore", "SessionFactory"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +65,16 @@ class SessionCore:
         limits: Limits,
         processes: ProcessSlots,
         client: ClientPeer,
+        factory: SessionFactory,
         parent: SessionCore | None = None,
         hold: bool = False,
     ) -> None:
         self.connection = connection
+        self.factory = factory
+        """The factory that made this session; it makes its children too."""
+        self.facade: object = None
+        """The author-facing object over this engine (a :class:`~acp_agent.Session`), set by the factory's
+        ``wrap``; the engine never looks at it."""
         self.client = client
         """The client of the connection the session lives on."""
         self.record = record
@@ -140,6 +150,36 @@ class SessionCore:
 
         self.task_group.start_soon(background)
 
+    # -- children --------------------------------------------------------------------------
+
+    async def open_child(self, title: str, *, description: str | None = None, cancellable: bool = True,
+                         detach: bool | None = True) -> tuple[SessionCore, Entity]:
+        """Create a child session, announce it on this one (R79) and start it ``idle``.
+
+        The child shares this session's connection, limits and client, and starts in this session's
+        task group (it ends with it). ``cancellable`` advertises ``capabilities.cancel`` (the client may
+        ``session/cancel`` the child); ``detach=False`` keeps it foreground work until it is detached.
+        Returns the child's engine and its entity in this session's registry.
+        """
+        record = SessionRecord(session_id=new_id("sess"), cwd=self.record.cwd,
+                               additional_directories=list(self.record.additional_directories))
+        child = self.factory.make(record, parent=self)
+        announce: dict[str, Any] = {"session_id": child.id, "title": title, "state": child.state.snapshot("idle")}
+        if description is not None:
+            announce["description"] = description
+        if cancellable:
+            announce["capabilities"] = SubagentSessionCapabilities(cancel=SessionCancelCapabilities())
+        self.emit(SubagentUpdate(**announce), detach=detach)
+        entity = self.registry.entity("subagent", child.id)
+        entity.handle = child
+        if cancellable:
+            entity.cancel = child.cancel
+        await self.task_group.start(child.serve)
+        self.children.append(child)
+        self.factory.opened(child)
+        await self.sink.backpressure()
+        return child, entity
+
     # -- sending ---------------------------------------------------------------------------
 
     def emit(self, update: BaseModel, *, detach: bool | None = None, record: bool = True) -> None:
@@ -165,6 +205,25 @@ class SessionCore:
         self.emit(update)
         if self.sink.full():
             await self.sink.backpressure()
+
+    def info_update(self, fields: dict[str, Any]) -> SessionInfoUpdate | None:
+        """The ``session_info_update`` for an author's patch (``title``, ``updated_at``, ``meta``), noted on the
+        record; ``None`` if nothing is left to send.
+
+        Once the client titled the session (``session/set_title``), its title wins (S4): a ``title`` in the
+        patch is left out.
+        """
+        record = self.record
+        if "title" in fields and record.client_title:  # S4
+            logger.debug("acp: session %s keeps the title the client set; update_info(title=...) ignored", self.id)
+            fields = {k: v for k, v in fields.items() if k != "title"}
+            if not fields:
+                return None
+        if "title" in fields:
+            record.title = fields["title"]
+        if fields.get("updated_at"):
+            record.updated_at = fields["updated_at"]
+        return SessionInfoUpdate(**fields)
 
     def check_may_talk(self) -> None:
         """Raise :class:`~acp_agent.errors.NotInTurnError` unless foreground work runs (messages need a turn)."""
@@ -406,3 +465,31 @@ class SessionCore:
             self.parent.children.remove(self)
         for callback in self.on_closed:
             callback()
+
+
+class SessionFactory:
+    """Makes every session engine of one connection, top-level and child alike: the one place a
+    :class:`SessionCore` is built.
+
+    ``wrap`` puts the author-facing object over a new engine (the runtime passes one that makes a
+    :class:`~acp_agent.Session`); ``opened`` is told of each engine once it runs, and the runtime's index
+    of live sessions is kept from it (an engine removes itself through its ``on_closed`` callbacks).
+    """
+
+    def __init__(self, connection: Connection, *, limits: Limits, processes: ProcessSlots, client: ClientPeer,
+                 wrap: Callable[[SessionCore], object], opened: Callable[[SessionCore], None]) -> None:
+        self.connection = connection
+        self.limits = limits
+        self.processes = processes
+        self.client = client
+        self._wrap = wrap
+        self.opened = opened
+        """Called with each engine once it runs (children too)."""
+
+    def make(self, record: SessionRecord, *, parent: SessionCore | None = None, hold: bool = False) -> SessionCore:
+        """A new engine for ``record`` with its façade, not yet running (``hold``: output waits for the answer
+        that names the session)."""
+        core = SessionCore(self.connection, record, limits=self.limits, processes=self.processes,
+                           client=self.client, factory=self, parent=parent, hold=hold)
+        core.facade = self._wrap(core)
+        return core

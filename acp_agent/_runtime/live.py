@@ -1,6 +1,6 @@
 """Which runtime sharing a store has each session, and which sessions are being closed, loaded or changed.
 
-Every :class:`~acp_agent.runtime.AgentRuntime` is in the directory of its store object
+Every :class:`~acp_agent._runtime.runtime.AgentRuntime` is in the directory of its store object
 (:attr:`SessionStore.runtimes <acp_agent.store.SessionStore.runtimes>`) until its connection ends. A close,
 a resume loading a session or a change of a stored one marks the session while it runs; the next resume or
 change waits until it is :meth:`~Directory.settled`, so it starts from what the last one saved.

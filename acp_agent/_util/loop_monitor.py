@@ -4,7 +4,7 @@ Every session of a connection shares one event loop. A hook that calls ``time.sl
 ``requests.get(...)`` or a long computation without awaiting freezes all of them: other
 sessions' prompts wait, and a ``session/cancel`` cannot take effect until it returns.
 :func:`monitor_event_loop` (or :func:`watch_event_loop`, the same as a task) notices such a
-stall and logs one warning on the ``acp_agent.loop_monitor`` logger naming the function that
+stall and logs one warning on the ``acp_agent._util.loop_monitor`` logger naming the function that
 blocked and for how long, much like asyncio's debug-mode slow-callback warning, but on
 asyncio and trio alike and cheap enough to stay on::
 
@@ -110,7 +110,7 @@ class BlockReport:
 
 
 def log_block(report: BlockReport) -> None:
-    """The default ``on_block``: one warning on ``acp_agent.loop_monitor`` (the stack at DEBUG)."""
+    """The default ``on_block``: one warning on ``acp_agent._util.loop_monitor`` (the stack at DEBUG)."""
     logger.warning("acp: the event loop was blocked for %.1f s %s: every session of this connection waited "
                    "meanwhile, cancellation included; %s", report.duration, _describe(report), _ADVICE,
                    extra={"block_report": report})
@@ -369,7 +369,7 @@ def _package_dir(name: str) -> str | None:
 
 
 _FRAMEWORK_DIRS: Final = tuple(
-    d for d in [os.path.join(os.path.dirname(os.path.abspath(__file__)), ""),
+    d for d in [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ""),  # acp_agent/
                 *map(_package_dir, ("anyio", "sniffio", "trio", "outcome", "exceptiongroup"))]
     if d is not None
 )

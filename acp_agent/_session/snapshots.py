@@ -19,9 +19,8 @@ from typing import Any, Final
 import orjson
 from pydantic import BaseModel
 
-from .background import BackgroundRegistry
-from .schema import Error, IdleStateUpdate, RequiresActionStateUpdate, RunningStateUpdate, Usage
-from .session import ForegroundState
+from ..schema import Error, ForegroundState, IdleStateUpdate, RequiresActionStateUpdate, RunningStateUpdate, Usage
+from .registry import BackgroundRegistry
 from .sink import SessionSink
 
 __all__ = ["BATCHING", "StatePublisher"]

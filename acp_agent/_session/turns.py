@@ -26,12 +26,12 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
-from .errors import ErrorCode, RequestError, SessionClosedError
-from .ids import new_id
-from .schema import ContentBlock, Error, Usage, UserMessage
-from .schema.state import STOP_REASONS, StopReason
+from .._util.ids import new_id
+from ..errors import ErrorCode, RequestError, SessionClosedError
+from ..schema import ContentBlock, Error, Usage, UserMessage
+from ..schema.state import STOP_REASONS, StopReason
 from .sink import SessionSink
-from .state import StatePublisher
+from .snapshots import StatePublisher
 
 __all__ = ["FOREGROUND", "STOP_REASONS", "ForegroundJob", "Signal", "StopReason", "Turns"]
 

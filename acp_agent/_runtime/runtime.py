@@ -21,19 +21,18 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import ValidationError
 
-from . import schema
-from .agent import Agent
-from .auth import Login
-from .bookkeeping import Bookkeeping, archive_filter
-from .connection import Connection, Method, Reply, Routes, describe_validation_error
-from .errors import ErrorCode, RequestError
-from .extensions import extensions_of
-from .ids import new_session_id
-from .limits import Limits, ProcessSlots, limit_error
-from .peer import ClientPeer
-from .providers import provider_routes
-from .records import SessionRecord
-from .schema import (
+from .. import schema
+from .._util.ids import new_session_id
+from .._wire.connection import Connection, Method, Reply, Routes, describe_validation_error
+from ..agent import Agent
+from ..auth import Login
+from ..errors import ErrorCode, RequestError
+from ..extensions import extensions_of
+from ..limits import Limits, ProcessSlots, limit_error
+from ..peer import ClientPeer
+from ..providers import provider_routes
+from ..records import SessionRecord
+from ..schema import (
     AuthStatusRequest,
     AuthStatusResponse,
     ClientCapabilities,
@@ -44,16 +43,19 @@ from .schema import (
     LoginAuthRequest,
     LogoutAuthRequest,
 )
-from .session import Session, core_of
-from .store import MemoryStore, SessionStore, StoredSession
-from .store.keeper import RecordKeeper
-from .subagents import CHILD_MUTATION_REFUSED, child_cancellable
+from ..session import Session
+from ..session import session_of as _session
+from ..store import MemoryStore, SessionStore, StoredSession
+from ..store.keeper import RecordKeeper
+from .bookkeeping import Bookkeeping, archive_filter
+from .children import CHILD_MUTATION_REFUSED, child_cancellable
 from .warmup import warm_up
 
 if TYPE_CHECKING:
-    from .background import Kind
-    from .core import SessionCore
-    from .schema import (
+    from .._session.core import SessionCore, SessionFactory
+    from .._session.registry import Kind
+    from .._session.turns import ForegroundJob
+    from ..schema import (
         CancelSessionNotification,
         CancelTerminalRequest,
         CancelToolCallRequest,
@@ -73,7 +75,6 @@ if TYPE_CHECKING:
         SetSessionConfigOptionResponse,
         SystemPrompt,
     )
-    from .turns import ForegroundJob
 
 __all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
 
@@ -122,8 +123,9 @@ class AgentRuntime:
         self.processes = ProcessSlots(self.limits.max_processes)
         """Terminal processes running on this connection (``max_processes``)."""
         self._opening = 0  # sessions being opened (counted against max_sessions)
-        self.sessions: dict[str, Session] = {}
-        """Sessions active on this connection."""
+        self.sessions: dict[str, SessionCore] = {}
+        """The engines of the sessions open on this connection (children too), each with its :class:`Session`."""
+        self._factory: SessionFactory | None = None
         self.records: dict[str, SessionRecord] = {}
         """The records of the sessions active on this connection (the others are in the store)."""
         self._flushing = False
@@ -207,7 +209,7 @@ class AgentRuntime:
 
     def _busy(self) -> bool:
         """Whether a turn runs or waits (the warm-up leaves it the event loop)."""
-        return not all(core_of(session).turns.quiet for session in self.sessions.values())
+        return not all(core.turns.quiet for core in self.sessions.values())
 
     async def _initialize(self, request: InitializeRequest) -> InitializeResponse:
         requested = request.protocol_version
@@ -281,32 +283,50 @@ class AgentRuntime:
     def _check_session_room(self) -> None:
         """Refuse a request that would open one session more than ``max_sessions`` allows."""
         limit = self.limits.max_sessions
-        active = sum(1 for s in self.sessions.values() if s.parent is None) + self._opening
+        active = sum(1 for c in self.sessions.values() if c.parent is None) + self._opening
         if active >= limit:
             raise limit_error("max_sessions", limit, f"{active} sessions are active on this connection")
 
     def _new_record(self, cwd: str, additional: list[str] | None, **fields: Any) -> SessionRecord:
-        from .history import History
+        from ..history import History
 
         fields.setdefault("history", History(self.limits.terminal_output_bytes))
         return SessionRecord(session_id=new_session_id(), cwd=cwd, additional_directories=list(additional or []),
                              **fields)
 
-    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False) -> Session:
-        """Make a session live; with ``new``, its output is held until the answer that names it."""
-        from .core import SessionCore  # the session's runtime parts load with the first session
+    def _sessions(self) -> SessionFactory:
+        """The connection's one session factory, made with the first session (its modules load then)."""
+        if self._factory is None:
+            from .._session.core import SessionFactory
 
+            self._factory = SessionFactory(self.connection, limits=self.limits, processes=self.processes,
+                                           client=self.client, wrap=self._wrap, opened=self._opened)
+        return self._factory
+
+    def _wrap(self, core: SessionCore) -> Session:
+        return Session(core, prompt_handler=self.agent.prompt)
+
+    def _opened(self, core: SessionCore) -> None:
+        """Index a running engine (top-level or child) until it closes."""
+        self.sessions[core.id] = core
+
+        def forget() -> None:
+            if self.sessions.get(core.id) is core:
+                del self.sessions[core.id]
+
+        core.on_closed.append(forget)
+
+    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False) -> SessionCore:
+        """Make a session live; with ``new``, its output is held until the answer that names it."""
         self._check_session_room()
-        core = SessionCore(self.connection, record, limits=self.limits, processes=self.processes,
-                           client=self.client, hold=new)
-        session = Session(core, prompt_handler=self.agent.prompt, index=self.sessions)
-        session.mcp_servers = list(mcp_servers or [])
+        core = self._sessions().make(record, hold=new)
+        _session(core).mcp_servers = list(mcp_servers or [])
         self._opening += 1
         try:
             await self.connection.task_group.start(core.serve)
         finally:
             self._opening -= 1
-        self.sessions[record.session_id] = session
+        self._opened(core)
         self.records[record.session_id] = record
         if self.keeper.durable:
             core.persist = partial(self.keeper.save, record)
@@ -315,32 +335,34 @@ class AgentRuntime:
                 self._flushing = True
                 self.connection.task_group.start_soon(self.keeper.run, self.records)
                 self.connection.task_group.start_soon(self.keeper.retry_held)
-        return session
+        return core
 
     async def _new_session(self, request: NewSessionRequest) -> Reply:
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
         record = self._new_record(request.cwd, request.additional_directories, request_meta=request.meta,
                                   system_prompt=self._check_system_prompt(request.system_prompt))
-        session = await self._open(record, request.mcp_servers, new=True)
+        core = await self._open(record, request.mcp_servers, new=True)
+        session = _session(core)
         try:
             await self.agent.new_session(session)
         except BaseException:
-            await self._discard(session)
+            await self._discard(core)
             raise
         await self.keeper.save(record)
         # What the hook sent for the session goes out right after the answer that names it.
-        return Reply(schema.NewSessionResponse(session_id=session.id, **_lists(session)), core_of(session).sink.release)
+        return Reply(schema.NewSessionResponse(session_id=session.id, **_lists(session)), core.sink.release)
 
     async def _fork(self, request: ForkSessionRequest) -> Reply:
-        from .history import finalize_live_items  # loaded with the source session
+        from ..history import finalize_live_items  # loaded with the source session
 
-        source = self._active(request.session_id)
+        source_core = self._active(request.session_id)
+        source = _session(source_core)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
         record = self._new_record(
             request.cwd,
             request.additional_directories,
-            title=core_of(source).record.title,
-            history=core_of(source).record.history.copy(without_children=True),
+            title=source_core.record.title,
+            history=source_core.record.history.copy(without_children=True),
             config_options=[o.model_copy(deep=True) for o in source.config_options],
             available_commands=list(source.available_commands),
             data=dict(source.data),
@@ -348,15 +370,16 @@ class AgentRuntime:
             system_prompt=self._check_system_prompt(request.system_prompt),
         )
         finalize_live_items(record.history, "cancelled")  # the fork runs none of its source's live work
-        session = await self._open(record, request.mcp_servers, new=True)
+        core = await self._open(record, request.mcp_servers, new=True)
+        session = _session(core)
         try:
             await self.agent.fork_session(source, session)
         except BaseException:
-            await self._discard(session)
+            await self._discard(core)
             raise
         await self.keeper.save(record)
         answer = schema.ForkSessionResponse(session_id=session.id, **_lists(session))
-        return Reply(answer, core_of(session).sink.release)
+        return Reply(answer, core.sink.release)
 
     async def _resume(self, request: ResumeSessionRequest) -> ResumeSessionResponse:
         sid = request.session_id
@@ -372,20 +395,19 @@ class AgentRuntime:
     async def _resume_record(self, request: ResumeSessionRequest, record: SessionRecord) -> ResumeSessionResponse:
         replay = _replay_mode(request.replay_from)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
-        session = self.sessions.get(request.session_id)
-        if session is None:
+        core = self.sessions.get(request.session_id)
+        if core is None:
             self._check_session_room()  # before anything changes
         system_prompt = self._check_system_prompt(request.system_prompt)
         record.cwd = request.cwd
         record.additional_directories = list(request.additional_directories or [])
         record.request_meta, record.system_prompt = request.meta, system_prompt
-        if session is None:
-            session = await self._open(record, request.mcp_servers)
-            await self.agent.resume_session(session)
+        if core is None:
+            core = await self._open(record, request.mcp_servers)
+            await self.agent.resume_session(_session(core))
         else:
-            session.mcp_servers = list(request.mcp_servers or [])
+            _session(core).mcp_servers = list(request.mcp_servers or [])
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.
-        core = core_of(session)
         if replay:
             for update in record.history.replay():
                 core.sink.resend(update)
@@ -395,50 +417,53 @@ class AgentRuntime:
                 if current is not None:
                     core.sink.resend(current)  # R113: the item's full present state
         core.state.repeat()
-        return schema.ResumeSessionResponse(**_lists(session))
+        return schema.ResumeSessionResponse(**_lists(_session(core)))
 
     async def _close(self, request: CloseSessionRequest) -> dict[str, Any]:
-        sid = request.session_id
-        session = self.sessions.get(sid)
-        if session is None:
+        await self.close_session(request.session_id)
+        return {}
+
+    async def close_session(self, sid: str) -> None:
+        """Close an active session exactly as ``session/close`` does (it stays in the store)."""
+        core = self.sessions.get(sid)
+        if core is None:
             if sid in self.records:  # being closed here: answered once that close ended, so nothing follows (R45)
                 await self.directory.settled(sid)
-            return {}
+            return
         self._active(sid)  # children cannot be closed by the client
         self.sessions.pop(sid, None)
         async with self.directory.changing(sid):
-            await self._stop(session)
-        return {}
+            await self._stop(core)
 
-    async def _stop(self, session: Session, *, finalize: bool = False, keep: bool = True) -> None:
+    async def _stop(self, core: SessionCore, *, finalize: bool = False, keep: bool = True) -> None:
         if finalize:
-            await core_of(session).close(self.shutdown_timeout, finalize=True)
+            await core.close(self.shutdown_timeout, finalize=True)
         else:
-            await core_of(session).close()
+            await core.close()
         try:
-            await self.agent.close_session(session)
+            await self.agent.close_session(_session(core))
         except Exception:
-            logger.exception("acp: close_session hook failed for %s", session.id)
-        record = core_of(session).record
+            logger.exception("acp: close_session hook failed for %s", core.id)
+        record = core.record
         if keep:
             await self.keeper.keep(record)  # the closed session leaves memory for the store (held if that fails)
-        if session.id not in self.sessions and self.records.get(session.id) is record:
-            del self.records[session.id]
+        if core.id not in self.sessions and self.records.get(core.id) is record:
+            del self.records[core.id]
 
-    async def _discard(self, session: Session) -> None:
-        self.sessions.pop(session.id, None)
-        record = self.records.pop(session.id, None)
+    async def _discard(self, core: SessionCore) -> None:
+        self.sessions.pop(core.id, None)
+        record = self.records.pop(core.id, None)
         with anyio.CancelScope(shield=True):
-            await core_of(session).close()
+            await core.close()
             if record is not None and self.keeper.durable:
-                await self.keeper.delete(session.id, record)  # in case a periodic save wrote it already
+                await self.keeper.delete(core.id, record)  # in case a periodic save wrote it already
 
     async def _delete(self, request: DeleteSessionRequest) -> dict[str, Any]:
         if request.session_id in self.sessions:
             self._active(request.session_id)  # children cannot be deleted by the client
-        session = self.sessions.pop(request.session_id, None)
-        if session is not None:
-            await self._stop(session, keep=False)
+        core = self.sessions.pop(request.session_id, None)
+        if core is not None:
+            await self._stop(core, keep=False)
         record = self.records.pop(request.session_id, None)
         if await self.keeper.delete(request.session_id, record) or record is not None:
             await self.agent.delete_session(request.session_id)
@@ -462,29 +487,31 @@ class AgentRuntime:
         """Close every active session (connection end: EOF, signal, fatal error).
 
         Each session first stops its work and reports every unfinished item ended, within
-        :attr:`shutdown_timeout` seconds (see :meth:`Session.wind_down`).
+        :attr:`shutdown_timeout` seconds (see :meth:`SessionCore.wind_down`).
         """
-        sessions = [s for s in self.sessions.values() if s.parent is None]
+        cores = [c for c in self.sessions.values() if c.parent is None]
         self.sessions.clear()
         async with anyio.create_task_group() as tg:
-            for session in sessions:
-                tg.start_soon(partial(self._stop, session, finalize=True))
+            for core in cores:
+                tg.start_soon(partial(self._stop, core, finalize=True))
         await self.keeper.flush_held()
         self.directory.leave(self)  # finished: no other runtime finds it any more
 
     # -- prompts -------------------------------------------------------------------------
 
-    def _active(self, session_id: str, *, child_cancel: bool = False) -> Session:
-        session = self.sessions.get(session_id)
-        if session is None:
+    def _active(self, session_id: str, *, child_cancel: bool = False) -> SessionCore:
+        """The engine of a session open here that the client may act on (``-32002`` if none; a child only
+        for its advertised cancels)."""
+        core = self.sessions.get(session_id)
+        if core is None:
             raise RequestError.session_not_found(session_id)
-        if session.parent is not None and not (child_cancel and child_cancellable(core_of(session))):
+        if core.parent is not None and not (child_cancel and child_cancellable(core)):
             raise RequestError.invalid_params(CHILD_MUTATION_REFUSED, {"sessionId": session_id})
-        return session
+        return core
 
     def _queue_prompt(self, request: PromptRequest) -> tuple[SessionCore, ForegroundJob] | Reply:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
-        core = core_of(self._active(request.session_id))
+        core = self._active(request.session_id)
         self._check_prompt(request.prompt)
         job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
         if job.message_id is not None:
@@ -521,12 +548,11 @@ class AgentRuntime:
                 )
 
     def _cancel(self, request: CancelSessionNotification) -> None:
-        session = self.sessions.get(request.session_id)
-        if session is None:
+        core = self.sessions.get(request.session_id)
+        if core is None:
             return
-        core = core_of(session)
-        if session.parent is not None and not child_cancellable(core):
-            logger.warning("acp: ignoring session/cancel for child %s, which does not advertise cancel", session.id)
+        if core.parent is not None and not child_cancellable(core):
+            logger.warning("acp: ignoring session/cancel for child %s, which does not advertise cancel", core.id)
             return
         core.cancel()
 
@@ -534,21 +560,21 @@ class AgentRuntime:
 
     def _cancel_tool_call(self, request: CancelToolCallRequest) -> dict[str, Any]:
         # R101/R102: validate, accept with {}, and let the handle confirm with a final status.
-        session = self._active(request.session_id, child_cancel=True)
-        self._accept_cancel(session, "tool_call", request.tool_call_id, self.agent.cancel_tool_call,
+        core = self._active(request.session_id, child_cancel=True)
+        self._accept_cancel(core, "tool_call", request.tool_call_id, self.agent.cancel_tool_call,
                             "the tool call is unknown, finished or not cancellable", "toolCallId")
         return {}
 
     def _cancel_terminal(self, request: CancelTerminalRequest) -> dict[str, Any]:
         # R103/R104: validate, accept with {}, and let the terminal confirm with exitStatus.
-        session = self._active(request.session_id, child_cancel=True)
-        self._accept_cancel(session, "terminal", request.terminal_id, self.agent.cancel_terminal,
+        core = self._active(request.session_id, child_cancel=True)
+        self._accept_cancel(core, "terminal", request.terminal_id, self.agent.cancel_terminal,
                             "the terminal is unknown, exited or not cancellable", "terminalId")
         return {}
 
-    def _accept_cancel(self, session: Session, kind: Kind, item_id: str,
+    def _accept_cancel(self, core: SessionCore, kind: Kind, item_id: str,
                        hook: Callable[[Session, str], Awaitable[None]], refusal: str, key: str) -> None:
-        entity = core_of(session).registry.get(kind, item_id)
+        entity = core.registry.get(kind, item_id)
         hook_name = "cancel_tool_call" if kind == "tool_call" else "cancel_terminal"
         usable = entity is not None and not entity.final and entity.cancel_advertised and (
             entity.cancel is not None or self.agent.implements(hook_name))
@@ -557,13 +583,13 @@ class AgentRuntime:
         if entity.cancel is not None:
             entity.cancel()
         else:
-            session.spawn(hook, session, item_id)
+            core.spawn(hook, _session(core), item_id)
 
     async def _set_config_option(self, request: SetSessionConfigOptionRequest) -> SetSessionConfigOptionResponse:
         if (request.type == "id" and not isinstance(request.value, str)) or (
                 request.type == "boolean" and not isinstance(request.value, bool)):
             raise RequestError.invalid_params("value does not fit its type")  # a schema violation: before -32002
-        session = self._active(request.session_id)
+        session = _session(self._active(request.session_id))
         option = _find_option(session.config_options, request.config_id)
         value_type = getattr(request, "type", None)
         value = getattr(request, "value", None)

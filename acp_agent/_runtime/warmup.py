@@ -1,7 +1,7 @@
 """Loading and building what a session's first turn needs before the client asks for one.
 
 Only what ``initialize`` needs is imported before its answer: the session's runtime parts
-(:mod:`acp_agent.core` and what it imports) and most wire models load on first use, and the wire
+(:mod:`acp_agent._session.core` and what it imports) and most wire models load on first use, and the wire
 models build their validators and serializers on first use (``defer_build``). That keeps start-up
 short, but would make a fresh agent's first ``session/new`` and first prompt pay for them (about
 25 ms each). An editor starts an agent, sends ``initialize`` and ``session/new``, and the user types a
@@ -44,7 +44,7 @@ _done = False
 
 def _load_session_modules() -> None:
     """Import the session's runtime parts (and with them the update, state and tool call models)."""
-    from . import core  # noqa: F401  (an import statement, so ``python -X importtime`` shows it)
+    from .._session import core  # noqa: F401  (an import statement, so ``python -X importtime`` shows it)
 
 
 def _first_turn_models() -> list[type[BaseModel]]:
@@ -54,7 +54,7 @@ def _first_turn_models() -> list[type[BaseModel]]:
     without their models (``SessionSink.record_plain``, ``StatePublisher.set``); the message and snapshot models
     are built when something else first needs them.
     """
-    from .schema import AgentMessageChunk, NewSessionRequest, NewSessionResponse, PromptRequest, TextContent
+    from ..schema import AgentMessageChunk, NewSessionRequest, NewSessionResponse, PromptRequest, TextContent
 
     return [PromptRequest, TextContent, NewSessionRequest, NewSessionResponse, AgentMessageChunk]
 

@@ -1,37 +1,145 @@
-"""Structured questions to the user (``elicitation/create``): forms and URL flows, typed answers.
+"""Questions to the user: permission requests and elicitations (forms, URL flows), with typed answers.
 
-A form asks for a flat object (``{"type": "object", "properties": {...}, "required": [...]}``
-with string, number, integer, boolean and multi-select properties); a URL flow sends the user
-to a page out of band (sign-in, secrets: never ask for a secret in a form). Questions are
-sent only in a mode the client advertised: otherwise :class:`ElicitationUnsupportedError` is
-raised and nothing is sent. Questions for a session follow :func:`~acp_agent.asks.ask` (the
-foreground waits in ``requires_action``; cancelling the work withdraws them); questions
-scoped to a client request (``requestId``, e.g. during ``auth/login``) change no state.
-
-The answer is an :class:`ElicitationResult`: ``accept`` with content that was checked against
-the requested schema, ``decline``, or ``cancel`` (also for a withdrawn question, an error
-answer, an unknown future action, or accepted content that does not fit the schema).
+A permission request (``session/request_permission``) offers options and reads the answer
+strictly (R20) into a :class:`PermissionOutcome`. An elicitation (``elicitation/create``) asks for
+a flat form (``{"type": "object", "properties": {...}, "required": [...]}`` with string, number,
+integer, boolean and multi-select properties) or sends the user to a page out of band (sign-in,
+secrets: never ask for a secret in a form); it is sent only in a mode the client advertised
+(otherwise :class:`~acp_agent.ElicitationUnsupportedError`, nothing sent) and answered as an
+:class:`ElicitationResult`: ``accept`` with content checked against the schema, ``decline``, or
+``cancel`` (also for a withdrawn question, an error answer, an unknown action, or content that does
+not fit). What waiting does to the foreground state, and who owns a question, is decided in one
+place for both kinds (:func:`acp_agent._session.asking.ask`); questions scoped to a client request
+(``requestId``, e.g. during ``auth/login``) change no state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import anyio
 from pydantic import ValidationError
 
-from .asks import ask
-from .background import Entity
-from .connection import CURRENT_REQUEST, RequestId
-from .core import SessionCore
+from ._session.asking import ask
+from ._session.core import SessionCore
+from ._session.registry import Entity
+from ._util.ids import new_id
+from ._wire.connection import CURRENT_REQUEST, RequestId
 from .errors import ElicitationUnsupportedError, RequestError
-from .ids import new_id
 from .peer import ClientPeer
-from .schema import CompleteElicitationNotification, CreateElicitationRequest, ElicitationSchema
+from .schema import (
+    CompleteElicitationNotification,
+    CreateElicitationRequest,
+    ElicitationSchema,
+    PermissionOption,
+    RequestPermissionRequest,
+    ToolCallPermissionSubject,
+)
 
-__all__ = ["ElicitationResult", "ElicitationUnsupportedError", "ask_form", "ask_url", "complete", "read_result"]
+__all__ = [
+    "ALLOW_KINDS",
+    "ElicitationResult",
+    "ElicitationUnsupportedError",
+    "PermissionOutcome",
+    "ask_form",
+    "ask_url",
+    "complete",
+    "read_outcome",
+    "read_result",
+    "request_permission",
+]
+
+# -- permission requests -------------------------------------------------------------------
+
+ALLOW_KINDS: Final = frozenset({"allow_once", "allow_always"})
+"""Option kinds whose selection means "go ahead"."""
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionOutcome:
+    """What the user decided.
+
+    ``option`` is the offered option that was selected, or ``None`` when the request was
+    cancelled, dismissed, answered with an error, or answered with anything that was
+    not one of the offered options. Only :attr:`allowed` grants permission.
+    """
+
+    option: PermissionOption | None
+
+    @property
+    def option_id(self) -> str | None:
+        """The selected option's id, if a valid option was selected."""
+        return self.option.option_id if self.option is not None else None
+
+    @property
+    def allowed(self) -> bool:
+        """True only when an offered option whose kind means "allow" was selected."""
+        return self.option is not None and self.option.kind in ALLOW_KINDS
+
+    @property
+    def cancelled(self) -> bool:
+        """True when no offered option was selected."""
+        return self.option is None
+
+
+NOT_APPROVED: Final = PermissionOutcome(None)
+
+
+def read_outcome(result: Any, options: Sequence[PermissionOption]) -> PermissionOutcome:
+    """Interpret a ``RequestPermissionResponse`` strictly: anything unexpected is a refusal."""
+    if not isinstance(result, dict):
+        return NOT_APPROVED
+    outcome = result.get("outcome")
+    if not isinstance(outcome, dict) or outcome.get("outcome") != "selected":
+        return NOT_APPROVED
+    option_id = outcome.get("optionId")
+    for option in options:
+        if option.option_id == option_id:
+            return PermissionOutcome(option)
+    return NOT_APPROVED
+
+
+async def request_permission(
+    core: SessionCore,
+    title: str,
+    options: Sequence[PermissionOption],
+    *,
+    subject: Any = None,
+    description: str | None = None,
+    on_behalf_of: Entity | None = None,
+) -> PermissionOutcome:
+    """Send ``session/request_permission`` for a session and read the answer (see :meth:`Session.request_permission`).
+
+    What the question does to the foreground state is decided by :func:`~acp_agent._session.asking.ask`.
+    A subject naming a tool call patches that tool call (R82), checked before anything is sent.
+    """
+    if not options:
+        raise ValueError("a permission request needs at least one option")
+    ids = [o.option_id for o in options]
+    if len(set(ids)) != len(ids):
+        raise ValueError("permission option ids must be unique")
+    core.sink.check_open()
+    fields: dict[str, Any] = {"session_id": core.id, "title": title, "options": list(options)}
+    if subject is not None:
+        fields["subject"] = subject
+    if description is not None:
+        fields["description"] = description
+    params = RequestPermissionRequest(**fields)
+    tool_call = subject.tool_call if isinstance(subject, ToolCallPermissionSubject) else None
+    if tool_call is not None:
+        core.registry.check(tool_call)
+
+    def patch_subject() -> None:
+        if tool_call is not None:
+            core.registry.observe(tool_call)  # R82: the subject patches the tool call as it is sent
+
+    result = await ask(core, "session/request_permission", params, on_behalf_of=on_behalf_of,
+                       sending=patch_subject)
+    return read_outcome(result, options)
+
+
+# -- elicitations --------------------------------------------------------------------------
 
 _ACTIONS: Final = frozenset({"accept", "decline", "cancel"})
 
@@ -121,22 +229,20 @@ def _session_scope(core: SessionCore, tool_call_id: str | None) -> dict[str, Any
 
 
 async def ask_form(core: SessionCore, peer: ClientPeer, message: str, schema: Mapping[str, Any], *,
-                   tool_call_id: str | None = None, on_behalf_of: Entity | None = None,
-                   scopes: set[anyio.CancelScope] | None = None) -> ElicitationResult:
+                   tool_call_id: str | None = None, on_behalf_of: Entity | None = None) -> ElicitationResult:
     """A form for a session (see :meth:`Session.ask`)."""
     _require(peer, "form")
     params = _form_params(message, schema, _session_scope(core, tool_call_id))
-    result = await ask(core, "elicitation/create", params, on_behalf_of=on_behalf_of, scopes=scopes)
+    result = await ask(core, "elicitation/create", params, on_behalf_of=on_behalf_of)
     return read_result(result, schema)
 
 
 async def ask_url(core: SessionCore, peer: ClientPeer, message: str, url: str, *, elicitation_id: str | None = None,
-                  tool_call_id: str | None = None, on_behalf_of: Entity | None = None,
-                  scopes: set[anyio.CancelScope] | None = None) -> ElicitationResult:
+                  tool_call_id: str | None = None, on_behalf_of: Entity | None = None) -> ElicitationResult:
     """A URL flow for a session (see :meth:`Session.ask_url`)."""
     _require(peer, "url")
     params = _url_params(message, url, elicitation_id or new_id("elicit"), _session_scope(core, tool_call_id))
-    result = await ask(core, "elicitation/create", params, on_behalf_of=on_behalf_of, scopes=scopes)
+    result = await ask(core, "elicitation/create", params, on_behalf_of=on_behalf_of)
     return read_result(result, None)
 
 

@@ -20,10 +20,10 @@ from typing import Final
 import orjson
 from pydantic import BaseModel
 
-from .errors import SessionClosedError
-from .framing import TextFrame, Writer
-from .history import PLAIN_MESSAGE_FIELDS, PLAIN_MESSAGE_HEADS, History, plain_message_json
-from .schema import ContentBlock
+from .._wire.framing import TextFrame, Writer
+from ..errors import SessionClosedError
+from ..history import PLAIN_MESSAGE_FIELDS, PLAIN_MESSAGE_HEADS, History, plain_message_json
+from ..schema import ContentBlock
 
 __all__ = ["SessionSink"]
 

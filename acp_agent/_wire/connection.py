@@ -4,7 +4,7 @@ Incoming calls are classified here, then dispatched through ``jsonrpcserver`` (m
 lookup, parameter binding and its error answers); each request runs in its own task so
 nothing blocks a cancel. Outgoing requests, response correlation and
 ``$/cancel_request`` in both directions are handled here too. Every byte goes out
-through the one :class:`~acp_agent.framing.Writer`.
+through the one :class:`~acp_agent._wire.framing.Writer`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from jsonrpcserver.sentinels import NODATA, NOID
 from oslash.either import Left
 from pydantic import BaseModel, ValidationError
 
-from . import schema
-from .errors import ErrorCode, RequestError
+from .. import schema
+from ..errors import ErrorCode, RequestError
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
 
 __all__ = [

@@ -25,21 +25,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from . import schema
-from .agent import Agent
-from .connection import Method
-from .directory import Directory
-from .errors import RequestError
-from .records import SessionRecord
-from .session import Session, core_of
-from .store.keeper import RecordKeeper
-from .subagents import CHILD_MUTATION_REFUSED
+from .. import schema
+from .._wire.connection import Method
+from ..agent import Agent
+from ..errors import RequestError
+from ..records import SessionRecord
+from ..store.keeper import RecordKeeper
+from .children import CHILD_MUTATION_REFUSED
+from .live import Directory
 
 if TYPE_CHECKING:
-    from .schema import (
+    from .._session.core import SessionCore
+    from ..schema import (
         ArchiveSessionRequest,
         ArchiveSessionResponse,
-        CloseSessionRequest,
         SessionStatusRequest,
         SessionStatusResponse,
         SetSessionTitleRequest,
@@ -52,15 +51,16 @@ __all__ = ["Bookkeeping", "archive_filter"]
 
 
 class AgentRuntime(Protocol):
-    """What bookkeeping uses of a :class:`~acp_agent.runtime.AgentRuntime`."""
+    """What bookkeeping uses of a :class:`~acp_agent._runtime.runtime.AgentRuntime`."""
 
     agent: Agent
     keeper: RecordKeeper
     directory: Directory[AgentRuntime]
-    sessions: dict[str, Session]
+    sessions: dict[str, SessionCore]
     records: dict[str, SessionRecord]
 
-    async def _close(self, request: CloseSessionRequest) -> dict[str, Any]: ...
+    async def close_session(self, session_id: str) -> None:
+        """Close an active session exactly as ``session/close`` does."""
 
 _FILTERS: Final[dict[str | None, bool | None]] = {None: False, "exclude": False, "include": None, "only": True}
 
@@ -130,7 +130,7 @@ class Bookkeeping:
             if owner is None:
                 await (await self.runtime.keeper.ready()).save(record)
                 return
-            core = core_of(owner.sessions[sid]) if sid in owner.sessions else None
+            core = owner.sessions.get(sid)
             if core is not None and not core.closing:
                 core.emit(schema.SessionInfoUpdate(title=title))  # the connection that has it open sees it too
             await owner.keeper.save(record)
@@ -162,7 +162,7 @@ class Bookkeeping:
                 await (await self.runtime.keeper.ready()).save(record)
             else:
                 if archived:
-                    await owner._close(schema.CloseSessionRequest(session_id=sid))
+                    await owner.close_session(sid)
                 await owner.keeper.save(record)  # also if a close ran (and saved it) while the hook ran
 
         await self._change(sid, mark)
@@ -172,7 +172,7 @@ class Bookkeeping:
         sid = request.session_id
         opened = next(self.runtime.directory.opened(sid, self.runtime), None)
         if opened is not None:
-            fields: dict[str, Any] = {"status": "open", "state": core_of(opened.sessions[sid]).state.current()}
+            fields: dict[str, Any] = {"status": "open", "state": opened.sessions[sid].state.current()}
             return schema.SessionStatusResponse(**fields)
         if next(self.runtime.directory.active(sid), None) is not None:  # being closed: saved once its close ends
             return schema.SessionStatusResponse(status="saved")

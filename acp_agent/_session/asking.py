@@ -18,9 +18,9 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from .background import Entity
+from ..errors import RequestError, SessionNotOpenError
 from .core import SessionCore
-from .errors import RequestError, SessionNotOpenError
+from .registry import Entity
 
 __all__ = ["ask"]
 
@@ -31,14 +31,13 @@ async def ask(
     params: BaseModel | Mapping[str, Any],
     *,
     on_behalf_of: Entity | None = None,
-    scopes: set[anyio.CancelScope] | None = None,
     sending: Callable[[], None] | None = None,
 ) -> Any:
     """Send the request ``method`` for ``core``'s session and return the client's result.
 
     Returns ``None`` when the question was withdrawn (the work that owned it ended or was
     cancelled) or the client answered with an error. ``on_behalf_of`` names the background
-    item that owns the question (its ``scopes`` set collects the question's cancel scope, so
+    item that owns the question (its ``questions`` set collects the question's cancel scope, so
     the item can withdraw it when it ends). ``sending`` runs right before the request goes out.
     """
     core.sink.check_open()
@@ -49,7 +48,7 @@ async def ask(
             core.state.repeat()  # R110: the client sees the item listed before the request
         if sending is not None:
             sending()
-        return await _owned_by_item(core, method, params, scopes)
+        return await _owned_by_item(core, method, params, on_behalf_of)
     turns = core.turns
     foreground = turns.in_foreground()
     if foreground:
@@ -72,7 +71,7 @@ async def ask(
 
 
 async def _owned_by_item(core: SessionCore, method: str, params: BaseModel | Mapping[str, Any],
-                         scopes: set[anyio.CancelScope] | None) -> Any:
+                         owner: Entity) -> Any:
     """A request owned by listed work, not by the task asking: ``session/cancel`` of a
     foreground turn that awaits it leaves it open (R107); it is withdrawn when the work
     ends or the session closes."""
@@ -87,12 +86,11 @@ async def _owned_by_item(core: SessionCore, method: str, params: BaseModel | Map
         finally:
             done.set()
 
-    if scopes is not None:
-        scopes.add(scope)
+    owner.questions.add(scope)
     core.spawn(send)
     try:
         await done.wait()
     finally:
-        if scopes is not None and done.is_set():
-            scopes.discard(scope)
+        if done.is_set():
+            owner.questions.discard(scope)
     return answer[0] if answer else None

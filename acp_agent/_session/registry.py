@@ -22,9 +22,9 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from .errors import ToolCallStateError
-from .processes import ExitStatus
-from .schema import (
+from .._util.processes import ExitStatus
+from ..errors import ToolCallStateError
+from ..schema import (
     BackgroundSubagent,
     BackgroundTerminal,
     BackgroundToolCall,
@@ -108,6 +108,13 @@ class Entity:
     """The cancel path offered to the client, if any."""
     handle: ToolCallItem | TerminalItem | ChildItem | None = None
     """The handle behind the item (a ``ToolCall``, a ``Terminal`` or a child session), if the SDK made it."""
+    questions: set[Any] = field(default_factory=set)
+    """The cancel scopes of questions asked on behalf of the item (withdrawn when it ends, R107)."""
+
+    def withdraw_questions(self) -> None:
+        """Withdraw every question still open on behalf of the item (it ended)."""
+        for scope in self.questions:
+            scope.cancel()
 
 
 class BackgroundRegistry:

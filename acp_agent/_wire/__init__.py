@@ -1,0 +1,1 @@
+"""JSON-RPC 2.0 without sessions: newline-delimited framing, the connection and its dispatcher."""
