@@ -72,12 +72,12 @@ class MessageStream:
         self._chunk = schema.AgentThoughtChunk if thought else schema.AgentMessageChunk
         # The hot path: text chunks go straight to the sink, framed by the writer (same JSON the models produce).
         self._sink = core.sink
-        self._state = core.state
+        self._state = core.snapshots
         self._frame = core.sink.text_frame(thought, self.message_id)
 
     async def write(self, content: str | ContentBlock) -> None:
         """Append one piece of text (or one content block) to the message."""
-        if self._state.state == "idle":
+        if self._state.foreground == "idle":
             self._core.check_may_talk()
         if type(content) is str:
             sink = self._sink
@@ -188,7 +188,7 @@ class Session:
     @property
     def state(self) -> ForegroundState:
         """The foreground state last reported to the client."""
-        return self._core.state.state
+        return self._core.snapshots.foreground
 
     @property
     def closing(self) -> bool:
@@ -587,7 +587,7 @@ class Session:
         waits until the block ends, so it can never precede an update it depends on. The
         batch belongs to the calling task.
         """
-        with self._core.state.batch():
+        with self._core.snapshots.batch():
             yield
 
     async def wait_idle(self) -> None:

@@ -234,7 +234,7 @@ class Terminal:
             }
             if self._entity.cancel_advertised:
                 fields["capabilities"] = None  # R100
-            with core.state.batch():
+            with core.snapshots.batch():
                 core.emit(TerminalUpdate(terminal_id=self.id, **fields))
                 self._exited.set()
                 for callback in self._exit_callbacks:
@@ -290,7 +290,7 @@ async def start_terminal(
             announce["capabilities"] = CANCEL_CAPABILITIES
         if size is not None:
             announce["size"] = TerminalSize(cols=size[0], rows=size[1])
-        with core.state.batch():  # never held across an await: other tasks' list changes must not wait on it
+        with core.snapshots.batch():  # never held across an await: other tasks' list changes must not wait on it
             core.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
             if tool_call is not None:
                 terminal.tool_call_id = tool_call.id

@@ -215,7 +215,7 @@ class ToolCall:
     async def _end(self, status: str, follow_up: Callable[[], Awaitable[StopReason | None]] | None,
                    fields: dict[str, Any]) -> None:
         check_fields(fields)
-        with self._core.state.batch():
+        with self._core.snapshots.batch():
             self.end_now(status, **fields)
             if follow_up is not None:
                 self._core.turns.start(follow_up)  # running in the snapshot that drops this item (R95)
@@ -333,7 +333,7 @@ class ToolCall:
         self._core.check_list_room({self._entity: {"own_work": True, "detached": detach or self.detached}})
         self.own_scope()
         self._entity.cancel = self._request_cancel if cancellable else None
-        with self._core.state.batch():
+        with self._core.snapshots.batch():
             fields: dict[str, Any] = {}
             if self.status != "in_progress":
                 fields["status"] = "in_progress"

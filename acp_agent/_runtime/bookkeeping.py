@@ -172,7 +172,7 @@ class Bookkeeping:
         sid = request.session_id
         opened = next(self.runtime.directory.opened(sid, self.runtime), None)
         if opened is not None:
-            fields: dict[str, Any] = {"status": "open", "state": opened.sessions[sid].state.current()}
+            fields: dict[str, Any] = {"status": "open", "state": opened.sessions[sid].snapshots.current()}
             return schema.SessionStatusResponse(**fields)
         if next(self.runtime.directory.active(sid), None) is not None:  # being closed: saved once its close ends
             return schema.SessionStatusResponse(status="saved")

@@ -416,7 +416,7 @@ class AgentRuntime:
                 current = record.history.current(kind, item_id)
                 if current is not None:
                     core.sink.resend(current)  # R113: the item's full present state
-        core.state.repeat()
+        core.snapshots.repeat()
         return schema.ResumeSessionResponse(**_lists(_session(core)))
 
     async def _close(self, request: CloseSessionRequest) -> dict[str, Any]:

@@ -44,8 +44,8 @@ async def ask(
     if core.sink.holding:
         raise SessionNotOpenError(f"session {core.id} is not known to the client until new_session returns")
     if on_behalf_of is not None and on_behalf_of.detached and not on_behalf_of.final:
-        if core.state.list_unsent:
-            core.state.repeat()  # R110: the client sees the item listed before the request
+        if core.snapshots.list_unsent:
+            core.snapshots.repeat()  # R110: the client sees the item listed before the request
         if sending is not None:
             sending()
         return await _owned_by_item(core, method, params, on_behalf_of)
@@ -53,8 +53,8 @@ async def ask(
     foreground = turns.in_foreground()
     if foreground:
         turns.blocked += 1
-        if turns.blocked == 1 and core.state.state == "running":
-            core.state.set("requires_action")
+        if turns.blocked == 1 and core.snapshots.foreground == "running":
+            core.snapshots.set("requires_action")
     try:
         if sending is not None:
             sending()
@@ -66,8 +66,8 @@ async def ask(
             turns.blocked -= 1
             scope = turns.scope
             still_working = scope is not None and not scope.cancel_called
-            if turns.blocked == 0 and core.state.state == "requires_action" and still_working:
-                core.state.set("running")
+            if turns.blocked == 0 and core.snapshots.foreground == "requires_action" and still_working:
+                core.snapshots.set("running")
 
 
 async def _owned_by_item(core: SessionCore, method: str, params: BaseModel | Mapping[str, Any],

@@ -86,8 +86,8 @@ class SessionCore:
         self.sink: SessionSink = SessionSink(connection.writer, record.session_id, record.history, hold=hold,
                                              parent=parent.sink if parent is not None else None)
         self.registry = BackgroundRegistry()
-        self.state = StatePublisher(self.registry, self.sink, self._mirror if parent is not None else None)
-        self.turns = Turns(record.session_id, self.state, self.sink, end_items=self._end_foreground_items,
+        self.snapshots = StatePublisher(self.registry, self.sink, self._mirror if parent is not None else None)
+        self.turns = Turns(record.session_id, self.snapshots, self.sink, end_items=self._end_foreground_items,
                            end_now=self._end_foreground_now,
                            touched=record.touch)
         self.on_closed: list[Callable[[], None]] = []
@@ -164,7 +164,7 @@ class SessionCore:
         record = SessionRecord(session_id=new_id("sess"), cwd=self.record.cwd,
                                additional_directories=list(self.record.additional_directories))
         child = self.factory.make(record, parent=self)
-        announce: dict[str, Any] = {"session_id": child.id, "title": title, "state": child.state.snapshot("idle")}
+        announce: dict[str, Any] = {"session_id": child.id, "title": title, "state": child.snapshots.snapshot("idle")}
         if description is not None:
             announce["description"] = description
         if cancellable:
@@ -198,7 +198,7 @@ class SessionCore:
             self._check_new_item(update, detach)
         self.sink.send(update, record=record)
         if entity_update and self.registry.observe(update, foreground=self.turns.in_foreground(), detach=detach):
-            self.state.list_changed()
+            self.snapshots.list_changed()
 
     async def send(self, update: BaseModel) -> None:
         """:meth:`emit`, then wait while the client is behind on reading."""
@@ -227,7 +227,7 @@ class SessionCore:
 
     def check_may_talk(self) -> None:
         """Raise :class:`~acp_agent.errors.NotInTurnError` unless foreground work runs (messages need a turn)."""
-        if self.state.state == "idle":
+        if self.snapshots.foreground == "idle":
             raise NotInTurnError(
                 f"session {self.id} is idle: an agent message needs foreground work around it; "
                 "use session.start_foreground(work) to speak after the turn"
@@ -298,10 +298,10 @@ class SessionCore:
             if tool is not None:
                 changes[tool] = {"detached": True}
             self.check_list_room(changes)
-        with self.state.batch():
-            self.state.mark_dirty(self.registry.set_detached(entity, detached))
+        with self.snapshots.batch():
+            self.snapshots.mark_dirty(self.registry.set_detached(entity, detached))
             if tool is not None:
-                self.state.mark_dirty(self.registry.set_detached(tool, detached))
+                self.snapshots.mark_dirty(self.registry.set_detached(tool, detached))
 
     # -- ending work -----------------------------------------------------------------------
 
@@ -389,7 +389,7 @@ class SessionCore:
             if not entity.final and entity.announced:
                 terminal.grace = min(terminal.grace, grace)
                 running.append(terminal)
-        with self.state.batch():
+        with self.snapshots.batch():
             self.cancel()
             self._end_tool_calls(backed, waiting=True)
         with anyio.move_on_after(max(0.0, deadline - anyio.current_time()), shield=True):
@@ -397,7 +397,7 @@ class SessionCore:
                 for terminal in running:
                     tg.start_soon(terminal.stop)
                 tg.start_soon(self.turns.wait_drained)
-        with self.state.batch():
+        with self.snapshots.batch():
             for entity, terminal in self._terminals():  # started meanwhile too
                 if entity.announced:
                     terminal.give_up()

@@ -37,7 +37,7 @@ _LINES_KEPT: Final = 16  # snapshot lines a publisher keeps (custom stop reasons
 class StatePublisher:
     """Owns one session's reported foreground state and sends its snapshots."""
 
-    __slots__ = ("_dirty", "_last_version", "_lines", "_mirror", "_registry", "_sink", "state")
+    __slots__ = ("_dirty", "_last_version", "_lines", "_mirror", "_registry", "_sink", "foreground")
 
     def __init__(
         self,
@@ -48,7 +48,7 @@ class StatePublisher:
         self._registry = registry
         self._sink = sink
         self._mirror = mirror
-        self.state: ForegroundState = "idle"
+        self.foreground: ForegroundState = "idle"
         """The foreground state last reported."""
         self._last_version = -1  # registry version of the last snapshot sent
         self._dirty = False
@@ -65,7 +65,7 @@ class StatePublisher:
     def current(self) -> BaseModel:
         """[unstable] The current state as a snapshot, without a stop reason, for an answer
         (``session/status``, S6): nothing is noted or sent."""
-        return self._build(self.state)
+        return self._build(self.foreground)
 
     def _build(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None,
                usage: Usage | None = None) -> BaseModel:
@@ -86,7 +86,7 @@ class StatePublisher:
     def set(self, state: ForegroundState, stop_reason: str | None = None, error: Error | None = None,
             usage: Usage | None = None) -> None:
         """Record and report a foreground transition."""
-        self.state = state
+        self.foreground = state
         if error is None and usage is None and self._mirror is None and not self._registry.listed_count:
             # The common case (nothing in the background, nothing to mirror): the snapshot's bytes, written
             # once per session, so a turn's ``running`` and ``idle`` build and serialize no model.
@@ -105,7 +105,7 @@ class StatePublisher:
 
     def repeat(self) -> None:
         """Re-send the current state without a stop reason (R62: not a new completion)."""
-        self._publish(self.snapshot(self.state))
+        self._publish(self.snapshot(self.foreground))
 
     @property
     def list_unsent(self) -> bool:

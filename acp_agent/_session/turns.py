@@ -146,7 +146,7 @@ class Turns:
     @property
     def quiet(self) -> bool:
         """No foreground work runs or waits."""
-        return self._state.state == "idle" and not self._jobs
+        return self._state.foreground == "idle" and not self._jobs
 
     async def wait_idle(self) -> None:
         """Wait until no foreground work runs or waits."""
@@ -190,7 +190,7 @@ class Turns:
         if self.refusing is not None:
             raise SessionClosedError(f"session {self._session_id} is closed")
         self._enqueue(ForegroundJob(run=work))
-        if self._state.state == "idle":
+        if self._state.foreground == "idle":
             self.set_state("running")
 
     def enqueue_prompt(self, prompt: list[ContentBlock], meta: dict[str, Any] | None = None) -> ForegroundJob:
@@ -200,7 +200,7 @@ class Turns:
         if self.refusing is not None:
             raise RequestError.request_cancelled("the connection is shutting down")
         job = ForegroundJob(prompt=prompt, meta=meta)
-        if self._state.state == "idle" and not self._jobs and not self.active and self.tg is not None:
+        if self._state.foreground == "idle" and not self._jobs and not self.active and self.tg is not None:
             self._assign(job)  # nothing runs before it: inserted now, so it can be answered at once
         self._enqueue(job)
         return job
@@ -241,7 +241,7 @@ class Turns:
             self.scope.cancel()
         elif self.active:
             self._cancelled_late = True  # the job is finishing up: it ends as cancelled (R68)
-        elif dropped and self._state.state != "idle":
+        elif dropped and self._state.foreground != "idle":
             # Follow-up work already reported `running` but never started: it ends here.
             self.set_state("idle", "cancelled")
 
@@ -275,7 +275,7 @@ class Turns:
                     self._sink.resend_line(job.echo_line)  # inserted and answered already: no wait
                 else:
                     await self._insert(job)
-            if self._state.state != "running":
+            if self._state.foreground != "running":
                 self.set_state("running")
             with scope:
                 try:
@@ -335,7 +335,7 @@ class Turns:
 
     def finish_now(self) -> None:
         """The shutdown deadline passed: report ``idle`` / ``cancelled`` for work that ignored its cancel."""
-        if self.active and self._state.state != "idle":
+        if self.active and self._state.foreground != "idle":
             logger.warning("acp: foreground work of session %s ignored its cancellation", self._session_id)
             self.set_state("idle", "cancelled")
 
