@@ -14,14 +14,14 @@ from typing import Any, Final
 
 from .messages import Message
 
-__all__ = ["TERMINAL_TAIL", "Session", "Terminal", "Tool", "TranslatorState"]
+__all__ = ["TERMINAL_TAIL", "Session", "TerminalShown", "Tool", "TranslatorState"]
 
 TERMINAL_TAIL: Final = 64 * 1024
 """Characters of a terminal's output kept for the tool call content shown to a v1 client."""
 
 
 @dataclass
-class Terminal:
+class TerminalShown:
     """An agent-owned terminal: its command, output tail and exit, shown inside tool calls."""
 
     terminal_id: str
@@ -99,7 +99,7 @@ class Session:
     ended: dict[str, Message] = field(default_factory=dict)
     """Prompt message id -> its outcome, for a turn that ended before the runtime answered the prompt."""
     tools: dict[str, Tool] = field(default_factory=dict)
-    terminals: dict[str, Terminal] = field(default_factory=dict)
+    terminals: dict[str, TerminalShown] = field(default_factory=dict)
     plans: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Plan id -> its v1 entries (v1 shows one plan: all of them)."""
     config_options: list[dict[str, Any]] = field(default_factory=list)

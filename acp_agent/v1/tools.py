@@ -15,7 +15,7 @@ from typing import Any, Final
 from .async_tasks import task_pause
 from .convert import b64, v1_tool_content
 from .messages import Message, notify
-from .state import Session, Terminal, Tool, TranslatorState
+from .state import Session, TerminalShown, Tool, TranslatorState
 
 __all__ = ["V1_STATUSES", "emit", "terminal_output", "terminal_update", "tool_chunk", "tool_update"]
 
@@ -48,7 +48,7 @@ def tool_update(state: TranslatorState, session: Session, update: Message) -> li
             _add_content(session, tool, item)
     if not was_final and tool.status in _FINAL:
         tool.handed_off = {t for k, t in tool.content if k == "terminal"
-                           and session.terminals.get(t, Terminal(t)).exit is None}
+                           and session.terminals.get(t, TerminalShown(t)).exit is None}
     out = emit(session, tool)
     if state.air:
         out.extend(task_pause(session, tool))
@@ -69,7 +69,7 @@ def _add_content(session: Session, tool: Tool, item: Any) -> None:
         return
     if item.get("type") == "terminal":
         terminal_id = str(item.get("terminalId"))
-        terminal = session.terminals.setdefault(terminal_id, Terminal(terminal_id))
+        terminal = session.terminals.setdefault(terminal_id, TerminalShown(terminal_id))
         if tool.tool_call_id not in terminal.tools:
             terminal.tools.append(tool.tool_call_id)
         tool.content.append(("terminal", terminal_id))
@@ -80,7 +80,7 @@ def _add_content(session: Session, tool: Tool, item: Any) -> None:
 def terminal_update(state: TranslatorState, session: Session, update: Message) -> list[Message]:
     """A v2 ``terminal_update`` (command, output snapshot, exit): the tool calls showing it are emitted."""
     terminal_id = str(update.get("terminalId"))
-    terminal = session.terminals.setdefault(terminal_id, Terminal(terminal_id))
+    terminal = session.terminals.setdefault(terminal_id, TerminalShown(terminal_id))
     if isinstance(update.get("command"), str):
         terminal.command = update["command"]
     output = update.get("output")
@@ -96,13 +96,13 @@ def terminal_update(state: TranslatorState, session: Session, update: Message) -
 
 def terminal_output(state: TranslatorState, session: Session, update: Message) -> list[Message]:
     """A v2 ``terminal_output_chunk``: appended, and the tool calls showing the terminal emitted."""
-    terminal = session.terminals.setdefault(str(update.get("terminalId")), Terminal(str(update.get("terminalId"))))
+    terminal = session.terminals.setdefault(str(update.get("terminalId")), TerminalShown(str(update.get("terminalId"))))
     if isinstance(update.get("data"), str):
         terminal.append(b64(update["data"]))
     return _terminal_changed(session, terminal)
 
 
-def _terminal_changed(session: Session, terminal: Terminal) -> list[Message]:
+def _terminal_changed(session: Session, terminal: TerminalShown) -> list[Message]:
     if not terminal.tools:  # a terminal of its own: shown as a tool call named after its command
         tool = Tool(terminal.terminal_id, title=terminal.command or "Terminal", kind="execute",
                     status="in_progress", synthetic=True)
@@ -158,6 +158,6 @@ def emit(session: Session, tool: Tool) -> list[Message]:
 
 def _render(session: Session, kind: str, value: Any) -> dict[str, Any]:
     if kind == "terminal":
-        terminal = session.terminals.get(value) or Terminal(value)
+        terminal = session.terminals.get(value) or TerminalShown(value)
         return {"type": "content", "content": {"type": "text", "text": terminal.render()}}
     return dict(value)
