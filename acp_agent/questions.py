@@ -9,7 +9,7 @@ secrets: never ask for a secret in a form); it is sent only in a mode the client
 :class:`ElicitationResult`: ``accept`` with content checked against the schema, ``decline``, or
 ``cancel`` (also for a withdrawn question, an error answer, an unknown action, or content that does
 not fit). What waiting does to the foreground state, and who owns a question, is decided in one
-place for both kinds (:func:`acp_agent._session.asking.ask`); questions scoped to a client request
+place for both kinds (:func:`acp_agent._session.asking.send_question`); questions scoped to a client request
 (``requestId``, e.g. during ``auth/login``) change no state.
 """
 
@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from ._session.asking import ask
+from ._session.asking import send_question
 from ._session.core import SessionCore
 from ._session.registry import Entity
 from ._util.ids import new_id
@@ -111,7 +111,7 @@ async def request_permission(
 ) -> PermissionOutcome:
     """Send ``session/request_permission`` for a session and read the answer (see :meth:`Session.request_permission`).
 
-    What the question does to the foreground state is decided by :func:`~acp_agent._session.asking.ask`.
+    What the question does to the foreground state is decided by :func:`~acp_agent._session.asking.send_question`.
     A subject naming a tool call patches that tool call (R82), checked before anything is sent.
     """
     if not options:
@@ -134,7 +134,7 @@ async def request_permission(
         if tool_call is not None:
             core.registry.observe(tool_call)  # R82: the subject patches the tool call as it is sent
 
-    result = await ask(core, "session/request_permission", params, on_behalf_of=on_behalf_of,
+    result = await send_question(core, "session/request_permission", params, on_behalf_of=on_behalf_of,
                        sending=patch_subject)
     return read_outcome(result, options)
 
@@ -233,7 +233,7 @@ async def ask_form(core: SessionCore, peer: ClientPeer, message: str, schema: Ma
     """A form for a session (see :meth:`Session.ask`)."""
     _require(peer, "form")
     params = _form_params(message, schema, _session_scope(core, tool_call_id))
-    result = await ask(core, "elicitation/create", params, on_behalf_of=on_behalf_of)
+    result = await send_question(core, "elicitation/create", params, on_behalf_of=on_behalf_of)
     return read_result(result, schema)
 
 
@@ -242,7 +242,7 @@ async def ask_url(core: SessionCore, peer: ClientPeer, message: str, url: str, *
     """A URL flow for a session (see :meth:`Session.ask_url`)."""
     _require(peer, "url")
     params = _url_params(message, url, elicitation_id or new_id("elicit"), _session_scope(core, tool_call_id))
-    result = await ask(core, "elicitation/create", params, on_behalf_of=on_behalf_of)
+    result = await send_question(core, "elicitation/create", params, on_behalf_of=on_behalf_of)
     return read_result(result, None)
 
 

@@ -1,6 +1,6 @@
 """Questions to the user for a session: what they do to the foreground state, and who owns them.
 
-:func:`ask` is the one place that decides this for every kind of question (permission
+:func:`send_question` is the one place that decides this for every kind of question (permission
 requests, elicitations): asked by foreground work, the session reports ``requires_action``
 while every such question waits and ``running`` again after (R59, R60), and cancelling the
 work withdraws the question with ``$/cancel_request`` (R66, R67). Asked on behalf of listed
@@ -22,10 +22,10 @@ from ..errors import RequestError, SessionNotOpenError
 from .core import SessionCore
 from .registry import Entity
 
-__all__ = ["ask"]
+__all__ = ["send_question"]
 
 
-async def ask(
+async def send_question(
     core: SessionCore,
     method: str,
     params: BaseModel | Mapping[str, Any],
