@@ -14,6 +14,7 @@ demo: $(STAMP)
 test: $(STAMP) $(NPM_STAMP)
 	$(BIN)/ruff check acp_agent tests examples bench
 	$(BIN)/mypy --strict acp_agent
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest
 
 # `make fuzz`: the fuzz suite at full size against live agent processes (tests/fuzz/test_fuzz.py); it prints

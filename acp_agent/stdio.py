@@ -5,6 +5,9 @@ Protocol output goes to a private duplicate of file descriptor 1; fd 1 and
 code lands in the log instead of corrupting the protocol stream (R2). The descriptors are
 used non-blocking through anyio, so the same code runs on asyncio and trio, whether
 stdout is a pipe, a file or a socket.
+
+:func:`serve` and :func:`open_runtime` (any pair of byte streams, any transport) live in
+:mod:`acp_agent._runtime.serve`; they are re-exported here, where they were first published.
 """
 
 from __future__ import annotations
@@ -25,15 +28,16 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-from ._runtime.runtime import SHUTDOWN_TIMEOUT, AgentRuntime
+from ._runtime.runtime import SHUTDOWN_TIMEOUT
+from ._runtime.serve import open_runtime, serve
+from ._runtime.storage import session_store
 from ._util import eventloop
 from ._util.loop_monitor import watch_event_loop
 from ._util.processes import kill_all_process_groups
 from ._wire.connection import Connection
 from .agent import Agent
-from .limits import Limits, resolve_limits
-from .store import SessionStore, SqliteStore
-from .v1 import negotiating_streams
+from .limits import Limits
+from .store import SessionStore
 
 __all__ = [
     "EXIT_MARGIN", "SHUTDOWN_TIMEOUT", "FdReceiveStream", "FdSendStream", "open_runtime", "run_stdio", "serve",
@@ -141,44 +145,6 @@ def _protocol_stdout() -> Iterator[int]:
             os.dup2(protocol_fd, 1)
 
 
-async def serve(
-    agent: Agent,
-    receive: ByteReceiveStream,
-    send: ByteSendStream,
-    *,
-    limits: Limits | None = None,
-    max_message_bytes: int | None = None,
-    store: SessionStore | None = None,
-) -> None:
-    """Serve ``agent`` on any pair of anyio byte streams until the input ends (v1 clients via the bridge).
-
-    ``limits`` (default: ``agent.limits``) bounds the connection; ``max_message_bytes``
-    overrides its field of that name. ``store`` keeps the sessions (default: ``agent.store``,
-    else a fresh :class:`~acp_agent.store.MemoryStore` for this connection).
-    """
-    runtime = open_runtime(agent, receive, send, limits=limits, max_message_bytes=max_message_bytes, store=store)
-    await runtime.connection.run()
-
-
-def open_runtime(
-    agent: Agent,
-    receive: ByteReceiveStream,
-    send: ByteSendStream,
-    *,
-    limits: Limits | None = None,
-    max_message_bytes: int | None = None,
-    store: SessionStore | None = None,
-) -> AgentRuntime:
-    """Build the runtime of one client connection over a pair of byte streams, ready to run.
-
-    The same for every transport: the v1 bridge watches the first lines, ``limits`` (default:
-    ``agent.limits``) bounds the connection, ``store`` keeps its sessions (as for :func:`serve`).
-    ``await runtime.connection.run()`` serves it.
-    """
-    chosen = resolve_limits(agent.limits, limits, max_message_bytes)
-    return AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store)
-
-
 async def serve_stdio(
     agent: Agent,
     *,
@@ -189,7 +155,7 @@ async def serve_stdio(
 ) -> None:
     """Serve ``agent`` on stdin/stdout until EOF, SIGTERM or SIGINT, then shut down cleanly.
 
-    ``limits`` and ``max_message_bytes`` as for :func:`serve`. The shutdown is the same
+    ``limits`` and ``max_message_bytes`` as for :func:`~acp_agent.serve`. The shutdown is the same
     for all three: requests still in flight are answered ``-32800``, every session stops
     its work and reports each unfinished item ended, the process groups it started are
     stopped, and the output is flushed. It takes at most ``shutdown_timeout`` seconds
@@ -200,17 +166,17 @@ async def serve_stdio(
     loop for longer than ``ACP_AGENT_BLOCK_WARNING`` seconds (0.5 by default; ``off``
     disables it) gets a warning on stderr naming the function (:mod:`acp_agent._util.loop_monitor`).
     ``store`` keeps the sessions (default: ``agent.store``, else the agent's SQLite file,
-    :meth:`SqliteStore.for_agent <acp_agent.store.SqliteStore.for_agent>`); it is closed at the end.
+    :meth:`SqliteStore.for_agent <acp_agent.store.SqliteStore.for_agent>`: :mod:`acp_agent._runtime.storage`);
+    it is closed at the end.
     """
-    chosen = resolve_limits(agent.limits, limits, max_message_bytes)
     timeout = _shutdown_timeout(shutdown_timeout)
-    kept = store if store is not None else agent.store if agent.store is not None else SqliteStore.for_agent(agent.name)
+    kept = session_store(agent, store, durable=True)
     with _protocol_stdout() as out_fd:
         stdin_fd = os.dup(0)
         receive = FdReceiveStream(stdin_fd)
         send = FdSendStream(out_fd)
-        runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=kept)
-        runtime.shutdown_timeout = timeout
+        runtime = open_runtime(agent, receive, send, limits=limits, max_message_bytes=max_message_bytes,
+                               store=kept, shutdown_timeout=timeout)
         connection = runtime.connection
         began = anyio.Event()
         # A thread, for agent code that blocks the event loop itself past every deadline.

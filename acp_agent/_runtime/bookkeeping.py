@@ -32,7 +32,7 @@ from ..errors import RequestError
 from ..records import SessionRecord
 from ..store.keeper import RecordKeeper
 from .children import CHILD_MUTATION_REFUSED
-from .live import Directory
+from .live import LiveSessions
 
 if TYPE_CHECKING:
     from .._session.core import SessionCore
@@ -55,7 +55,7 @@ class AgentRuntime(Protocol):
 
     agent: Agent
     keeper: RecordKeeper
-    directory: Directory[AgentRuntime]
+    live: LiveSessions[Any]
     sessions: dict[str, SessionCore]
     records: dict[str, SessionRecord]
 
@@ -95,20 +95,20 @@ class Bookkeeping:
 
     def _owner(self, session_id: str) -> AgentRuntime | None:
         """The runtime on which the session is active (``-32602`` for a child session)."""
-        opened = next(self.runtime.directory.opened(session_id, self.runtime), None)
+        opened = next(self.runtime.live.opened(session_id, self.runtime), None)
         if opened is not None and opened.sessions[session_id].parent is not None:
             raise RequestError.invalid_params(CHILD_MUTATION_REFUSED, {"sessionId": session_id})
-        return next(self.runtime.directory.active(session_id, self.runtime), None)
+        return next(self.runtime.live.active(session_id, self.runtime), None)
 
     async def _change(self, session_id: str, change: Callable[[SessionRecord, AgentRuntime | None], Awaitable[None]],
                       ) -> None:
         """Apply ``change`` to the session's record, live or stored, and store the result."""
-        await self.runtime.directory.settled(session_id)
+        await self.runtime.live.settled(session_id)
         owner = self._owner(session_id)
         if owner is not None:
             await change(owner.records[session_id], owner)
             return
-        async with self.runtime.directory.changing(session_id):  # a resume waits for the stored change
+        async with self.runtime.live.changing(session_id):  # a resume waits for the stored change
             store = await self.runtime.keeper.ready()
             record = await store.load(session_id)
             if record is None:
@@ -170,11 +170,11 @@ class Bookkeeping:
     async def status(self, request: SessionStatusRequest) -> SessionStatusResponse:
         """``session/status``: ``open`` (with the current state) or ``saved``; no side effects (S6)."""
         sid = request.session_id
-        opened = next(self.runtime.directory.opened(sid, self.runtime), None)
+        opened = next(self.runtime.live.opened(sid, self.runtime), None)
         if opened is not None:
             fields: dict[str, Any] = {"status": "open", "state": opened.sessions[sid].snapshots.current()}
             return schema.SessionStatusResponse(**fields)
-        if next(self.runtime.directory.active(sid), None) is not None:  # being closed: saved once its close ends
+        if next(self.runtime.live.active(sid), None) is not None:  # being closed: saved once its close ends
             return schema.SessionStatusResponse(status="saved")
         if await self.runtime.keeper.find(sid) is None:
             raise RequestError.session_not_found(sid)

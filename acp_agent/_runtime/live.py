@@ -1,9 +1,12 @@
-"""Which runtime sharing a store has each session, and which sessions are being closed, loaded or changed.
+"""The live sessions of one store object: which runtime sharing it has each session, and which are busy.
 
-Every :class:`~acp_agent._runtime.runtime.AgentRuntime` is in the directory of its store object
-(:attr:`SessionStore.runtimes <acp_agent.store.SessionStore.runtimes>`) until its connection ends. A close,
-a resume loading a session or a change of a stored one marks the session while it runs; the next resume or
-change waits until it is :meth:`~Directory.settled`, so it starts from what the last one saved.
+Every :class:`~acp_agent._runtime.runtime.AgentRuntime` joins the :class:`LiveSessions` of its store object
+(:func:`live_sessions`) until its connection ends. A close, a resume loading a session or a change of a stored
+one marks the session while it runs; the next resume or change waits until it is :meth:`~LiveSessions.settled`,
+so it starts from what the last one saved.
+
+The table lives here, one per store object and gone with it, so a :class:`~acp_agent.store.SessionStore` (and every
+third-party store) knows nothing of runtimes or connections.
 """
 
 from __future__ import annotations
@@ -11,15 +14,17 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 
-__all__ = ["Directory", "Member"]
+from ..store import SessionStore
+
+__all__ = ["LiveSessions", "Member", "live_sessions"]
 
 
 class Member(Protocol):
-    """What the directory reads of a runtime: the ``sessions`` open on it (children too) and the
+    """What the table reads of a runtime: the ``sessions`` open on it (children too) and the
     ``records`` of those active on it (one being closed keeps its record until it is saved)."""
 
     @property
@@ -31,7 +36,7 @@ class Member(Protocol):
 R = TypeVar("R", bound=Member)
 
 
-class Directory(Generic[R]):
+class LiveSessions(Generic[R]):
     """The runtimes sharing one store object, and the marks of its sessions (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -47,7 +52,7 @@ class Directory(Generic[R]):
         self._members.discard(member)
 
     def members(self, first: R | None = None) -> list[R]:
-        """The runtimes in the directory, ``first`` (if one of them) ahead of the others."""
+        """The runtimes in the table, ``first`` (if one of them) ahead of the others."""
         others = [m for m in self._members if m is not first]
         return [first, *others] if first is not None and first in self._members else others
 
@@ -77,3 +82,23 @@ class Directory(Generic[R]):
         yielding, if none is (so what the caller checks next still holds when it acts on it)."""
         while marks := self._busy.get(session_id):
             await marks[0].wait()
+
+
+_TABLES: dict[int, tuple[weakref.ref[SessionStore], LiveSessions[Any]]] = {}
+"""The table of each store object alive, by identity (a store that compares equal to another still has its own)."""
+
+
+def live_sessions(store: SessionStore) -> LiveSessions[Any]:
+    """The live sessions of ``store`` (one table per store object, made on first use, gone with the store)."""
+    key = id(store)
+    entry = _TABLES.get(key)
+    if entry is not None and entry[0]() is store:
+        return entry[1]
+
+    def forget(ref: weakref.ref[SessionStore]) -> None:
+        if (held := _TABLES.get(key)) is not None and held[0] is ref:
+            del _TABLES[key]
+
+    table: LiveSessions[Any] = LiveSessions()
+    _TABLES[key] = (weakref.ref(store, forget), table)
+    return table

@@ -45,10 +45,12 @@ from ..schema import (
 )
 from ..session import Session
 from ..session import session_of as _session
-from ..store import MemoryStore, SessionStore, StoredSession
+from ..store import SessionStore, StoredSession
 from ..store.keeper import RecordKeeper
 from .bookkeeping import Bookkeeping, archive_filter
 from .children import CHILD_MUTATION_REFUSED, child_cancellable
+from .live import LiveSessions, live_sessions
+from .storage import session_store
 from .warmup import warm_up
 
 if TYPE_CHECKING:
@@ -104,12 +106,12 @@ class AgentRuntime:
         self.agent = agent
         self.limits = limits if limits is not None else agent.limits
         """The :class:`Limits` of this connection (the argument, else ``agent.limits``)."""
-        chosen = store if store is not None else agent.store if agent.store is not None else MemoryStore()
+        chosen = session_store(agent, store, durable=False)
         self.keeper = RecordKeeper(chosen, terminal_tail=self.limits.terminal_output_bytes)
-        """Where sessions are kept (``store``, else ``agent.store``, else a :class:`MemoryStore`)."""
-        self.directory = chosen.runtimes
-        """The runtimes sharing the store, and its sessions being closed, loaded or changed (:mod:`.directory`)."""
-        self.directory.join(self)
+        """Where sessions are kept (``store``, else ``agent.store``, else a :class:`MemoryStore`: :mod:`.storage`)."""
+        self.live: LiveSessions[AgentRuntime] = live_sessions(chosen)
+        """The runtimes sharing the store, and its sessions being closed, loaded or changed (:mod:`.live`)."""
+        self.live.join(self)
         self.bookkeeping = Bookkeeping(self)
         """[unstable] Serves ``session/set_title``, ``session/archive``, ``session/unarchive``, ``session/status``."""
         self.connection = Connection(receive, send, self._routes(),
@@ -385,8 +387,8 @@ class AgentRuntime:
         sid = request.session_id
         if sid in self.sessions:
             self._active(sid)  # children cannot be resumed by the client
-        await self.directory.settled(sid)  # resumed once a close saved it, or another resume brought it back
-        async with self.directory.changing(sid):
+        await self.live.settled(sid)  # resumed once a close saved it, or another resume brought it back
+        async with self.live.changing(sid):
             record = self.records.get(sid) or await self.keeper.load(sid)
             if record is None:
                 raise RequestError.session_not_found(sid)
@@ -428,11 +430,11 @@ class AgentRuntime:
         core = self.sessions.get(sid)
         if core is None:
             if sid in self.records:  # being closed here: answered once that close ended, so nothing follows (R45)
-                await self.directory.settled(sid)
+                await self.live.settled(sid)
             return
         self._active(sid)  # children cannot be closed by the client
         self.sessions.pop(sid, None)
-        async with self.directory.changing(sid):
+        async with self.live.changing(sid):
             await self._stop(core)
 
     async def _stop(self, core: SessionCore, *, finalize: bool = False, keep: bool = True) -> None:
@@ -495,7 +497,7 @@ class AgentRuntime:
             for core in cores:
                 tg.start_soon(partial(self._stop, core, finalize=True))
         await self.keeper.flush_held()
-        self.directory.leave(self)  # finished: no other runtime finds it any more
+        self.live.leave(self)  # finished: no other runtime finds it any more
 
     # -- prompts -------------------------------------------------------------------------
 

@@ -25,9 +25,10 @@ import anyio
 import orjson
 from anyio.abc import TaskGroup
 
+from .._runtime.storage import session_store
 from ..agent import Agent
 from ..errors import RequestError, StoreError, StoreUnusableError
-from ..store import MemoryStore, SessionStore, SqliteStore
+from ..store import MemoryStore, SessionStore
 from ..store.postgres import PostgresStore
 from .connections import (
     SHUTDOWN_MARGIN,
@@ -40,7 +41,7 @@ from .connections import (
 from .leases import Leases, PostgresLeases
 from .options import HttpOptions
 from .security import Refusal, check_request
-from .sessions import SessionDirectory
+from .sessions import ActiveSessions
 
 __all__ = ["SESSION_SCOPED_METHODS", "WEBSOCKET_SEND_TEXTS", "AcpApp", "Receive", "Scope", "Send"]
 
@@ -107,7 +108,7 @@ class AcpApp:
         """The server settings."""
         self.registry = ConnectionRegistry(self.options.max_connections)
         """The live connections."""
-        self.sessions = SessionDirectory(self.options.shutdown_timeout + 2 * SHUTDOWN_MARGIN)
+        self.sessions = ActiveSessions(self.options.shutdown_timeout + 2 * SHUTDOWN_MARGIN)
         """Which connection has each session active."""
         self._store = store
         self._store_ready = False
@@ -122,14 +123,14 @@ class AcpApp:
         if self._store is None:
             source = self._agent
             if isinstance(source, Agent) or (isinstance(source, type) and issubclass(source, Agent)):
-                self._store = source.store if source.store is not None else SqliteStore.for_agent(source.name)
+                self._store = session_store(source, durable=True)
         return self._store
 
     async def _shared_store(self, agent: Agent) -> SessionStore:
         """The store, opened once for all connections (an unusable one is replaced by one
         :class:`MemoryStore` for the whole server, never one per connection)."""
         if self.store is None:
-            self._store = agent.store if agent.store is not None else SqliteStore.for_agent(agent.name)
+            self._store = session_store(agent, durable=True)
         store = self._store
         assert store is not None
         if isinstance(store, PostgresStore) and type(self.sessions.leases) is Leases:
@@ -392,7 +393,7 @@ class AcpApp:
         agent = self._new_agent()
         connection = RemoteConnection(
             agent, "http", self.options, credential=credential_digest(headers.get("authorization")),
-            store=await self._shared_store(agent), directory=self.sessions,
+            store=await self._shared_store(agent), active=self.sessions,
         )
         self.registry.add(connection)
         self._tg.start_soon(self._run_connection, connection)
@@ -522,7 +523,7 @@ class AcpApp:
         agent = self._new_agent()
         connection = RemoteConnection(
             agent, "websocket", self.options, credential=credential_digest(headers.get("authorization")),
-            send_lines=send_lines, store=await self._shared_store(agent), directory=self.sessions,
+            send_lines=send_lines, store=await self._shared_store(agent), active=self.sessions,
         )
         self.registry.add(connection)
         state = _SocketState()

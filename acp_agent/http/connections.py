@@ -25,13 +25,13 @@ import anyio
 import orjson
 
 from .._runtime.runtime import AgentRuntime
+from .._runtime.serve import open_runtime
 from ..agent import Agent
 from ..errors import RequestError
 from ..schema import CloseSessionRequest
-from ..stdio import open_runtime
 from ..store import SessionStore
 from .options import HttpOptions
-from .sessions import SessionDirectory, active_elsewhere
+from .sessions import ActiveSessions, active_elsewhere
 from .streams import Mailbox, MessageInbox, OutputStream
 
 __all__ = ["SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection", "Route",
@@ -84,7 +84,7 @@ class RemoteConnection:
         credential: bytes | None = None,
         send_lines: Callable[[list[bytes]], Awaitable[None]] | None = None,
         store: SessionStore | None = None,
-        directory: SessionDirectory | None = None,
+        active: ActiveSessions | None = None,
     ) -> None:
         self.id = str(uuid.uuid4())
         """The ``Acp-Connection-Id`` (random, unguessable)."""
@@ -95,12 +95,12 @@ class RemoteConnection:
         self._send_lines = send_lines
         self.inbox = MessageInbox()
         self.runtime: AgentRuntime = open_runtime(
-            agent, self.inbox, OutputStream(self._write), limits=options.limits, store=store
+            agent, self.inbox, OutputStream(self._write), limits=options.limits, store=store,
+            shutdown_timeout=options.shutdown_timeout,
         )
-        self.runtime.shutdown_timeout = options.shutdown_timeout
-        self._directory = directory
-        if directory is not None:
-            directory.attach(self)
+        self._active = active
+        if active is not None:
+            active.attach(self)
         self.initialized = False
         """Whether the ``initialize`` answer went out."""
         self.initial_response: bytes | None = None
@@ -141,9 +141,9 @@ class RemoteConnection:
             self._initial.set()
             for mailbox in self._mailboxes():
                 mailbox.finish()
-            if self._directory is not None:
+            if self._active is not None:
                 with anyio.CancelScope(shield=True):
-                    await self._directory.detach(self)
+                    await self._active.detach(self)
             self.done.set()
 
     def shutdown(self, *, discard: bool) -> None:

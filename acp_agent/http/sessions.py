@@ -31,18 +31,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 
+from .._runtime.runtime import AgentRuntime
 from .._wire.connection import Method, Reply
 from ..errors import ErrorCode, RequestError
 from .leases import Leases
 
-if TYPE_CHECKING:
-    from .connections import RemoteConnection
-
-__all__ = ["ACTIVE_ELSEWHERE", "LET_GO_GRACE", "SessionDirectory", "active_elsewhere"]
+__all__ = ["ACTIVE_ELSEWHERE", "LET_GO_GRACE", "ActiveSessions", "Holder", "active_elsewhere"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,19 +59,49 @@ def active_elsewhere(session_id: str) -> RequestError:
     return RequestError(ErrorCode.RESOURCE_NOT_FOUND, ACTIVE_ELSEWHERE, {"sessionId": session_id})
 
 
-class SessionDirectory:
+class Holder(Protocol):
+    """What :class:`ActiveSessions` uses of a connection that may have sessions active
+    (:class:`~acp_agent.http.connections.Holder`, which imports this module, not the reverse)."""
+
+    @property
+    def id(self) -> str:
+        """The ``Acp-Connection-Id``."""
+    @property
+    def transport(self) -> str:
+        """``"http"`` or ``"websocket"``."""
+    @property
+    def credential(self) -> bytes | None:
+        """Digest of the ``Authorization`` header the connection was opened with."""
+    @property
+    def runtime(self) -> AgentRuntime:
+        """The connection's runtime."""
+    @property
+    def closing(self) -> bool:
+        """Whether its shutdown began."""
+    @property
+    def receivers(self) -> int:
+        """Event streams attached right now."""
+
+    async def saved(self, session_id: str) -> None:
+        """Return once ``session_id`` is no longer active there (saved)."""
+
+    async def close_session(self, session_id: str) -> None:
+        """Close ``session_id`` there as ``session/close`` would."""
+
+
+class ActiveSessions:
     """The connections of one server that are not finished, and the sessions they are taking up (which
-    runtime has a session active is the store's :class:`~acp_agent._runtime.live.Directory`)."""
+    runtime has a session active is the store's :class:`~acp_agent._runtime.live.LiveSessions`)."""
 
     def __init__(self, wait_limit: float, leases: Leases | None = None) -> None:
-        self._connections: set[RemoteConnection] = set()
-        self._claims: dict[str, tuple[RemoteConnection, int]] = {}  # sessions being resumed / deleted
+        self._connections: set[Holder] = set()
+        self._claims: dict[str, tuple[Holder, int]] = {}  # sessions being resumed / deleted
         self._wait_limit = wait_limit
         self.leases = leases if leases is not None else Leases()
         """The leases of the sessions active in this process (another process's are refused)."""
-        self._leased: dict[RemoteConnection, set[str]] = {}  # the sessions leased for each connection
+        self._leased: dict[Holder, set[str]] = {}  # the sessions leased for each connection
 
-    def attach(self, connection: RemoteConnection) -> None:
+    def attach(self, connection: Holder) -> None:
         """Track ``connection`` and guard its ``session/resume`` and ``session/delete``."""
         self._connections.add(connection)
         requests = connection.runtime.connection.requests
@@ -91,25 +119,25 @@ class SessionDirectory:
         if route is not None and route.handler is not None:
             requests["session/close"] = Method(self._closing(connection, route.handler), route.params, route.prepare)
 
-    async def detach(self, connection: RemoteConnection) -> None:
+    async def detach(self, connection: Holder) -> None:
         """Forget a finished connection (its sessions were saved) and give back the leases it alone held."""
         self._connections.discard(connection)
         for session_id in self._leased.pop(connection, ()):
             await self._unlease_if_free(connection, session_id)
 
-    def owner(self, session_id: str, asking: RemoteConnection) -> RemoteConnection | None:
+    def owner(self, session_id: str, asking: Holder) -> Holder | None:
         """The other connection that has ``session_id`` active or is bringing it up, if any."""
         claim = self._claims.get(session_id)
         if claim is not None and claim[0] is not asking:
             return claim[0]
         return next((c for c in self._holders(session_id, asking) if c is not asking), None)
 
-    def _holders(self, session_id: str, connection: RemoteConnection) -> list[RemoteConnection]:
+    def _holders(self, session_id: str, connection: Holder) -> list[Holder]:
         """The connections here on which ``session_id`` is active (known to the store of ``connection``)."""
-        active = set(connection.runtime.directory.active(session_id))
+        active = set(connection.runtime.live.active(session_id))
         return [c for c in self._connections if c.runtime in active]
 
-    def _guarded(self, connection: RemoteConnection,
+    def _guarded(self, connection: Holder,
                  handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
         async def guarded(request: Any) -> Any:
             session_id: str = request.session_id
@@ -123,7 +151,7 @@ class SessionDirectory:
 
         return guarded
 
-    def _opening(self, connection: RemoteConnection,
+    def _opening(self, connection: Holder,
                  handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
         async def opening(request: Any) -> Any:
             result = await handler(request)
@@ -137,7 +165,7 @@ class SessionDirectory:
 
         return opening
 
-    def _closing(self, connection: RemoteConnection,
+    def _closing(self, connection: Holder,
                  handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
         async def closing(request: Any) -> Any:
             try:
@@ -148,7 +176,7 @@ class SessionDirectory:
 
         return closing
 
-    async def _lease(self, connection: RemoteConnection, session_id: str, wait: float = 0.0) -> bool:
+    async def _lease(self, connection: Holder, session_id: str, wait: float = 0.0) -> bool:
         """Take the lease of ``session_id`` for this process (waiting up to ``wait`` seconds for another
         process to give it back); ``False`` if it did not."""
         if type(self.leases) is Leases:
@@ -162,13 +190,13 @@ class SessionDirectory:
             return True
         return False
 
-    async def _unlease_if_free(self, connection: RemoteConnection, session_id: str) -> None:
+    async def _unlease_if_free(self, connection: Holder, session_id: str) -> None:
         """Give the lease of ``session_id`` back once no connection of this process has it."""
         if type(self.leases) is Leases or session_id in self._claims or self._holders(session_id, connection):
             return
         await self.leases.release(session_id)
 
-    async def _claim(self, connection: RemoteConnection, session_id: str) -> None:
+    async def _claim(self, connection: Holder, session_id: str) -> None:
         with anyio.move_on_after(self._wait_limit) as waited:
             while (owner := self.owner(session_id, connection)) is not None:
                 claim = self._claims.get(session_id)
@@ -191,7 +219,7 @@ class SessionDirectory:
             self._release(connection, session_id)
             raise active_elsewhere(session_id)  # active in another process
 
-    async def _let_go(self, owner: RemoteConnection, asking: RemoteConnection) -> bool:
+    async def _let_go(self, owner: Holder, asking: Holder) -> bool:
         """Whether ``owner`` starts closing or loses its last reader within :data:`LET_GO_GRACE` seconds
         (a client that reconnects at once may be ahead of the server noticing its old connection drop)."""
         with anyio.move_on_after(LET_GO_GRACE):
@@ -201,12 +229,12 @@ class SessionDirectory:
         return False
 
     @staticmethod
-    def _abandoned(owner: RemoteConnection, asking: RemoteConnection) -> bool:
+    def _abandoned(owner: Holder, asking: Holder) -> bool:
         """Whether nobody reads ``owner`` (an HTTP connection with no event stream) and ``asking``
         was opened with the same credential."""
         return owner.transport == "http" and owner.receivers == 0 and owner.credential == asking.credential
 
-    def _release(self, connection: RemoteConnection, session_id: str) -> None:
+    def _release(self, connection: Holder, session_id: str) -> None:
         held = self._claims.get(session_id)
         if held is None or held[0] is not connection:
             return

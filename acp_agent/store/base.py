@@ -18,13 +18,11 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, ClassVar, TypeVar
 
 import anyio
 import anyio.lowlevel
 
-from .._runtime.live import Directory
 from ..records import SessionRecord
 
 __all__ = ["SessionStore", "StoredSession"]
@@ -64,12 +62,6 @@ class SessionStore(ABC):
 
     durable: ClassVar[bool] = True
     """Whether records outlive the process (a durable store is saved to at the end of each turn)."""
-
-    @cached_property
-    def runtimes(self) -> Directory[Any]:
-        """The runtimes of this process keeping sessions in this store object, and which has each
-        session active (:class:`~acp_agent._runtime.live.Directory`)."""
-        return Directory()
 
     def __init__(self) -> None:
         self._thread_lock = threading.Lock()  # one blocking call at a time (a driver connection)

@@ -1,4 +1,4 @@
-"""The directory of a store (``acp_agent._runtime.live``): which runtime sharing it has each session, and
+"""The live sessions of a store (``acp_agent._runtime.live``): which runtime sharing it has each session, and
 the closes, loads and changes a resume or a bookkeeping change waits for."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 
 from acp_agent import Agent, RequestError, Session
-from acp_agent._runtime.live import Directory, Member
+from acp_agent._runtime.live import LiveSessions, Member, live_sessions
 from acp_agent._runtime.runtime import AgentRuntime
 from acp_agent.store import MemoryStore
 from acp_agent.testing.client import Client, connect_agent
@@ -54,13 +54,13 @@ async def two_clients(agent: Agent, first: MemoryStore, second: MemoryStore) -> 
         yield one, two
 
 
-async def hold(directory: Directory[Member], release: anyio.Event | None = None) -> None:
+async def hold(directory: LiveSessions[Member], release: anyio.Event | None = None) -> None:
     """Mark session ``s`` until ``release`` is set (for ever without one)."""
     async with directory.changing("s"):
         await (release.wait() if release is not None else anyio.sleep_forever())
 
 
-async def note_settled(directory: Directory[Member], settled: anyio.Event) -> None:
+async def note_settled(directory: LiveSessions[Member], settled: anyio.Event) -> None:
     await directory.settled("s")
     settled.set()
 
@@ -69,7 +69,7 @@ async def test_runtimes_on_one_store_see_each_others_sessions() -> None:
     store = MemoryStore()
     async with two_clients(ScriptedAgent(), store, store) as (one, two):
         sid = await one.new_session("/tmp")
-        directory: Directory[AgentRuntime] = store.runtimes
+        directory: LiveSessions[AgentRuntime] = live_sessions(store)
         assert len(directory.members()) == 2
         [holder] = directory.active(sid)
         assert list(directory.opened(sid)) == [holder] and sid in holder.records
@@ -82,8 +82,8 @@ async def test_runtimes_on_other_stores_do_not_see_each_other() -> None:
     first, second = MemoryStore(), MemoryStore()
     async with two_clients(ScriptedAgent(), first, second) as (one, two):
         sid = await one.new_session("/tmp")
-        assert len(first.runtimes.members()) == 1 and len(second.runtimes.members()) == 1
-        assert list(second.runtimes.active(sid)) == [] and list(second.runtimes.opened(sid)) == []
+        assert len(live_sessions(first).members()) == 1 and len(live_sessions(second).members()) == 1
+        assert list(live_sessions(second).active(sid)) == [] and list(live_sessions(second).opened(sid)) == []
         with pytest.raises(RequestError) as info:
             await two.request("session/status", {"sessionId": sid})
         assert info.value.code == -32002
@@ -94,18 +94,18 @@ async def test_a_runtime_that_finished_is_forgotten() -> None:
     async with connect_agent(ScriptedAgent(), store=store) as client:
         await client.initialize()
         await client.new_session("/tmp")
-        assert len(store.runtimes.members()) == 1
-    assert store.runtimes.members() == []
+        assert len(live_sessions(store).members()) == 1
+    assert live_sessions(store).members() == []
     send, receive = byte_pipe()
     runtime = AgentRuntime(ScriptedAgent(), receive, send, store=store)  # never run
-    assert store.runtimes.members() == [runtime]
+    assert live_sessions(store).members() == [runtime]
     del runtime
     gc.collect()
-    assert store.runtimes.members() == []
+    assert live_sessions(store).members() == []
 
 
 async def test_settled_waits_for_every_mark_and_returns_when_a_close_ends() -> None:
-    directory: Directory[Member] = Directory()
+    directory: LiveSessions[Member] = LiveSessions()
     first, second, settled = anyio.Event(), anyio.Event(), anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(hold, directory, first)
@@ -123,7 +123,7 @@ async def test_settled_waits_for_every_mark_and_returns_when_a_close_ends() -> N
 
 
 async def test_settled_returns_when_the_marked_work_is_cancelled() -> None:
-    directory: Directory[Member] = Directory()
+    directory: LiveSessions[Member] = LiveSessions()
     settled = anyio.Event()
     async with anyio.create_task_group() as tg:
         async with anyio.create_task_group() as work:
@@ -138,7 +138,7 @@ async def test_settled_returns_when_the_marked_work_is_cancelled() -> None:
 
 async def test_settled_does_not_yield_when_nothing_is_in_progress() -> None:
     """What a caller checks after ``settled`` is still true when it acts: no other task ran between."""
-    directory: Directory[Member] = Directory()
+    directory: LiveSessions[Member] = LiveSessions()
     reached = False
     with anyio.CancelScope() as scope:
         scope.cancel()
@@ -163,5 +163,28 @@ async def test_a_resume_on_another_runtime_waits_for_the_close_to_save_the_sessi
             finally:
                 agent.release.set()
         assert agent.found == {"closed": True}  # brought back as the close saved it
-        [holder] = store.runtimes.active(sid)  # the runtime it was resumed on (the other one closed it)
-        assert list(store.runtimes.opened(sid)) == [holder]
+        [holder] = live_sessions(store).active(sid)  # the runtime it was resumed on (the other one closed it)
+        assert list(live_sessions(store).opened(sid)) == [holder]
+
+
+def test_a_store_knows_nothing_of_runtimes() -> None:
+    """The table is kept beside the store, one per store object (even stores that compare equal), and goes with it."""
+    store = MemoryStore()
+    assert not hasattr(store, "runtimes")
+    table = live_sessions(store)
+    assert live_sessions(store) is table and live_sessions(MemoryStore()) is not table
+
+    class Equal(MemoryStore):
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Equal)
+
+        __hash__ = None  # type: ignore[assignment]
+
+    one, two = Equal(), Equal()
+    assert live_sessions(one) is not live_sessions(two)
+    from acp_agent._runtime import live
+
+    before = len(live._TABLES)
+    del one, two, store, table
+    gc.collect()
+    assert len(live._TABLES) < before

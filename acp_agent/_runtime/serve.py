@@ -1,0 +1,64 @@
+"""One connection's runtime over any pair of byte streams: what every transport builds and runs.
+
+:func:`open_runtime` is shared by stdio (:func:`~acp_agent.serve_stdio`) and HTTP/WebSocket
+(:mod:`acp_agent.http`), so neither transport imports the other; :func:`serve` runs one over streams the
+caller passes (the in-memory test client does). Nothing here touches file descriptors, signals or threads.
+"""
+
+from __future__ import annotations
+
+from anyio.abc import ByteReceiveStream, ByteSendStream
+
+from ..agent import Agent
+from ..limits import Limits, resolve_limits
+from ..store import SessionStore
+from ..v1 import negotiating_streams
+from .runtime import AgentRuntime
+from .storage import session_store
+
+__all__ = ["open_runtime", "serve"]
+
+
+async def serve(
+    agent: Agent,
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    *,
+    limits: Limits | None = None,
+    max_message_bytes: int | None = None,
+    store: SessionStore | None = None,
+) -> None:
+    """Serve ``agent`` on any pair of anyio byte streams until the input ends (v1 clients via the bridge).
+
+    ``limits`` (default: ``agent.limits``) bounds the connection; ``max_message_bytes``
+    overrides its field of that name. ``store`` keeps the sessions (default: ``agent.store``,
+    else a fresh :class:`~acp_agent.store.MemoryStore` for this connection: :mod:`~acp_agent._runtime.storage`).
+    """
+    runtime = open_runtime(agent, receive, send, limits=limits, max_message_bytes=max_message_bytes,
+                           store=session_store(agent, store, durable=False))
+    await runtime.connection.run()
+
+
+def open_runtime(
+    agent: Agent,
+    receive: ByteReceiveStream,
+    send: ByteSendStream,
+    *,
+    limits: Limits | None = None,
+    max_message_bytes: int | None = None,
+    store: SessionStore | None = None,
+    shutdown_timeout: float | None = None,
+) -> AgentRuntime:
+    """Build the runtime of one client connection over a pair of byte streams, ready to run.
+
+    The same for every transport: the v1 bridge watches the first lines, ``limits`` (default:
+    ``agent.limits``, ``max_message_bytes`` overriding its field) bounds the connection, ``store`` keeps its
+    sessions (the transport chose it with :func:`~acp_agent._runtime.storage.session_store`; ``None`` is a
+    fresh memory store), ``shutdown_timeout`` (if given) how long the end of the connection waits for work to
+    stop. ``await runtime.connection.run()`` serves it.
+    """
+    chosen = resolve_limits(agent.limits, limits, max_message_bytes)
+    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store)
+    if shutdown_timeout is not None:
+        runtime.shutdown_timeout = shutdown_timeout
+    return runtime
