@@ -112,14 +112,12 @@ import json
 import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-if TYPE_CHECKING:
-    from .client import TranscriptEntry
+from .transcript import Direction, TranscriptEntry
 
 __all__ = ["RULES", "SHOULD_RULES", "RuleViolation", "WireChecker", "check_transcript"]
 
-Direction = Literal["client->agent", "agent->client"]
 C2A: Direction = "client->agent"
 A2C: Direction = "agent->client"
 
