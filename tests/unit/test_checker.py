@@ -7,7 +7,6 @@ transcripts (the reference's worked examples and near misses) that pass."""
 from __future__ import annotations
 
 import ast
-import inspect
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -912,14 +911,15 @@ def test_every_judged_rule_has_a_breaking_transcript() -> None:
 
 
 def _rule_ids_in_checker_code() -> set[str]:
-    """Every rule id literal in checker.py outside the RULES / SHOULD_RULES tables.
+    """Every rule id literal in the checker package's modules outside the RULES / SHOULD_RULES tables.
 
     This catches ``_flag("R94", ...)`` as well as ids chosen indirectly (``rule = "R89" if ...``,
     ``req.expect = ("R26", -32600)``, ``self._expect_null("R10", ...)``).
     """
-    tree = ast.parse(inspect.getsource(checker_module))
+    package = Path(checker_module.__file__).resolve().parent
+    nodes = [node for module in sorted(package.glob("*.py")) for node in ast.parse(module.read_text("utf-8")).body]
     ids: set[str] = set()
-    for node in tree.body:
+    for node in nodes:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id in ("RULES", "SHOULD_RULES") for t in targets):
@@ -969,7 +969,7 @@ def test_rules_doc_states_every_rule_once_with_the_checkers_level() -> None:
 
 
 def test_rules_doc_names_modules_that_exist() -> None:
-    package = Path(checker_module.__file__).resolve().parent.parent
+    package = Path(checker_module.__file__).resolve().parents[2]
     for rule, _, entry in _doc_entries():
         for name in re.findall(r"`([a-z_/0-9]+\.py)`", entry):
             assert (package / name).is_file(), f"docs/rules.md, {rule}: no module acp_agent/{name}"
