@@ -1106,3 +1106,24 @@ async def test_real_sdk_foreground_question_while_a_background_one_waits(kind: s
     checker.feed_transcript(client.transcript)
     checker.finish()
     assert checker.violations == [], [str(v) for v in checker.violations]
+
+
+def test_vocabulary_derived_from_the_schema_matches_the_reference() -> None:
+    from acp_agent.testing.checker import constants
+
+    assert constants.foreground_states() == {"running", "requires_action", "idle", "unknown"}
+    assert constants.tool_call_statuses() == {"pending", "in_progress", "paused", "completed", "failed", "cancelled"}
+    assert constants.tool_call_statuses() >= constants.FINAL
+    assert constants.tool_kinds() == {"read", "edit", "delete", "move", "search", "execute", "think", "fetch",
+                                      "switch_mode", "other"}
+    assert constants.agent_methods() == {"session/update", "session/request_permission", "elicitation/create",
+                                         "elicitation/complete", "$/cancel_request", "auth/status_update",
+                                         "mcp/message"}
+    assert constants.update_kinds() == {
+        "user_message_chunk", "user_message", "agent_message_chunk", "agent_message", "agent_thought_chunk",
+        "agent_thought", "state_update", "tool_call_content_chunk", "tool_call_update", "terminal_update",
+        "terminal_output_chunk", "plan_update", "available_commands_update", "config_option_update",
+        "session_info_update", "usage_update", "notice", "compaction_update", "compaction_summary_chunk",
+        "subagent_update", "session_message", "session_message_chunk", "plan_removed",
+    }
+    assert constants.update_kinds() >= constants.MESSAGE_KINDS and constants.update_kinds() >= constants.REPLAY_SHAPED

@@ -1,33 +1,77 @@
 """The fixed vocabulary the checker judges against: states, statuses, kinds, methods, required params.
 
-Some values are copied from the reference where it states them in prose; the ones the bundled schema also
-states are derived from it in :mod:`acp_agent.testing.checker.schema_terms`, with a test that both agree.
+What the bundled official schema (the unstable v2 one, see :func:`~acp_agent.testing.default_schema_path`)
+enumerates is read from it on first use and cached: :func:`foreground_states`, :func:`tool_call_statuses`,
+:func:`tool_kinds`, :func:`update_kinds` and :func:`agent_methods`. The rest is stated by the reference in prose
+(or is this checker's own bookkeeping) and is written out here.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from functools import cache
+from typing import Any
 
+from ..schema import default_schema_path
 from ..transcript import Direction
 
 C2A: Direction = "client->agent"
 A2C: Direction = "agent->client"
-STATES = frozenset({"running", "requires_action", "idle", "unknown"})
+
+
+@cache
+def _schema_defs() -> dict[str, Any]:
+    defs: dict[str, Any] = json.loads(default_schema_path(unstable=True).read_text(encoding="utf-8"))["$defs"]
+    return defs
+
+
+def _variants(name: str, prop: str | None = None) -> frozenset[str]:
+    """The ``const`` values of a schema union: of each variant itself, or of its ``prop`` property."""
+    defs = _schema_defs()
+    values: set[str] = set()
+    for variant in defs[name]["anyOf"]:
+        if "$ref" in variant:
+            variant = defs[variant["$ref"].rsplit("/", 1)[-1]]
+        holder = variant if prop is None else variant.get("properties", {}).get(prop, {})
+        if isinstance(holder.get("const"), str):
+            values.add(holder["const"])
+    return frozenset(values)
+
+
+@cache
+def foreground_states() -> frozenset[str]:
+    """The ``state`` values of a ``state_update`` (``StateUpdate`` in the schema)."""
+    return _variants("StateUpdate", "state")
+
+
+@cache
+def tool_call_statuses() -> frozenset[str]:
+    """The tool call ``status`` values (``ToolCallStatus``)."""
+    return _variants("ToolCallStatus")
+
+
+@cache
+def tool_kinds() -> frozenset[str]:
+    """The tool call ``kind`` values (``ToolKind``)."""
+    return _variants("ToolKind")
+
+
+@cache
+def update_kinds() -> frozenset[str]:
+    """The ``sessionUpdate`` discriminators of ``session/update`` (``SessionUpdate``)."""
+    return _variants("SessionUpdate", "sessionUpdate")
+
+
+@cache
+def agent_methods() -> frozenset[str]:
+    """The methods an agent may send: those the schema assigns to the client side, plus the protocol's own."""
+    return frozenset(definition["x-method"] for definition in _schema_defs().values()
+                     if definition.get("x-side") in ("client", "protocol") and "x-method" in definition)
+
+
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"})
-STATUSES = frozenset({"pending", "in_progress", "paused", "completed", "failed", "cancelled"})
 FINAL = frozenset({"completed", "failed", "cancelled"})
-KINDS = frozenset({"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"})
-AGENT_METHODS = frozenset({
-    "session/update", "session/request_permission", "elicitation/create", "elicitation/complete",
-    "$/cancel_request", "auth/status_update", "mcp/message",
-})
-UPDATES = frozenset({
-    "user_message_chunk", "user_message", "agent_message_chunk", "agent_message", "agent_thought_chunk",
-    "agent_thought", "state_update", "tool_call_content_chunk", "tool_call_update", "terminal_update",
-    "terminal_output_chunk", "plan_update", "available_commands_update", "config_option_update",
-    "session_info_update", "usage_update", "notice", "compaction_update", "compaction_summary_chunk",
-    "subagent_update", "session_message", "session_message_chunk", "plan_removed",
-})
 MESSAGE_KINDS = frozenset({
     "user_message", "user_message_chunk", "agent_message", "agent_message_chunk", "agent_thought",
     "agent_thought_chunk", "session_message", "session_message_chunk",

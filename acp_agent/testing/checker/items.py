@@ -10,8 +10,8 @@ from typing import Any
 
 from .constants import (
     FINAL,
-    KINDS,
-    STATUSES,
+    tool_call_statuses,
+    tool_kinds,
 )
 from .model import (
     Answer,
@@ -187,7 +187,7 @@ class ItemRules(CheckerModel):
                 self._r74_title(patch, message)
         if s.resume is not None:
             s.resume.entity_at.setdefault(("tool_call", tid), self._n)
-        if patch.get("kind") is not None and patch["kind"] not in KINDS and not custom(patch["kind"]):
+        if patch.get("kind") is not None and patch["kind"] not in tool_kinds() and not custom(patch["kind"]):
             self._flag("R84", f"unknown tool kind {patch['kind']!r} without the _ prefix", message)
         if "status" in patch:
             self._tool_status(s, tid, tc, patch["status"], message)
@@ -208,7 +208,7 @@ class ItemRules(CheckerModel):
     def _tool_status(self, s: SessionModel, tid: str, tc: ToolCallModel, status: Any, message: Any) -> None:
         if status is not None and not isinstance(status, str):
             return
-        if status is not None and status not in STATUSES and not custom(status):
+        if status is not None and status not in tool_call_statuses() and not custom(status):
             self._flag("R84", f"unknown tool call status {status!r} without the _ prefix", message)
         if self._replaying(s):
             tc.status = status or "pending"

@@ -13,13 +13,13 @@ from typing import Any
 from ..transcript import Direction
 from .constants import (
     A2C,
-    AGENT_METHODS,
     BASELINE,
     FINAL,
     OPTIONAL,
     REQUIRED,
     SESSION_SCOPED,
     UNPARSED,
+    agent_methods,
 )
 from .model import (
     Answer,
@@ -284,7 +284,7 @@ class JsonRpcRules(SessionRules):
     def _r84_method(self, message: dict[str, Any]) -> None:
         """R84: methods the agent invents start with ``_``."""
         method = message["method"]
-        if method not in AGENT_METHODS and not method.startswith(("_", "$/")):
+        if method not in agent_methods() and not method.startswith(("_", "$/")):
             self._flag("R84", f"unknown method {method!r} without the _ prefix", message)
 
     def _agent_request(self, message: dict[str, Any]) -> None:

@@ -14,10 +14,10 @@ from .constants import (
     FINAL,
     MESSAGE_KINDS,
     REPLAY_SHAPED,
-    STATES,
     STOP_REASONS,
-    UPDATES,
     USER_MESSAGES,
+    foreground_states,
+    update_kinds,
 )
 from .model import (
     Answer,
@@ -123,7 +123,7 @@ class TurnRules(BackgroundRules):
         if s is None:
             return
         kind = update.get("sessionUpdate")
-        if kind not in UPDATES and not custom(kind):
+        if kind not in update_kinds() and not custom(kind):
             self._flag("R84", f"unknown sessionUpdate {kind!r} without the _ prefix", message)
         self._r95_quiet_then_running(candidate, update, message)
         window = s.resume
@@ -279,7 +279,7 @@ class TurnRules(BackgroundRules):
 
     def _r63_state_value(self, state: Any, message: Any) -> None:
         """R63: standard states (or ``custom``)."""
-        if not isinstance(state, str) or (state not in STATES and not custom(state)):
+        if not isinstance(state, str) or (state not in foreground_states() and not custom(state)):
             self._flag("R63", f"unknown state {state!r}", message)
 
     def _idle(self, s: SessionModel, update: dict[str, Any], message: Any, prev: str | None) -> None:
