@@ -138,26 +138,26 @@ class WireChecker(JsonRpcRules):
         if direction not in (C2A, A2C):
             raise ValueError(f"unknown direction {direction!r}")
         if raw is not None:
-            parsed = self._r1_line(direction, raw)
+            parsed = self.r1_line(direction, raw)
             if message is None:
                 message = parsed
         if isinstance(message, dict) and set(message) == {UNPARSED}:
-            self._n += 1
+            self.n += 1
             if direction == A2C:
-                self._flag("R2", "the agent wrote a line that is not JSON", message)
+                self.flag("R2", "the agent wrote a line that is not JSON", message)
             else:
-                self._expect_null("R10", -32700, message)
+                self.expect_null("R10", -32700, message)
             return
         if isinstance(message, list):
             if direction == C2A:
-                self._client_batch(message)
+                self.client_batch(message)
             else:
-                self._r9_agent_batch(message)
+                self.r9_agent_batch(message)
             return
         if direction == C2A:
-            self._client_message(message)
+            self.client_message(message)
         else:
-            self._agent_message(message)
+            self.agent_message(message)
 
     def feed_line(self, direction: Direction, raw: bytes) -> None:
         """Judge one raw line (parsed here)."""
@@ -173,7 +173,7 @@ class WireChecker(JsonRpcRules):
         if direction not in (C2A, A2C):
             raise ValueError(f"unknown direction {direction!r}")
         if direction == C2A:
-            self._client_ended = True
+            self.client_ended = True
 
     def feed_transcript(self, entries: Iterable[TranscriptEntry], *, end_at: int | None = None) -> None:
         """Judge recorded :class:`~acp_agent.testing.client.TranscriptEntry` items, in order.
@@ -190,23 +190,23 @@ class WireChecker(JsonRpcRules):
 
     def finish(self) -> None:
         """End-of-connection checks (unanswered requests, promised follow-ups)."""
-        if self._finished:
+        if self.finished:
             return
-        self._finished = True
-        self._r8_unanswered()
-        self._r10_unanswered_invalid()
-        self._r53_echoes()
-        self._r54_rejected_echoes()
-        self._r57_prompt_work()
-        for s in self._sessions.values():
-            self._r59_r61_blocked_ends(s, None)
-            self._r60_stuck(s)
-            self._r68_no_idle(s)
-            self._r92_stale_list(s)
-            self._r100_cancel_after_end(s)
-            self._r80_mirror(s)
-        self._r101_r103_confirmations()
-        self._s2_never_created()
+        self.finished = True
+        self.r8_unanswered()
+        self.r10_unanswered_invalid()
+        self.r53_echoes()
+        self.r54_rejected_echoes()
+        self.r57_prompt_work()
+        for s in self.sessions.values():
+            self.r59_r61_blocked_ends(s, None)
+            self.r60_stuck(s)
+            self.r68_no_idle(s)
+            self.r92_stale_list(s)
+            self.r100_cancel_after_end(s)
+            self.r80_mirror(s)
+        self.r101_r103_confirmations()
+        self.s2_never_created()
 
 
 def check_transcript(entries: Iterable[TranscriptEntry], *, ignore: Collection[str] = (),

@@ -26,14 +26,17 @@ ItemKey = tuple[str, str]
 
 
 def obj(value: Any) -> dict[str, Any]:
+    """The value if it is a JSON object, else an empty dict."""
     return value if isinstance(value, dict) else {}
 
 
 def is_id(value: Any) -> bool:
+    """Whether the value is a legal JSON-RPC id (a string or an integer, not a boolean)."""
     return isinstance(value, (str, int)) and not isinstance(value, bool)
 
 
 def id_key(value: Any) -> IdKey:
+    """A hashable key for an id that keeps its JSON type apart (``1`` and ``"1"`` differ)."""
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, int):
@@ -56,10 +59,12 @@ def id_twin(key: IdKey) -> IdKey | None:
 
 
 def is_abs(path: Any) -> bool:
+    """Whether the value is an absolute path (POSIX, Windows drive or UNC)."""
     return isinstance(path, str) and bool(ABSOLUTE.match(path))
 
 
 def is_base64(data: Any) -> bool:
+    """Whether the value is a string of valid base64."""
     if not isinstance(data, str):
         return False
     try:
@@ -70,6 +75,7 @@ def is_base64(data: Any) -> bool:
 
 
 def custom(value: Any) -> bool:
+    """Whether the value is a custom (``_``-prefixed) name."""
     return isinstance(value, str) and value.startswith("_")
 
 
@@ -84,6 +90,7 @@ def is_request_scoped(req: Req) -> bool:
 
 
 def state_snapshot(state: dict[str, Any]) -> dict[str, Any]:
+    """A ``state_update`` without its discriminator and ``_meta``, as a child mirror compares it."""
     return {k: v for k, v in state.items() if k not in ("sessionUpdate", "_meta")}
 
 
@@ -113,6 +120,8 @@ class Req:
 
 @dataclass(eq=False)
 class ToolCallModel:
+    """What the client knows of one tool call."""
+
     announced_at: int
     status: str = "pending"
     started: bool = False
@@ -123,12 +132,15 @@ class ToolCallModel:
     denied: bool = False
 
     def terminals(self) -> set[str]:
+        """The terminal ids its content names."""
         return {c["terminalId"] for c in self.content
                 if isinstance(c, dict) and c.get("type") == "terminal" and isinstance(c.get("terminalId"), str)}
 
 
 @dataclass(eq=False)
 class TerminalModel:
+    """What the client knows of one terminal."""
+
     announced_at: int
     exited: bool = False
     exited_at: int | None = None
@@ -174,6 +186,8 @@ class Blocked:
 
 @dataclass(eq=False)
 class SessionModel:
+    """What the client knows of one session: its state, lists, items, children and pending cancels."""
+
     id: str
     state: str | None = None  # None: unknown
     state_at: int = -1  # index of its latest state_update
@@ -227,6 +241,8 @@ class Early:
 
 @dataclass(frozen=True)
 class Answer:
+    """An agent answer to a client request, taken apart."""
+
     message: dict[str, Any]
     ok: bool
     result: dict[str, Any]
@@ -242,37 +258,38 @@ class CheckerModel:
         self.raise_on_violation = raise_on_violation
         self.ignore = frozenset(ignore)
         self.violations: list[RuleViolation] = []
-        self._n = 0
-        self._finished = False
+        self.n = 0
+        self.finished = False
         # requests in flight
-        self._client_pending: dict[IdKey, Req] = {}
-        self._client_answered: set[IdKey] = set()
-        self._cancel_after_answer: set[IdKey] = set()
-        self._unjudged_ids: set[IdKey] = set()
-        self._agent_pending: dict[IdKey, Req] = {}
-        self._agent_ids: set[IdKey] = set()
-        self._null_expected: list[tuple[str, int, Any, bool]] = []
-        self._batches_waiting = 0
+        self.client_pending: dict[IdKey, Req] = {}
+        self.client_answered: set[IdKey] = set()
+        self.cancel_after_answer: set[IdKey] = set()
+        self.unjudged_ids: set[IdKey] = set()
+        self.agent_pending: dict[IdKey, Req] = {}
+        self.agent_ids: set[IdKey] = set()
+        self.null_expected: list[tuple[str, int, Any, bool]] = []
+        self.batches_waiting = 0
         # initialization
-        self._initialized = False
-        self._init_pending = 0
-        self._request_since_init = False
-        self._negotiated: int | None = None
-        self._agent_caps: dict[str, Any] = {}
-        self._client_caps: dict[str, Any] = {}
-        self._auth_methods: list[Any] = []
+        self.initialized = False
+        self.init_pending = 0
+        self.request_since_init = False
+        self.negotiated: int | None = None
+        self.agent_caps: dict[str, Any] = {}
+        self.client_caps: dict[str, Any] = {}
+        self.auth_methods: list[Any] = []
         # sessions
-        self._sessions: dict[str, SessionModel] = {}
-        self._issued: set[str] = set()
-        self._known: set[str] = set()
-        self._early: dict[str, Early] = {}
-        self._deleted: set[str] = set()
-        self._prompts: list[tuple[Req, str]] = []
-        self._failed_prompts: list[Req] = []
-        self._accepted_cancels: list[tuple[Req, str, str, str]] = []
-        self._client_ended = False  # the client closed its sending side (the agent winds down)
+        self.sessions: dict[str, SessionModel] = {}
+        self.issued: set[str] = set()
+        self.known: set[str] = set()
+        self.early: dict[str, Early] = {}
+        self.deleted: set[str] = set()
+        self.prompts: list[tuple[Req, str]] = []
+        self.failed_prompts: list[Req] = []
+        self.accepted_cancels: list[tuple[Req, str, str, str]] = []
+        self.client_ended = False  # the client closed its sending side (the agent winds down)
 
-    def _flag(self, rule: str, text: str, *messages: Any) -> None:
+    def flag(self, rule: str, text: str, *messages: Any) -> None:
+        """Report a broken rule (unless ignored); raise it when the checker raises."""
         if rule in self.ignore:
             return
         violation = RuleViolation(rule, text, messages)
@@ -281,7 +298,8 @@ class CheckerModel:
             raise violation
 
     @staticmethod
-    def _classify(message: Any) -> str:
+    def classify(message: Any) -> str:
+        """The shape of a JSON-RPC message: ``request``, ``notification``, ``response`` or ``invalid``."""
         if not isinstance(message, dict):
             return "invalid"
         if "method" in message:
@@ -292,49 +310,51 @@ class CheckerModel:
             return "response"
         return "invalid"
 
-    def _expect_null(self, rule: str, code: int, message: Any, optional: bool = False) -> None:
-        self._null_expected.append((rule, code, message, optional))
+    def expect_null(self, rule: str, code: int, message: Any, optional: bool = False) -> None:
+        """Expect an id-null error answer with ``code`` for invalid client input (judged when answers come)."""
+        self.null_expected.append((rule, code, message, optional))
 
-    def _session_touch(self, sid: Any, message: Any) -> SessionModel | None:
+    def session_touch(self, sid: Any, message: Any) -> SessionModel | None:
         """Common checks for an agent message naming a session (R45, R111, R79 early uses)."""
         if not isinstance(sid, str):
             return None
-        s = self._session(sid)
-        parent = self._sessions.get(s.parent) if s.parent else None
+        s = self.session(sid)
+        parent = self.sessions.get(s.parent) if s.parent else None
         if parent is not None and parent.closed and parent.resume is None:
-            self._flag("R111", f"message for child {sid!r} after its parent's close answer", message)
+            self.flag("R111", f"message for child {sid!r} after its parent's close answer", message)
             return None
         if s.closed and s.resume is None:
-            self._flag("R45", f"message for session {sid!r} after its close answer", message)
+            self.flag("R45", f"message for session {sid!r} after its close answer", message)
             return None
-        self._note_early(sid, message, own=True)
+        self.note_early(sid, message, own=True)
         s.r95 = None
         return s
 
-    def _note_early(self, sid: Any, message: Any, own: bool = False) -> None:
+    def note_early(self, sid: Any, message: Any, own: bool = False) -> None:
         """Remember the first message naming a session id the client has not learned yet.
 
         The client learns an id from its own request naming it (resume, prompt, ...), from the
         answer that creates it (new, fork: S2) or from a child's announcing ``subagent_update``
         (R79); each of those settles the entry. Before ``initialize`` everything is R22's.
         """
-        if not isinstance(sid, str) or sid in self._known or not self._initialized:
+        if not isinstance(sid, str) or sid in self.known or not self.initialized:
             return
-        early = self._early.get(sid)
+        early = self.early.get(sid)
         if early is None or (own and not early.own):
-            self._early[sid] = Early(self._n, message, own or (early is not None and early.own))
+            self.early[sid] = Early(self.n, message, own or (early is not None and early.own))
 
-    def _session(self, sid: str) -> SessionModel:
-        s = self._sessions.get(sid)
+    def session(self, sid: str) -> SessionModel:
+        """The model of a session id, created on first use."""
+        s = self.sessions.get(sid)
         if s is None:
-            s = self._sessions[sid] = SessionModel(sid)
+            s = self.sessions[sid] = SessionModel(sid)
         return s
 
-    def _ended(self, s: SessionModel, key: ItemKey, after: int) -> bool:
+    def ended(self, s: SessionModel, key: ItemKey, after: int) -> bool:
         """The item was reported ended (final status, exitStatus, quiet child) after message ``after``."""
         kind, item = key
         if kind == "subagent":
-            child = self._sessions.get(item)
+            child = self.sessions.get(item)
             return child is not None and is_quiet(child.child_state) and child.child_state_at > after
         if kind == "tool_call":
             tc = s.tool_calls.get(item)
@@ -342,7 +362,8 @@ class CheckerModel:
         terminal = s.terminals.get(item)
         return terminal is not None and terminal.exited and (terminal.exited_at or -1) > after
 
-    def _live(self, s: SessionModel, key: ItemKey) -> bool:
+    def live(self, s: SessionModel, key: ItemKey) -> bool:
+        """Whether a tool call or terminal is known and not yet final or exited (children always count as live)."""
         kind, item = key
         if kind == "tool_call":
             tc = s.tool_calls.get(item)
@@ -352,46 +373,48 @@ class CheckerModel:
             return term is not None and not term.exited
         return True
 
-    def _mark_closed(self, s: SessionModel) -> None:
+    def mark_closed(self, s: SessionModel) -> None:
         """A closed session and, with it, all its children (closing a parent ends them)."""
         s.closed = True
         s.active = False
-        s.closed_at = self._n
+        s.closed_at = self.n
         s.cancel = None
         s.r95 = None
         s.state = "idle"
         if s.last_list is not None:
             s.last_list = []
         for child_id in s.children:
-            child = self._sessions.get(child_id)
+            child = self.sessions.get(child_id)
             if child is not None and not child.closed:
-                self._mark_closed(child)
+                self.mark_closed(child)
 
-    def _lineage(self, sid: str) -> list[str]:
+    def lineage(self, sid: str) -> list[str]:
         """``sid`` and the sessions it is a child of, innermost first."""
         out = [sid]
-        while (s := self._sessions.get(out[-1])) is not None and s.parent is not None and s.parent not in out:
+        while (s := self.sessions.get(out[-1])) is not None and s.parent is not None and s.parent not in out:
             out.append(s.parent)
         return out
 
-    def _closing(self, s: SessionModel) -> bool:
+    def closing(self, s: SessionModel) -> bool:
         """Whether a ``session/close`` of ``s`` is in flight (it cancels the work, R42), or the
         client's input ended (the end of the connection cancels every session's work)."""
-        if self._client_ended:
+        if self.client_ended:
             return True
-        return any(r.method == "session/close" and r.session_id == s.id for r in self._client_pending.values())
+        return any(r.method == "session/close" and r.session_id == s.id for r in self.client_pending.values())
 
-    def _pending_of(self, s: SessionModel) -> list[Req]:
-        return [r for r in self._agent_pending.values()
+    def pending_of(self, s: SessionModel) -> list[Req]:
+        """The permission requests and elicitations naming the session that are pending and not withdrawn."""
+        return [r for r in self.agent_pending.values()
                 if r.session_id == s.id and not r.withdrawn
                 and r.method in ("session/request_permission", "elicitation/create")]
 
     @staticmethod
-    def _has_entity(s: SessionModel, key: ItemKey) -> bool:
+    def has_entity(s: SessionModel, key: ItemKey) -> bool:
+        """Whether the session has announced the tool call or terminal (children are not entities here)."""
         kind, ident = key
         return ident in s.tool_calls if kind == "tool_call" else ident in s.terminals
 
-    def _covered(self, s: SessionModel, keys: Iterable[ItemKey]) -> set[ItemKey]:
+    def covered(self, s: SessionModel, keys: Iterable[ItemKey]) -> set[ItemKey]:
         """The listed keys plus the tool calls that reference a listed terminal."""
         out = set(keys)
         terminals = {ident for kind, ident in out if kind == "terminal"}
@@ -400,6 +423,6 @@ class CheckerModel:
         return out
 
     @staticmethod
-    def _replaying(s: SessionModel) -> bool:
+    def replaying(s: SessionModel) -> bool:
         """A replay is in progress: history is re-sent, so transitions are not judged (last write wins)."""
         return s.resume is not None and s.resume.replay

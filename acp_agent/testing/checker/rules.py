@@ -134,6 +134,7 @@ class RuleViolation(AssertionError):
 
 
 def quote(message: Any) -> str:
+    """A message as compact JSON, cut at the quote limit, for a violation report."""
     try:
         text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=repr)
     except ValueError:
