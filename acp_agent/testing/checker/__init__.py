@@ -23,6 +23,13 @@ Wire order matters. A transcript recorded at the client sees its own messages be
 the agent can react to them, which is what the judgements assume: an agent message that
 precedes a client message on the wire was sent before the agent could have seen it.
 
+The package, bottom up: :mod:`.constants` (the vocabulary, read from the bundled schema where it has it),
+:mod:`.rules` (:data:`RULES` and :class:`RuleViolation`), :mod:`.model` (the client-side model of the
+connection and its sessions), then one layer of judges per family, each a mixin over the ones below:
+:mod:`.items` (tool calls, terminals, permission requests), :mod:`.background` (background lists, children),
+:mod:`.turns` (prompts, messages, foreground states, cancels), :mod:`.sessions` (initialize and the session
+lifecycle) and :mod:`.jsonrpc` (framing, ids, requests and answers, routing); :class:`WireChecker` adds the feed.
+
 Judged with approximations (details in :data:`RULES`):
 
 - R13: only structurally broken params (not an object, a required field missing or of the
@@ -112,9 +119,10 @@ from typing import Any
 from ..transcript import Direction, TranscriptEntry
 from .constants import A2C, C2A, UNPARSED
 from .jsonrpc import JsonRpcRules
+from .model import IdKey, ItemKey  # noqa: F401  (importable from here, as before the split)
 from .rules import RULES, SHOULD_RULES, RuleViolation
 
-__all__ = ["A2C", "C2A", "RULES", "SHOULD_RULES", "Direction", "RuleViolation", "WireChecker", "check_transcript"]
+__all__ = ["RULES", "SHOULD_RULES", "RuleViolation", "WireChecker", "check_transcript"]
 
 
 class WireChecker(JsonRpcRules):
