@@ -258,6 +258,11 @@ class Connection:
         return self._closed.is_set()
 
     @property
+    def next_request_id(self) -> int:
+        """The id the next request this side sends will carry (ids count up from 0)."""
+        return self._next_id
+
+    @property
     def answering(self) -> bool:
         """True while a request's handler runs (its answer is not queued yet)."""
         return bool(self._incoming)

@@ -19,7 +19,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import orjson
@@ -32,6 +32,7 @@ from ..store import SessionStore
 from .checker import WireChecker
 from .mcp import McpHandler, McpHost
 from .streams import byte_pipe
+from .transcript import Direction, TranscriptEntry
 
 __all__ = [
     "AgentExitedError",
@@ -44,22 +45,11 @@ __all__ = [
     "spawn_agent",
 ]
 
-Direction = Literal["client->agent", "agent->client"]
-
 STDERR_TAIL_BYTES = 4096
 """How many trailing bytes of an agent subprocess's stderr :class:`AgentExitedError` quotes (at most)."""
 
 PermissionPolicy = Callable[[dict[str, Any]], dict[str, Any] | None]
 """Given ``session/request_permission`` params, return the result to send (``None``: wait for a hand answer)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TranscriptEntry:
-    """One message seen on the wire, with its direction and arrival time."""
-
-    direction: Direction
-    message: Any
-    at: float
 
 
 @dataclass(slots=True)
@@ -673,7 +663,7 @@ class Client:
     @property
     def last_request_id(self) -> int:
         """The id of the most recent request this client sent."""
-        return self.connection._next_id - 1
+        return self.connection.next_request_id - 1
 
     async def close_session(self, session_id: str) -> None:
         """Send ``session/close`` and wait for the answer."""

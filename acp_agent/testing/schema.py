@@ -21,7 +21,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from .client import TranscriptEntry
+from .transcript import TranscriptEntry
 
 __all__ = ["SchemaValidator", "default_schema_path"]
 

@@ -7,7 +7,6 @@ transcripts (the reference's worked examples and near misses) that pass."""
 from __future__ import annotations
 
 import ast
-import inspect
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -912,14 +911,15 @@ def test_every_judged_rule_has_a_breaking_transcript() -> None:
 
 
 def _rule_ids_in_checker_code() -> set[str]:
-    """Every rule id literal in checker.py outside the RULES / SHOULD_RULES tables.
+    """Every rule id literal in the checker package's modules outside the RULES / SHOULD_RULES tables.
 
     This catches ``_flag("R94", ...)`` as well as ids chosen indirectly (``rule = "R89" if ...``,
     ``req.expect = ("R26", -32600)``, ``self._expect_null("R10", ...)``).
     """
-    tree = ast.parse(inspect.getsource(checker_module))
+    package = Path(checker_module.__file__).resolve().parent
+    nodes = [node for module in sorted(package.glob("*.py")) for node in ast.parse(module.read_text("utf-8")).body]
     ids: set[str] = set()
-    for node in tree.body:
+    for node in nodes:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
             node, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id in ("RULES", "SHOULD_RULES") for t in targets):
@@ -969,12 +969,11 @@ def test_rules_doc_states_every_rule_once_with_the_checkers_level() -> None:
 
 
 def test_rules_doc_names_modules_that_exist() -> None:
-    package = Path(checker_module.__file__).resolve().parent.parent
+    package = Path(checker_module.__file__).resolve().parents[2]
     for rule, _, entry in _doc_entries():
         for name in re.findall(r"`([a-z_/0-9]+\.py)`", entry):
-            if name.startswith("tests/"):
-                continue
-            assert (package / name).is_file(), f"docs/rules.md, {rule}: no module acp_agent/{name}"
+            path = package.parent / name if name.startswith("tests/") else package / name
+            assert path.is_file(), f"docs/rules.md, {rule}: no module {path.relative_to(package.parent)}"
 
 
 # -- API behaviour ------------------------------------------------------------------------------
@@ -1108,3 +1107,24 @@ async def test_real_sdk_foreground_question_while_a_background_one_waits(kind: s
     checker.feed_transcript(client.transcript)
     checker.finish()
     assert checker.violations == [], [str(v) for v in checker.violations]
+
+
+def test_vocabulary_derived_from_the_schema_matches_the_reference() -> None:
+    from acp_agent.testing.checker import constants
+
+    assert constants.foreground_states() == {"running", "requires_action", "idle", "unknown"}
+    assert constants.tool_call_statuses() == {"pending", "in_progress", "paused", "completed", "failed", "cancelled"}
+    assert constants.tool_call_statuses() >= constants.FINAL
+    assert constants.tool_kinds() == {"read", "edit", "delete", "move", "search", "execute", "think", "fetch",
+                                      "switch_mode", "other"}
+    assert constants.agent_methods() == {"session/update", "session/request_permission", "elicitation/create",
+                                         "elicitation/complete", "$/cancel_request", "auth/status_update",
+                                         "mcp/message"}
+    assert constants.update_kinds() == {
+        "user_message_chunk", "user_message", "agent_message_chunk", "agent_message", "agent_thought_chunk",
+        "agent_thought", "state_update", "tool_call_content_chunk", "tool_call_update", "terminal_update",
+        "terminal_output_chunk", "plan_update", "available_commands_update", "config_option_update",
+        "session_info_update", "usage_update", "notice", "compaction_update", "compaction_summary_chunk",
+        "subagent_update", "session_message", "session_message_chunk", "plan_removed",
+    }
+    assert constants.update_kinds() >= constants.MESSAGE_KINDS and constants.update_kinds() >= constants.REPLAY_SHAPED

@@ -1077,7 +1077,7 @@ async def test_a_childs_own_request_carries_the_childs_session_id() -> None:
                                                                          "idle"]
 
 
-# -- the WireChecker's view of children (acp_agent/testing/checker.py) -------------------------------------------
+# -- the WireChecker's view of children (acp_agent/testing/checker/) -------------------------------------------
 
 
 async def test_checker_accepts_the_refusal_of_a_prompt_on_a_child() -> None:

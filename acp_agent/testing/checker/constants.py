@@ -1,0 +1,107 @@
+"""The fixed vocabulary the checker judges against: states, statuses, kinds, methods, required params.
+
+What the bundled official schema (the unstable v2 one, see :func:`~acp_agent.testing.default_schema_path`)
+enumerates is read from it on first use and cached: :func:`foreground_states`, :func:`tool_call_statuses`,
+:func:`tool_kinds`, :func:`update_kinds` and :func:`agent_methods`. The rest is stated by the reference in prose
+(or is this checker's own bookkeeping) and is written out here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from typing import Any
+
+from ..schema import default_schema_path
+from ..transcript import Direction
+
+C2A: Direction = "client->agent"
+A2C: Direction = "agent->client"
+
+
+@cache
+def _schema_defs() -> dict[str, Any]:
+    defs: dict[str, Any] = json.loads(default_schema_path(unstable=True).read_text(encoding="utf-8"))["$defs"]
+    return defs
+
+
+def _variants(name: str, prop: str | None = None) -> frozenset[str]:
+    """The ``const`` values of a schema union: of each variant itself, or of its ``prop`` property."""
+    defs = _schema_defs()
+    values: set[str] = set()
+    for variant in defs[name]["anyOf"]:
+        if "$ref" in variant:
+            variant = defs[variant["$ref"].rsplit("/", 1)[-1]]
+        holder = variant if prop is None else variant.get("properties", {}).get(prop, {})
+        if isinstance(holder.get("const"), str):
+            values.add(holder["const"])
+    return frozenset(values)
+
+
+@cache
+def foreground_states() -> frozenset[str]:
+    """The ``state`` values of a ``state_update`` (``StateUpdate`` in the schema)."""
+    return _variants("StateUpdate", "state")
+
+
+@cache
+def tool_call_statuses() -> frozenset[str]:
+    """The tool call ``status`` values (``ToolCallStatus``)."""
+    return _variants("ToolCallStatus")
+
+
+@cache
+def tool_kinds() -> frozenset[str]:
+    """The tool call ``kind`` values (``ToolKind``)."""
+    return _variants("ToolKind")
+
+
+@cache
+def update_kinds() -> frozenset[str]:
+    """The ``sessionUpdate`` discriminators of ``session/update`` (``SessionUpdate``)."""
+    return _variants("SessionUpdate", "sessionUpdate")
+
+
+@cache
+def agent_methods() -> frozenset[str]:
+    """The methods an agent may send: those the schema assigns to the client side, plus the protocol's own."""
+    return frozenset(definition["x-method"] for definition in _schema_defs().values()
+                     if definition.get("x-side") in ("client", "protocol") and "x-method" in definition)
+
+
+STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled", "error"})
+FINAL = frozenset({"completed", "failed", "cancelled"})
+MESSAGE_KINDS = frozenset({
+    "user_message", "user_message_chunk", "agent_message", "agent_message_chunk", "agent_thought",
+    "agent_thought_chunk", "session_message", "session_message_chunk",
+})
+AGENT_OUTPUT = frozenset({"agent_message", "agent_message_chunk", "agent_thought", "agent_thought_chunk"})
+USER_MESSAGES = frozenset({"user_message", "user_message_chunk"})
+# Updates that only a replay sends (live work streams chunks; user messages come only from prompts).
+REPLAY_SHAPED = USER_MESSAGES | {"agent_message", "agent_thought"}
+ITEM_ID_FIELD = {"terminal": "terminalId", "tool_call": "toolCallId", "subagent": "sessionId"}
+BASELINE = frozenset({"session/new", "session/list", "session/resume", "session/close", "session/prompt"})
+OPTIONAL = {
+    "session/fork": "fork", "session/delete": "delete", "session/archive": "archive",
+    "session/unarchive": "archive", "session/status": "status", "session/set_title": "title",
+}
+SESSION_SCOPED = frozenset({"session/prompt", "session/set_config_option", "tool_call/cancel", "terminal/cancel"})
+REQUIRED: dict[str, dict[str, type]] = {
+    "initialize": {"protocolVersion": int},
+    "session/new": {"cwd": str},
+    "session/resume": {"sessionId": str, "cwd": str},
+    "session/close": {"sessionId": str},
+    "session/prompt": {"sessionId": str, "prompt": list},
+    "session/set_config_option": {"sessionId": str, "configId": str},
+    "session/delete": {"sessionId": str},
+    "session/fork": {"sessionId": str, "cwd": str},
+    "session/list": {},
+    "tool_call/cancel": {"sessionId": str, "toolCallId": str},
+    "terminal/cancel": {"sessionId": str, "terminalId": str},
+    "auth/login": {"methodId": str},
+    "auth/logout": {},
+}
+ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[\\/]|\\\\)")
+UNPARSED = "<unparsed>"
+QUOTE_LIMIT = 300
