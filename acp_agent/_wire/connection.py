@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 over newline-delimited JSON, on any pair of anyio byte streams.
 
-Incoming calls are classified here, then dispatched through ``jsonrpcserver`` (method
-lookup, parameter binding and its error answers); each request runs in its own task so
+Incoming calls are classified here, then dispatched through :mod:`acp_agent._wire.dispatch`
+(the adapter over ``jsonrpcserver``); each request runs in its own task so
 nothing blocks a cancel. Outgoing requests, response correlation and
 ``$/cancel_request`` in both directions are handled here too. Every byte goes out
 through the one :class:`~acp_agent._wire.framing.Writer`.
@@ -10,7 +10,6 @@ through the one :class:`~acp_agent._wire.framing.Writer`.
 from __future__ import annotations
 
 import contextvars
-import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,16 +19,11 @@ from typing import Any, Final
 import anyio
 import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
-from jsonrpcserver import Success, dispatch_to_response
-from jsonrpcserver.dispatcher import call as rpc_call
-from jsonrpcserver.exceptions import JsonRpcError
-from jsonrpcserver.request import Request as RpcRequest
-from jsonrpcserver.sentinels import NODATA, NOID
-from oslash.either import Left
 from pydantic import BaseModel, ValidationError
 
 from .. import schema
 from ..errors import ErrorCode, RequestError
+from . import dispatch
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
 
 __all__ = [
@@ -116,7 +110,7 @@ class Routes:
 
 @dataclass(slots=True)
 class _Call:
-    """Per-message dispatch context handed to jsonrpcserver."""
+    """Per-message dispatch context handed to the bound method."""
 
     thunk: Callable[[], Awaitable[Any]] | None = None
     immediate: Reply | None = None
@@ -204,8 +198,8 @@ class Connection:
         self.max_message_bytes = max_message_bytes
         self.routes = routes if routes is not None else Routes()
         """The methods served and the rules around them."""
-        self._bound_requests: dict[str, Callable[..., Any]] = {}
-        self._bound_notifications: dict[str, Callable[..., Any]] = {}
+        self._bound_requests: dict[str, dispatch.BoundMethod] = {}
+        self._bound_notifications: dict[str, dispatch.BoundMethod] = {}
         self._incoming: dict[tuple[bool, Any], tuple[anyio.CancelScope, Any, _Replies]] = {}
         self._outgoing: dict[int, _Outgoing] = {}
         self._withdrawn: set[int] = set()
@@ -357,16 +351,16 @@ class Connection:
         if len(table) != len(self.routes.requests):
             table = self._bound_requests_table()
         bound = table.get(method)
-        if bound is not None and isinstance(params, dict):  # _dispatch's cheap path, inlined
-            response = rpc_call(RpcRequest(method, params, request_id), call, bound)
+        if bound is not None and isinstance(params, dict):  # the hot path
+            refused = dispatch.call(bound, call, method, params)
         else:
-            response = self._dispatch(message, method, params, request_id, table, call)
+            refused = dispatch.dispatch(message, table, call, method)
         if call.immediate is not None:
             out.answer(request_id, None, call.immediate.result, call.immediate.sent)
             return
         if call.thunk is None:
-            # jsonrpcserver answered on its own: unknown method or params that do not bind.
-            out.answer(request_id, _error_from_dispatch(method, response))
+            # Refused: unknown method, params that do not bind or fail validation, a prepare step's error.
+            out.answer(request_id, refused if refused is not None else RequestError.internal_error().to_dict())
             return
         scope = anyio.CancelScope()
         self._incoming[key] = (scope, request_id, out)
@@ -379,33 +373,14 @@ class Connection:
         if not isinstance(params, (dict, list)) or self._check_guard(method, False) is not None:
             return
         call = _Call()
-        self._dispatch({"jsonrpc": "2.0", "method": method, "params": params}, method, params, NOID,
-                       self._bound_notifications_table(), call)
-        if call.thunk is not None:
-            tg.start_soon(self._run_notification, method, call.thunk)
-
-    @staticmethod
-    def _dispatch(message: dict[str, Any], method: str, params: Any, request_id: Any,
-                  table: dict[str, Callable[..., Any]], call: _Call) -> Any:
-        """Dispatch one call through jsonrpcserver; the result is its ``Left`` error or ``Right``.
-
-        A known method with object params takes jsonrpcserver's cheap path: ``dispatcher.call``
-        runs the bound method and maps what it raises to a JSON-RPC error, as the full pipeline
-        would; the pipeline's other steps (parsing, request validation, the signature check of
-        every call) have nothing to do here: the message is parsed and checked already and every
-        bound method takes any keyword params. Anything else (an unknown method, by-position
-        params) goes through ``dispatch_to_response`` for its error answers.
-        """
+        table = self._bound_notifications_table()
         bound = table.get(method)
         if bound is not None and isinstance(params, dict):
-            return rpc_call(RpcRequest(method, params, request_id), call, bound)
-        return dispatch_to_response(
-            message,  # type: ignore[arg-type]  # already parsed; the deserializer is the identity
-            table,
-            context=call,
-            deserializer=_identity,
-            validator=_no_validation,
-        )
+            dispatch.call(bound, call, method, params)
+        else:
+            dispatch.dispatch({"jsonrpc": "2.0", "method": method, "params": params}, table, call, method)
+        if call.thunk is not None:
+            tg.start_soon(self._run_notification, method, call.thunk)
 
     def _check_guard(self, method: str, is_request: bool) -> RequestError | None:
         guard = self.routes.guard
@@ -417,12 +392,12 @@ class Connection:
             return exc
         return None
 
-    def _bound_requests_table(self) -> dict[str, Callable[..., Any]]:
+    def _bound_requests_table(self) -> dict[str, dispatch.BoundMethod]:
         if len(self._bound_requests) != len(self.requests):
             self._bound_requests = {name: _binder(m) for name, m in self.requests.items()}
         return self._bound_requests
 
-    def _bound_notifications_table(self) -> dict[str, Callable[..., Any]]:
+    def _bound_notifications_table(self) -> dict[str, dispatch.BoundMethod]:
         if len(self._bound_notifications) != len(self.notifications):
             self._bound_notifications = {name: _binder(m) for name, m in self.notifications.items()}
         return self._bound_notifications
@@ -614,24 +589,11 @@ class _Batch(_Replies):
                 sent()
 
 
-def _error_from_dispatch(method: str, response: Any) -> dict[str, Any]:
-    err = response._error if isinstance(response, Left) else None
-    if err is None:
-        return RequestError.internal_error().to_dict()
-    if err.code == ErrorCode.METHOD_NOT_FOUND:
-        return RequestError.method_not_found(method).to_dict()
-    error: dict[str, Any] = {"code": err.code, "message": err.message}
-    if err.code == ErrorCode.INVALID_PARAMS and err.message == "Invalid params" and isinstance(err.data, str):
-        error["message"] = "Invalid params: params do not fit the method"  # signature binding failed
-    elif err.data is not NODATA and err.data is not None:
-        error["data"] = err.data
-    return error
-
-
-def _binder(method: Method) -> Callable[..., Any]:
+def _binder(method: Method) -> dispatch.BoundMethod:
+    """``method`` as a bound method of :mod:`.dispatch`: validates, prepares and leaves its handler in the call."""
     model = method.params
 
-    def bind(call: _Call, /, **params: Any) -> Any:
+    def bind(call: _Call, /, **params: Any) -> None:
         nonlocal model
         if model is None:
             parsed: Any = params
@@ -641,14 +603,11 @@ def _binder(method: Method) -> Callable[..., Any]:
             try:  # the model's own validator: model_validate adds a call layer and nothing else
                 parsed = model.__pydantic_validator__.validate_python(params, strict=True)
             except ValidationError as exc:
-                raise JsonRpcError(
+                raise RequestError(
                     ErrorCode.INVALID_PARAMS, f"Invalid params: {describe_validation_error(exc)}"
                 ) from None
         if method.prepare is not None:
-            try:
-                parsed = method.prepare(parsed)
-            except RequestError as exc:
-                raise JsonRpcError(exc.code, exc.message, exc.data) from None
+            parsed = method.prepare(parsed)
         handler = method.handler
         if isinstance(parsed, Reply):
             call.immediate = parsed
@@ -656,22 +615,8 @@ def _binder(method: Method) -> Callable[..., Any]:
             call.immediate = Reply(parsed)  # no handler: the prepared value is the answer
         else:
             call.thunk = lambda: handler(parsed)
-        return _SUCCESS
 
-    # jsonrpcserver checks every call against the handler's signature; a precomputed
-    # signature spares it re-inspecting the function each time (about half its cost).
-    bind.__signature__ = _BIND_SIGNATURE  # type: ignore[attr-defined]
     return bind
-
-
-_SUCCESS: Final = Success(None)  # what every bound method returns (immutable: made once)
-
-_BIND_SIGNATURE: Final = inspect.Signature(
-    [
-        inspect.Parameter("call", inspect.Parameter.POSITIONAL_ONLY),
-        inspect.Parameter("params", inspect.Parameter.VAR_KEYWORD),
-    ]
-)
 
 
 def _dump(value: Any) -> bytes:
