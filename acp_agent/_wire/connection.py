@@ -25,10 +25,11 @@ from .. import schema
 from ..errors import ErrorCode, RequestError
 from . import dispatch
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
+from .templates import notification_line, request_line, result_line
 
 __all__ = [
-    "CANCEL_REQUEST", "CURRENT_REQUEST", "MAX_NESTING", "Connection", "Method", "Reply", "RequestId", "Routes",
-    "describe_validation_error",
+    "CANCEL_REQUEST", "CURRENT_REQUEST", "MAX_NESTING", "Connection", "IdKey", "Method", "Reply", "RequestId", "Routes",
+    "describe_validation_error", "id_key",
 ]
 
 logger = logging.getLogger(__name__)
@@ -42,8 +43,6 @@ CURRENT_REQUEST: Final[contextvars.ContextVar[RequestId | None]] = contextvars.C
 """The id of the incoming request whose handler the current task runs (for request-scoped questions)."""
 
 CANCEL_REQUEST: Final = "$/cancel_request"
-
-_HEAD_NOTIFY: Final = b'{"jsonrpc":"2.0","method":'
 
 MAX_NESTING: Final = 128
 """Deepest nesting of objects and arrays accepted in one incoming message (the envelope counts).
@@ -125,9 +124,19 @@ class _Outgoing:
     error: RequestError | None = None
 
 
-def _id_key(request_id: Any) -> tuple[bool, Any]:
-    # 1 and "1" are different ids; keep their JSON types apart.
-    return (isinstance(request_id, str), request_id)
+IdKey = tuple[bool, Any]
+"""A JSON-RPC id as a dictionary key (see :func:`id_key`)."""
+
+
+def id_key(value: Any) -> IdKey | None:
+    """A JSON-RPC id as a dictionary key that keeps ``1`` and ``"1"`` apart (``5.0`` is ``5``); ``None``: no id."""
+    if isinstance(value, str):
+        return (True, value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (False, value)
+    if isinstance(value, float) and value.is_integer():
+        return (False, int(value))
+    return None
 
 
 def _valid_id(value: Any) -> bool:
@@ -200,7 +209,7 @@ class Connection:
         """The methods served and the rules around them."""
         self._bound_requests: dict[str, dispatch.BoundMethod] = {}
         self._bound_notifications: dict[str, dispatch.BoundMethod] = {}
-        self._incoming: dict[tuple[bool, Any], tuple[anyio.CancelScope, Any, _Replies]] = {}
+        self._incoming: dict[IdKey, tuple[anyio.CancelScope, Any, _Replies]] = {}
         self._outgoing: dict[int, _Outgoing] = {}
         self._withdrawn: set[int] = set()
         self._next_id = 0
@@ -328,7 +337,7 @@ class Connection:
         if not isinstance(params, (dict, list)):
             out.answer(request_id, RequestError.invalid_request("params must be an object").to_dict())
             return
-        key = (isinstance(request_id, str), request_id)  # _id_key, inlined: every request passes here
+        key = (isinstance(request_id, str), request_id)  # id_key, inlined (the id is valid): every request passes here
         if key in self._incoming:
             out.answer(request_id, RequestError.invalid_request("id already in flight").to_dict())
             return
@@ -364,7 +373,7 @@ class Connection:
             return
         scope = anyio.CancelScope()
         self._incoming[key] = (scope, request_id, out)
-        tg.start_soon(self._run_request, request_id, call.thunk, scope, out)
+        tg.start_soon(self._run_request, request_id, key, call.thunk, scope, out)
 
     def _handle_notification(self, method: str, params: Any, tg: TaskGroup) -> None:
         if method == CANCEL_REQUEST:
@@ -405,6 +414,7 @@ class Connection:
     async def _run_request(
         self,
         request_id: Any,
+        key: IdKey,
         thunk: Callable[[], Awaitable[Any]],
         scope: anyio.CancelScope,
         out: _Replies,
@@ -424,7 +434,7 @@ class Connection:
                     answer = {"result": result}
         finally:
             # Not in flight any more: abandon_requests() already answered it.
-            if self._incoming.pop(_id_key(request_id), None) is not None:
+            if self._incoming.pop(key, None) is not None:
                 if answer is None:
                     answer = {"error": RequestError.request_cancelled().to_dict()}
                 if "error" in answer:
@@ -446,7 +456,7 @@ class Connection:
         request_id = params.get("requestId")
         if not _valid_id(request_id):
             return
-        entry = self._incoming.get(_id_key(request_id))
+        entry = self._incoming.get((isinstance(request_id, str), request_id))  # id_key of a valid id
         if entry is not None:
             entry[0].cancel()
 
@@ -469,9 +479,7 @@ class Connection:
 
     def notify(self, method: str, params: BaseModel | Mapping[str, Any]) -> None:
         """Queue a notification to the peer (ordered with everything else sent)."""
-        self.writer.send_nowait(
-            _HEAD_NOTIFY + orjson.dumps(method) + b',"params":' + _dump(params) + b"}\n"
-        )
+        self.writer.send_nowait(notification_line(method, _dump(params)))
 
     def send_raw(self, data: bytes) -> None:
         """Queue one pre-serialized message line (must end with a newline)."""
@@ -490,13 +498,7 @@ class Connection:
         self._next_id += 1
         pending = _Outgoing()
         self._outgoing[request_id] = pending
-        self.writer.send_nowait(
-            b'{"jsonrpc":"2.0","id":%d,"method":' % request_id
-            + orjson.dumps(method)
-            + b',"params":'
-            + _dump(params)
-            + b"}\n"
-        )
+        self.writer.send_nowait(request_line(request_id, method, _dump(params)))
         try:
             await pending.done.wait()
         except BaseException:
@@ -631,7 +633,7 @@ def _response_bytes(id_: Any, error: dict[str, Any] | None, result: Any) -> byte
     if error is not None:
         return orjson.dumps({"jsonrpc": "2.0", "id": id_, "error": error}, option=orjson.OPT_APPEND_NEWLINE)
     if isinstance(result, BaseModel):
-        return b'{"jsonrpc":"2.0","id":' + orjson.dumps(id_) + b',"result":' + _dump(result) + b"}\n"
+        return result_line(id_, _dump(result))
     # A plain result (a prompt's answer, ``{}``): the whole line in one call.
     return orjson.dumps({"jsonrpc": "2.0", "id": id_, "result": {} if result is None else result},
                         option=orjson.OPT_APPEND_NEWLINE)
