@@ -25,6 +25,7 @@ import anyio
 import orjson
 from anyio.abc import TaskGroup
 
+from .._wire.connection import id_key
 from ..agent import Agent
 from ..errors import RequestError, StoreError, StoreUnusableError
 from ..store import MemoryStore, SessionStore, SqliteStore
@@ -35,7 +36,6 @@ from .connections import (
     ConnectionRegistry,
     RemoteConnection,
     credential_digest,
-    id_key,
 )
 from .leases import Leases, PostgresLeases
 from .options import HttpOptions

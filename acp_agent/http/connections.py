@@ -36,8 +36,7 @@ from .options import HttpOptions
 from .sessions import SessionDirectory, active_elsewhere
 from .streams import Mailbox, MessageInbox, OutputStream
 
-__all__ = ["SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection", "Route",
-           "id_key"]
+__all__ = ["SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection", "Route"]
 
 logger = logging.getLogger(__name__)
 
