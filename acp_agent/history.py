@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
 from pydantic import BaseModel
 
 from ._util.processes import DEFAULT_TAIL_LIMIT as DEFAULT_TERMINAL_TAIL
+from ._wire.templates import PLAIN_MESSAGE_FIELDS, PLAIN_MESSAGE_HEADS, plain_message_json
 from .errors import ErrorCode
 from .schema import (
     AgentMessage,
@@ -53,8 +53,7 @@ from .schema import (
 from .schema.base import to_json
 
 __all__ = [
-    "CHILD_GONE", "ITEM_CLASSES", "PLAIN_MESSAGE_FIELDS", "PLAIN_MESSAGE_HEADS", "History", "HistoryChanges",
-    "HistoryItem", "finalize_live_items", "plain_message_json",
+    "CHILD_GONE", "ITEM_CLASSES", "History", "HistoryChanges", "HistoryItem", "finalize_live_items",
 ]
 
 HistoryItem = (
@@ -69,37 +68,6 @@ ITEM_CLASSES: Final[dict[str, type[BaseModel]]] = {
                 SubagentUpdate, PlanUpdate, CompactionUpdate)
 }
 """Every history item class by its name (how a store writes an entry's kind)."""
-
-
-PLAIN_MESSAGE_HEADS: Final[dict[type[BaseModel], bytes]] = {
-    UserMessage: b'{"sessionUpdate":"user_message","messageId":',
-    AgentMessage: b'{"sessionUpdate":"agent_message","messageId":',
-    AgentThought: b'{"sessionUpdate":"agent_thought","messageId":',
-}
-"""The JSON of a user message, agent message and thought up to its ``messageId`` value, by class."""
-_TEXT_FIELDS: Final = frozenset({"type", "text"})
-PLAIN_MESSAGE_FIELDS: Final = frozenset({"session_update", "message_id", "content"})
-"""The fields of a plain message (its model's fields set, or at most those of its history entry)."""
-
-
-def plain_message_json(head: bytes, message_id: str, content: list[Any], text: str | None = None) -> bytes | None:
-    """The JSON of a message (``head``: its :data:`PLAIN_MESSAGE_HEADS` entry) whose blocks are all plain text
-    (no annotations, ``_meta`` or extra keys), ``text`` (if given) as one more text block, else ``None``.
-
-    Written by ``orjson``: the bytes the message's model serializes to (unset fields omitted), without
-    building it. ``None`` also for a lone surrogate, which only the model's serializer takes.
-    """
-    texts = []
-    for block in content:
-        if type(block) is not TextContent or block.__pydantic_fields_set__ != _TEXT_FIELDS or block.__pydantic_extra__:
-            return None
-        texts.append({"type": "text", "text": block.text})
-    if text is not None:
-        texts.append({"type": "text", "text": text})
-    try:
-        return head + orjson.dumps(message_id) + b',"content":' + orjson.dumps(texts) + b"}"
-    except orjson.JSONEncodeError:
-        return None
 
 
 # full upsert class -> (name of its id field, name of the collection its chunks append to)

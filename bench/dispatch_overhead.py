@@ -4,9 +4,9 @@ Run: ``.venv/bin/python bench/dispatch_overhead.py``. Prints medians of several 
 rounds (these machines are noisy; compare ratios, not absolute numbers):
 
 - ``direct``: our binder called straight from a dict lookup (the floor);
-- ``jsonrpcserver``: the same binder dispatched through ``jsonrpcserver.dispatch_to_response``
-  with our cheap structural check (what the connection does);
-- ``jsonrpcserver+jsonschema``: the same with jsonrpcserver's default jsonschema validator;
+- ``dispatch.call``: the connection's hot path (``acp_agent._wire.dispatch.call``);
+- ``jsonrpcserver``: the same binder dispatched through jsonrpcserver's public pipeline
+  (``acp_agent._wire.dispatch.dispatch``: unknown methods and by-position params take it);
 - ``echo round trip``: one ``session/prompt`` to the idle ``end_turn`` of
   ``examples/echo_agent.py`` over real pipes (median and p99 of 200 sequential prompts).
 """
@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from jsonrpcserver import dispatch_to_response
-from jsonrpcserver.main import default_validator
 
+from acp_agent._wire import dispatch
 from acp_agent._wire.connection import Method, _binder, _Call
 from acp_agent.schema import PromptRequest
 from acp_agent.testing.client import spawn_agent
@@ -52,11 +51,19 @@ def _direct(n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
-def _through(n: int, validator: Any) -> float:
+def _hot(n: int) -> float:
     start = time.perf_counter()
     for _ in range(n):
         call = _Call()
-        dispatch_to_response(MESSAGE, TABLE, context=call, deserializer=lambda m: m, validator=validator)  # type: ignore[arg-type]
+        dispatch.call(TABLE[MESSAGE["method"]], call, MESSAGE["method"], MESSAGE["params"])
+    return (time.perf_counter() - start) / n
+
+
+def _through(n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        call = _Call()
+        dispatch.dispatch(MESSAGE, TABLE, call, MESSAGE["method"])
     return (time.perf_counter() - start) / n
 
 
@@ -74,11 +81,11 @@ async def _echo_round_trips(count: int) -> list[float]:
 
 def main() -> None:
     rounds, n = 7, 5000
-    results: dict[str, list[float]] = {"direct": [], "jsonrpcserver": [], "jsonrpcserver+jsonschema": []}
+    results: dict[str, list[float]] = {"direct": [], "dispatch.call": [], "jsonrpcserver": []}
     for _ in range(rounds):
         results["direct"].append(_direct(n))
-        results["jsonrpcserver"].append(_through(n, lambda m: m))
-        results["jsonrpcserver+jsonschema"].append(_through(n, default_validator))
+        results["dispatch.call"].append(_hot(n))
+        results["jsonrpcserver"].append(_through(n))
     floor = statistics.median(results["direct"])
     print(f"per-request dispatch cost, median of {rounds} rounds x {n} calls")
     for name, values in results.items():

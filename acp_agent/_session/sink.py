@@ -14,21 +14,17 @@ replayable history and back-pressure, and it gates the wire:
 
 from __future__ import annotations
 
-import base64
-from typing import Final
-
 import orjson
 from pydantic import BaseModel
 
+from .._wire import templates
 from .._wire.framing import TextFrame, Writer
+from .._wire.templates import PLAIN_MESSAGE_FIELDS, PLAIN_MESSAGE_HEADS, TEXT_TAIL, UPDATE_TAIL, plain_message_json
 from ..errors import SessionClosedError
-from ..history import PLAIN_MESSAGE_FIELDS, PLAIN_MESSAGE_HEADS, History, plain_message_json
+from ..history import History
 from ..schema import ContentBlock
 
 __all__ = ["SessionSink"]
-
-_TEXT_TAIL: Final = b"}}}}\n"
-_OUTPUT_TAIL: Final = b'"}}}\n'
 
 
 class SessionSink:
@@ -43,11 +39,7 @@ class SessionSink:
         self.session_id = session_id
         self.history = history
         """The session's replayable history; everything sent through :meth:`send` is folded in."""
-        self.prefix = (
-            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
-            + orjson.dumps(session_id)
-            + b',"update":'
-        )
+        self.prefix = templates.update_prefix(session_id)
         """The bytes every ``session/update`` of this session starts with."""
         self.closed = False
         """Set when the session closed: nothing more goes out."""
@@ -86,7 +78,7 @@ class SessionSink:
         return (
             self.prefix
             + update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
-            + b"}}\n"
+            + UPDATE_TAIL
         )
 
     def send(self, update: BaseModel, *, record: bool = True) -> None:
@@ -104,7 +96,7 @@ class SessionSink:
         if body is None:
             body = update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True)
         self.history.record(update, body)
-        return self.prefix + body + b"}}\n"
+        return self.prefix + body + UPDATE_TAIL
 
     def record_plain(self, kind: type[BaseModel], message_id: str, content: list[ContentBlock]) -> bytes | None:
         """:meth:`record` of the message ``kind(message_id=message_id, content=content)`` without building it.
@@ -121,7 +113,7 @@ class SessionSink:
         if body is None:
             return None
         self.history.record_message(kind, message_id, content, body)
-        return self.prefix + body + b"}}\n"
+        return self.prefix + body + UPDATE_TAIL
 
     def send_plain(self, kind: type[BaseModel], message_id: str, content: list[ContentBlock]) -> bool:
         """:meth:`send` of the message :meth:`record_plain` takes, if it takes it; whether it was sent.
@@ -149,14 +141,7 @@ class SessionSink:
 
     def text_frame(self, thought: bool, message_id: str) -> TextFrame:
         """The framing of the plain-text chunks of one streamed message (or thought), for :meth:`text`."""
-        return TextFrame(
-            self.prefix
-            + (b'{"sessionUpdate":"agent_thought_chunk","messageId":' if thought
-               else b'{"sessionUpdate":"agent_message_chunk","messageId":')
-            + orjson.dumps(message_id)
-            + b',"content":{"type":"text","text":',
-            _TEXT_TAIL,
-        )
+        return TextFrame(templates.text_chunk_head(self.prefix, thought, message_id), TEXT_TAIL)
 
     def text(self, frame: TextFrame, thought: bool, message_id: str, text: str) -> bool:
         """One text chunk of a streamed message; ``frame`` is :meth:`text_frame` of it.
@@ -179,20 +164,14 @@ class SessionSink:
 
     def output_head(self, terminal_id: str) -> bytes:
         """The framing of a ``terminal_output_chunk`` of ``terminal_id`` up to its base64 data."""
-        return (
-            self.prefix
-            + b'{"sessionUpdate":"terminal_output_chunk","terminalId":'
-            + orjson.dumps(terminal_id)
-            + b',"data":"'
-        )
+        return templates.output_chunk_head(self.prefix, terminal_id)
 
     def output(self, head: bytes, terminal_id: str, data: bytes, limit: int) -> None:
         """Raw terminal output: kept in the terminal's retained tail (``limit`` bytes) and sent."""
         if self.closed:
             return
         self.history.append_output(terminal_id, data, limit=limit)
-        # base64 needs no JSON escaping: this is exactly what TerminalOutputChunk serializes to.
-        self._write(head + base64.b64encode(data) + _OUTPUT_TAIL)
+        self._write(templates.output_chunk_line(head, data))
 
     # -- back-pressure ---------------------------------------------------------------------
 

@@ -16,9 +16,9 @@ import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-import orjson
 from pydantic import BaseModel
 
+from .._wire.templates import UPDATE_TAIL, empty_list_snapshot
 from ..schema import Error, ForegroundState, IdleStateUpdate, RequiresActionStateUpdate, RunningStateUpdate, Usage
 from .registry import BackgroundRegistry
 from .sink import SessionSink
@@ -92,8 +92,8 @@ class StatePublisher:
             # once per session, so a turn's ``running`` and ``idle`` build and serialize no model.
             line = self._lines.get((state, stop_reason))
             if line is None:
-                body = _empty_list_body(state, stop_reason)
-                line = self._sink.prefix + body + b"}}\n" if body is not None else self._sink.frame(
+                body = empty_list_snapshot(state, stop_reason)
+                line = self._sink.prefix + body + UPDATE_TAIL if body is not None else self._sink.frame(
                     self._build(state, stop_reason))
                 if len(self._lines) < _LINES_KEPT:
                     self._lines[(state, stop_reason)] = line
@@ -144,15 +144,3 @@ class StatePublisher:
                 self._dirty = False
                 self.list_changed()
 
-
-def _empty_list_body(state: ForegroundState, stop_reason: str | None) -> bytes | None:
-    """The JSON of a snapshot with an empty ``background`` list and nothing else but ``stop_reason``: the bytes its
-    model serializes to, without building it (its validator too is built on first use); ``None`` if ``orjson``
-    cannot write the stop reason (a lone surrogate)."""
-    head = b'{"sessionUpdate":"state_update","state":"' + state.encode() + b'"'
-    if stop_reason is not None:
-        try:
-            head += b',"stopReason":' + orjson.dumps(stop_reason)
-        except orjson.JSONEncodeError:
-            return None
-    return head + b',"background":[]}'

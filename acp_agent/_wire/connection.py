@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 over newline-delimited JSON, on any pair of anyio byte streams.
 
-Incoming calls are classified here, then dispatched through ``jsonrpcserver`` (method
-lookup, parameter binding and its error answers); each request runs in its own task so
+Incoming calls are classified here, then dispatched through :mod:`acp_agent._wire.dispatch`
+(the adapter over ``jsonrpcserver``); each request runs in its own task so
 nothing blocks a cancel. Outgoing requests, response correlation and
 ``$/cancel_request`` in both directions are handled here too. Every byte goes out
 through the one :class:`~acp_agent._wire.framing.Writer`.
@@ -10,7 +10,6 @@ through the one :class:`~acp_agent._wire.framing.Writer`.
 from __future__ import annotations
 
 import contextvars
-import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,21 +19,17 @@ from typing import Any, Final
 import anyio
 import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
-from jsonrpcserver import Success, dispatch_to_response
-from jsonrpcserver.dispatcher import call as rpc_call
-from jsonrpcserver.exceptions import JsonRpcError
-from jsonrpcserver.request import Request as RpcRequest
-from jsonrpcserver.sentinels import NODATA, NOID
-from oslash.either import Left
 from pydantic import BaseModel, ValidationError
 
 from .. import schema
 from ..errors import ErrorCode, RequestError
+from . import dispatch
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
+from .templates import notification_line, request_line, result_line
 
 __all__ = [
-    "CANCEL_REQUEST", "CURRENT_REQUEST", "MAX_NESTING", "Connection", "Method", "Reply", "RequestId", "Routes",
-    "describe_validation_error",
+    "CANCEL_REQUEST", "CURRENT_REQUEST", "MAX_NESTING", "Connection", "IdKey", "Method", "Reply", "RequestId", "Routes",
+    "describe_validation_error", "id_key",
 ]
 
 logger = logging.getLogger(__name__)
@@ -48,8 +43,6 @@ CURRENT_REQUEST: Final[contextvars.ContextVar[RequestId | None]] = contextvars.C
 """The id of the incoming request whose handler the current task runs (for request-scoped questions)."""
 
 CANCEL_REQUEST: Final = "$/cancel_request"
-
-_HEAD_NOTIFY: Final = b'{"jsonrpc":"2.0","method":'
 
 MAX_NESTING: Final = 128
 """Deepest nesting of objects and arrays accepted in one incoming message (the envelope counts).
@@ -116,7 +109,7 @@ class Routes:
 
 @dataclass(slots=True)
 class _Call:
-    """Per-message dispatch context handed to jsonrpcserver."""
+    """Per-message dispatch context handed to the bound method."""
 
     thunk: Callable[[], Awaitable[Any]] | None = None
     immediate: Reply | None = None
@@ -131,9 +124,19 @@ class _Outgoing:
     error: RequestError | None = None
 
 
-def _id_key(request_id: Any) -> tuple[bool, Any]:
-    # 1 and "1" are different ids; keep their JSON types apart.
-    return (isinstance(request_id, str), request_id)
+IdKey = tuple[bool, Any]
+"""A JSON-RPC id as a dictionary key (see :func:`id_key`)."""
+
+
+def id_key(value: Any) -> IdKey | None:
+    """A JSON-RPC id as a dictionary key that keeps ``1`` and ``"1"`` apart (``5.0`` is ``5``); ``None``: no id."""
+    if isinstance(value, str):
+        return (True, value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (False, value)
+    if isinstance(value, float) and value.is_integer():
+        return (False, int(value))
+    return None
 
 
 def _valid_id(value: Any) -> bool:
@@ -204,9 +207,9 @@ class Connection:
         self.max_message_bytes = max_message_bytes
         self.routes = routes if routes is not None else Routes()
         """The methods served and the rules around them."""
-        self._bound_requests: dict[str, Callable[..., Any]] = {}
-        self._bound_notifications: dict[str, Callable[..., Any]] = {}
-        self._incoming: dict[tuple[bool, Any], tuple[anyio.CancelScope, Any, _Replies]] = {}
+        self._bound_requests: dict[str, dispatch.BoundMethod] = {}
+        self._bound_notifications: dict[str, dispatch.BoundMethod] = {}
+        self._incoming: dict[IdKey, tuple[anyio.CancelScope, Any, _Replies]] = {}
         self._outgoing: dict[int, _Outgoing] = {}
         self._withdrawn: set[int] = set()
         self._next_id = 0
@@ -339,7 +342,7 @@ class Connection:
         if not isinstance(params, (dict, list)):
             out.answer(request_id, RequestError.invalid_request("params must be an object").to_dict())
             return
-        key = (isinstance(request_id, str), request_id)  # _id_key, inlined: every request passes here
+        key = (isinstance(request_id, str), request_id)  # id_key, inlined (the id is valid): every request passes here
         if key in self._incoming:
             out.answer(request_id, RequestError.invalid_request("id already in flight").to_dict())
             return
@@ -362,20 +365,20 @@ class Connection:
         if len(table) != len(self.routes.requests):
             table = self._bound_requests_table()
         bound = table.get(method)
-        if bound is not None and isinstance(params, dict):  # _dispatch's cheap path, inlined
-            response = rpc_call(RpcRequest(method, params, request_id), call, bound)
+        if bound is not None and isinstance(params, dict):  # the hot path
+            refused = dispatch.call(bound, call, method, params)
         else:
-            response = self._dispatch(message, method, params, request_id, table, call)
+            refused = dispatch.dispatch(message, table, call, method)
         if call.immediate is not None:
             out.answer(request_id, None, call.immediate.result, call.immediate.sent)
             return
         if call.thunk is None:
-            # jsonrpcserver answered on its own: unknown method or params that do not bind.
-            out.answer(request_id, _error_from_dispatch(method, response))
+            # Refused: unknown method, params that do not bind or fail validation, a prepare step's error.
+            out.answer(request_id, refused if refused is not None else RequestError.internal_error().to_dict())
             return
         scope = anyio.CancelScope()
         self._incoming[key] = (scope, request_id, out)
-        tg.start_soon(self._run_request, request_id, call.thunk, scope, out)
+        tg.start_soon(self._run_request, request_id, key, call.thunk, scope, out)
 
     def _handle_notification(self, method: str, params: Any, tg: TaskGroup) -> None:
         if method == CANCEL_REQUEST:
@@ -384,33 +387,14 @@ class Connection:
         if not isinstance(params, (dict, list)) or self._check_guard(method, False) is not None:
             return
         call = _Call()
-        self._dispatch({"jsonrpc": "2.0", "method": method, "params": params}, method, params, NOID,
-                       self._bound_notifications_table(), call)
-        if call.thunk is not None:
-            tg.start_soon(self._run_notification, method, call.thunk)
-
-    @staticmethod
-    def _dispatch(message: dict[str, Any], method: str, params: Any, request_id: Any,
-                  table: dict[str, Callable[..., Any]], call: _Call) -> Any:
-        """Dispatch one call through jsonrpcserver; the result is its ``Left`` error or ``Right``.
-
-        A known method with object params takes jsonrpcserver's cheap path: ``dispatcher.call``
-        runs the bound method and maps what it raises to a JSON-RPC error, as the full pipeline
-        would; the pipeline's other steps (parsing, request validation, the signature check of
-        every call) have nothing to do here: the message is parsed and checked already and every
-        bound method takes any keyword params. Anything else (an unknown method, by-position
-        params) goes through ``dispatch_to_response`` for its error answers.
-        """
+        table = self._bound_notifications_table()
         bound = table.get(method)
         if bound is not None and isinstance(params, dict):
-            return rpc_call(RpcRequest(method, params, request_id), call, bound)
-        return dispatch_to_response(
-            message,  # type: ignore[arg-type]  # already parsed; the deserializer is the identity
-            table,
-            context=call,
-            deserializer=_identity,
-            validator=_no_validation,
-        )
+            dispatch.call(bound, call, method, params)
+        else:
+            dispatch.dispatch({"jsonrpc": "2.0", "method": method, "params": params}, table, call, method)
+        if call.thunk is not None:
+            tg.start_soon(self._run_notification, method, call.thunk)
 
     def _check_guard(self, method: str, is_request: bool) -> RequestError | None:
         guard = self.routes.guard
@@ -422,12 +406,12 @@ class Connection:
             return exc
         return None
 
-    def _bound_requests_table(self) -> dict[str, Callable[..., Any]]:
+    def _bound_requests_table(self) -> dict[str, dispatch.BoundMethod]:
         if len(self._bound_requests) != len(self.requests):
             self._bound_requests = {name: _binder(m) for name, m in self.requests.items()}
         return self._bound_requests
 
-    def _bound_notifications_table(self) -> dict[str, Callable[..., Any]]:
+    def _bound_notifications_table(self) -> dict[str, dispatch.BoundMethod]:
         if len(self._bound_notifications) != len(self.notifications):
             self._bound_notifications = {name: _binder(m) for name, m in self.notifications.items()}
         return self._bound_notifications
@@ -435,6 +419,7 @@ class Connection:
     async def _run_request(
         self,
         request_id: Any,
+        key: IdKey,
         thunk: Callable[[], Awaitable[Any]],
         scope: anyio.CancelScope,
         out: _Replies,
@@ -454,7 +439,7 @@ class Connection:
                     answer = {"result": result}
         finally:
             # Not in flight any more: abandon_requests() already answered it.
-            if self._incoming.pop(_id_key(request_id), None) is not None:
+            if self._incoming.pop(key, None) is not None:
                 if answer is None:
                     answer = {"error": RequestError.request_cancelled().to_dict()}
                 if "error" in answer:
@@ -476,7 +461,7 @@ class Connection:
         request_id = params.get("requestId")
         if not _valid_id(request_id):
             return
-        entry = self._incoming.get(_id_key(request_id))
+        entry = self._incoming.get((isinstance(request_id, str), request_id))  # id_key of a valid id
         if entry is not None:
             entry[0].cancel()
 
@@ -499,9 +484,7 @@ class Connection:
 
     def notify(self, method: str, params: BaseModel | Mapping[str, Any]) -> None:
         """Queue a notification to the peer (ordered with everything else sent)."""
-        self.writer.send_nowait(
-            _HEAD_NOTIFY + orjson.dumps(method) + b',"params":' + _dump(params) + b"}\n"
-        )
+        self.writer.send_nowait(notification_line(method, _dump(params)))
 
     def send_raw(self, data: bytes) -> None:
         """Queue one pre-serialized message line (must end with a newline)."""
@@ -520,13 +503,7 @@ class Connection:
         self._next_id += 1
         pending = _Outgoing()
         self._outgoing[request_id] = pending
-        self.writer.send_nowait(
-            b'{"jsonrpc":"2.0","id":%d,"method":' % request_id
-            + orjson.dumps(method)
-            + b',"params":'
-            + _dump(params)
-            + b"}\n"
-        )
+        self.writer.send_nowait(request_line(request_id, method, _dump(params)))
         try:
             await pending.done.wait()
         except BaseException:
@@ -619,24 +596,11 @@ class _Batch(_Replies):
                 sent()
 
 
-def _error_from_dispatch(method: str, response: Any) -> dict[str, Any]:
-    err = response._error if isinstance(response, Left) else None
-    if err is None:
-        return RequestError.internal_error().to_dict()
-    if err.code == ErrorCode.METHOD_NOT_FOUND:
-        return RequestError.method_not_found(method).to_dict()
-    error: dict[str, Any] = {"code": err.code, "message": err.message}
-    if err.code == ErrorCode.INVALID_PARAMS and err.message == "Invalid params" and isinstance(err.data, str):
-        error["message"] = "Invalid params: params do not fit the method"  # signature binding failed
-    elif err.data is not NODATA and err.data is not None:
-        error["data"] = err.data
-    return error
-
-
-def _binder(method: Method) -> Callable[..., Any]:
+def _binder(method: Method) -> dispatch.BoundMethod:
+    """``method`` as a bound method of :mod:`.dispatch`: validates, prepares and leaves its handler in the call."""
     model = method.params
 
-    def bind(call: _Call, /, **params: Any) -> Any:
+    def bind(call: _Call, /, **params: Any) -> None:
         nonlocal model
         if model is None:
             parsed: Any = params
@@ -646,14 +610,11 @@ def _binder(method: Method) -> Callable[..., Any]:
             try:  # the model's own validator: model_validate adds a call layer and nothing else
                 parsed = model.__pydantic_validator__.validate_python(params, strict=True)
             except ValidationError as exc:
-                raise JsonRpcError(
+                raise RequestError(
                     ErrorCode.INVALID_PARAMS, f"Invalid params: {describe_validation_error(exc)}"
                 ) from None
         if method.prepare is not None:
-            try:
-                parsed = method.prepare(parsed)
-            except RequestError as exc:
-                raise JsonRpcError(exc.code, exc.message, exc.data) from None
+            parsed = method.prepare(parsed)
         handler = method.handler
         if isinstance(parsed, Reply):
             call.immediate = parsed
@@ -661,22 +622,8 @@ def _binder(method: Method) -> Callable[..., Any]:
             call.immediate = Reply(parsed)  # no handler: the prepared value is the answer
         else:
             call.thunk = lambda: handler(parsed)
-        return _SUCCESS
 
-    # jsonrpcserver checks every call against the handler's signature; a precomputed
-    # signature spares it re-inspecting the function each time (about half its cost).
-    bind.__signature__ = _BIND_SIGNATURE  # type: ignore[attr-defined]
     return bind
-
-
-_SUCCESS: Final = Success(None)  # what every bound method returns (immutable: made once)
-
-_BIND_SIGNATURE: Final = inspect.Signature(
-    [
-        inspect.Parameter("call", inspect.Parameter.POSITIONAL_ONLY),
-        inspect.Parameter("params", inspect.Parameter.VAR_KEYWORD),
-    ]
-)
 
 
 def _dump(value: Any) -> bytes:
@@ -691,7 +638,7 @@ def _response_bytes(id_: Any, error: dict[str, Any] | None, result: Any) -> byte
     if error is not None:
         return orjson.dumps({"jsonrpc": "2.0", "id": id_, "error": error}, option=orjson.OPT_APPEND_NEWLINE)
     if isinstance(result, BaseModel):
-        return b'{"jsonrpc":"2.0","id":' + orjson.dumps(id_) + b',"result":' + _dump(result) + b"}\n"
+        return result_line(id_, _dump(result))
     # A plain result (a prompt's answer, ``{}``): the whole line in one call.
     return orjson.dumps({"jsonrpc": "2.0", "id": id_, "result": {} if result is None else result},
                         option=orjson.OPT_APPEND_NEWLINE)

@@ -26,6 +26,7 @@ import orjson
 from anyio.abc import TaskGroup
 
 from .._runtime.storage import session_store
+from .._wire.connection import id_key
 from ..agent import Agent
 from ..errors import RequestError, StoreError, StoreUnusableError
 from ..store import MemoryStore, SessionStore
@@ -36,7 +37,6 @@ from .connections import (
     ConnectionRegistry,
     RemoteConnection,
     credential_digest,
-    id_key,
 )
 from .leases import Leases, PostgresLeases
 from .options import HttpOptions

@@ -19,13 +19,15 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import anyio
 import orjson
 
 from .._runtime.runtime import AgentRuntime
 from .._runtime.serve import open_runtime
+from .._wire.connection import IdKey, id_key
+from .._wire.templates import HEAD_NOTIFY
 from ..agent import Agent
 from ..errors import RequestError
 from ..schema import CloseSessionRequest
@@ -34,8 +36,7 @@ from .options import HttpOptions
 from .sessions import ActiveSessions, active_elsewhere
 from .streams import Mailbox, MessageInbox, OutputStream
 
-__all__ = ["SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection", "Route",
-           "id_key"]
+__all__ = ["SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection", "Route"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,24 +46,12 @@ SHUTDOWN_MARGIN: Final = 2.0
 Route = str | None
 """The session a message belongs to (``None``: the connection itself)."""
 
-_HEAD_NOTIFY: Final = b'{"jsonrpc":"2.0","method":'  # how the runtime's notifications begin
 
 Transport = Literal["http", "websocket"]
 
 
 class ConnectionLimitError(Exception):
     """A client went past a connection limit (an over-long id)."""
-
-
-def id_key(value: Any) -> str | None:
-    """A JSON-RPC id as a dictionary key that keeps ``1`` and ``"1"`` apart (``None`` if not an id)."""
-    if isinstance(value, str):
-        return "s:" + value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return "n:" + str(value)
-    if isinstance(value, float) and value.is_integer():
-        return "n:" + str(int(value))
-    return None
 
 
 def credential_digest(authorization: str | None) -> bytes | None:
@@ -108,7 +97,7 @@ class RemoteConnection:
         # HTTP routing (see the module docstring).
         self.connection_stream = Mailbox(self._queued, self._taken)
         self.session_streams: dict[str, Mailbox] = {}
-        self.client_response_routes: dict[str, Route] = {}
+        self.client_response_routes: dict[IdKey, Route] = {}
         """The session of each request the agent sent and the client has not answered yet."""
         self.buffered_bytes = 0
         self._progress = anyio.Event()
@@ -265,7 +254,7 @@ class RemoteConnection:
         self._progress = anyio.Event()
 
     def _route(self, line: bytes) -> None:
-        if b'"method"' in line and not line.startswith(_HEAD_NOTIFY):
+        if b'"method"' in line and not line.startswith(HEAD_NOTIFY):
             # A request of the agent: remember its session, so the client's answer can be checked.
             message = orjson.loads(line)
             if isinstance(message, dict) and "id" in message and "method" in message:

@@ -28,7 +28,6 @@ from acp_agent import RequestError, SessionClosedError, ToolCallStateError
 from acp_agent._util import processes
 from acp_agent.records import SessionRecord
 from acp_agent.schema import TerminalUpdate, ToolCallUpdate
-from acp_agent.session import core_of
 from acp_agent.store import SessionStore, SqliteStore
 from acp_agent.testing.checker import WireChecker
 from acp_agent.testing.client import Client, connect_agent
@@ -199,7 +198,7 @@ async def race(bursts: list[list[tuple[int, tuple[Any, ...]]]], store: SessionSt
         if record is None:
             problems.append("the closed session is not in the store")
         else:
-            live = core_of(agent.sessions[sid]).record  # the record as the session left it
+            live = agent.sessions[sid]._core.record  # the record as the session left it
             if dump(record) != dump(live):
                 problems.append(f"the stored session differs from the one closed: {dump(record)} != {dump(live)}")
             for item in record.history.replay():
