@@ -64,12 +64,22 @@ class LazyImports:
                 raise ImportError(f"{name!r} was imported under another name in a LazyImports block")
 
 
-def public_module(package: str, name: str) -> str:
-    """The shortest package, from the top one down to ``package``, whose ``__all__`` lists ``name``."""
+def _exporters(package: str) -> list[tuple[str, frozenset[str]]]:
+    """The packages above ``package`` (top one first) that are loaded, with the names they export."""
     parts = package.split(".")
+    found = []
     for end in range(1, len(parts)):
         candidate = ".".join(parts[:end])
-        if name in getattr(sys.modules.get(candidate), "__all__", ()):
+        exported = getattr(sys.modules.get(candidate), "__all__", None)
+        if exported:
+            found.append((candidate, frozenset(exported)))
+    return found
+
+
+def public_module(package: str, name: str, exporters: list[tuple[str, frozenset[str]]] | None = None) -> str:
+    """The shortest package, from the top one down to ``package``, whose ``__all__`` lists ``name``."""
+    for candidate, exported in _exporters(package) if exporters is None else exporters:
+        if name in exported:
             return candidate
     return package
 
@@ -90,7 +100,8 @@ def _forward_ref(hint: str, module: str) -> ForwardRef:
     return ref
 
 
-def _publish_one(package: str, name: str, value: Any) -> None:
+def _publish_one(package: str, name: str, value: Any,
+                 exporters: list[tuple[str, frozenset[str]]] | None = None) -> None:
     if not isinstance(value, (type, FunctionType)) or not value.__module__.startswith(package.partition(".")[0] + "."):
         return
     if isinstance(value, type):
@@ -101,7 +112,7 @@ def _publish_one(package: str, name: str, value: Any) -> None:
             for key, hint in annotations.items():
                 if isinstance(hint, str):
                     annotations[key] = _forward_ref(hint, value.__module__)
-    value.__module__ = public_module(package, name)
+    value.__module__ = public_module(package, name, exporters)
 
 
 def publish(package: str, names: Iterable[str]) -> None:
@@ -109,9 +120,10 @@ def publish(package: str, names: Iterable[str]) -> None:
     as httpx does: ``acp_agent.Session``, not ``acp_agent.session.Session``. Names still to load are set when
     they load (:func:`lazy_attributes`); constants and type aliases keep theirs."""
     namespace = vars(sys.modules[package])
+    exporters = _exporters(package)
     for name in names:
         if name in namespace:
-            _publish_one(package, name, namespace[name])
+            _publish_one(package, name, namespace[name], exporters)
 
 
 def lazy_attributes(package: str, modules: Mapping[str, str],
