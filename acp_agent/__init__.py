@@ -5,9 +5,8 @@ The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and e
 ``state_update``.
 """
 
-from typing import TYPE_CHECKING, Final
-
-from ._util.lazy import lazy_attributes, lazy_dir
+from ._util import deprecated
+from ._util.lazy import LazyImports, lazy_attributes, lazy_dir, publish
 from ._util.processes import ExitStatus
 from .agent import Agent
 from .auth import Login
@@ -44,7 +43,9 @@ from .schema import (
 from .session import MessageStream, Session, StopReason, Subagent, SubagentResult
 from .stdio import run_stdio, serve, serve_stdio
 
-if TYPE_CHECKING:
+# Loaded on first use, under the same names: a stdio agent that never asks the user, runs a process or starts a
+# tool call does not import them (tests/unit/test_exports.py). Each name is written once: the block records it.
+with LazyImports(globals()) as _lazy:
     from ._session.registry import BackgroundRegistry
     from .history import HistoryItem
     from .questions import ElicitationResult, PermissionOutcome
@@ -63,30 +64,8 @@ if TYPE_CHECKING:
     from .terminals import Terminal
     from .tool_calls import ToolCall, ToolCallFields
 
-# Loaded on first use, under the same names: a stdio agent that never asks the user, runs a
-# process or starts a tool call does not import them (tests/unit/test_exports.py).
-_LAZY: Final = {
-    "BackgroundRegistry": "_session.registry",
-    "HistoryItem": "history",
-    "AgentMessage": "schema",
-    "AgentThought": "schema",
-    "AvailableCommand": "schema",
-    "PlanEntry": "schema",
-    "SessionConfigOption": "schema",
-    "SystemPrompt": "schema",
-    "ToolCallUpdate": "schema",
-    "Usage": "schema",
-    "UserMessage": "schema",
-    "ElicitationResult": "questions",
-    "PermissionOutcome": "questions",
-    "PermissionOption": "schema",
-    "Terminal": "terminals",
-    "ToolCall": "tool_calls",
-    "ToolCallFields": "tool_calls",
-}
-
-__getattr__ = lazy_attributes(__name__, _LAZY)
-__dir__ = lazy_dir(__name__, _LAZY)
+__getattr__ = lazy_attributes(__name__, _lazy.modules, moved=deprecated.attribute)
+__dir__ = lazy_dir(__name__, _lazy.modules)
 
 
 __all__ = [
@@ -150,3 +129,6 @@ __all__ = [
     "serve",
     "serve_stdio",
 ]
+
+publish(__name__, __all__)
+deprecated.install()

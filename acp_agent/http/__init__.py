@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._util.lazy import publish
 from ..agent import Agent
 from ..store import SessionStore
 from .app import AcpApp
@@ -53,3 +54,6 @@ async def serve_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0
     from .server import serve_http as _serve
 
     await _serve(agent, host=host, port=port, **options)
+
+
+publish(__name__, __all__)

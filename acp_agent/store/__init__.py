@@ -7,6 +7,7 @@ PostgreSQL database shared by several agent processes (``pip install 'acp-agent[
 psycopg is imported only when that module is).
 """
 
+from .._util.lazy import publish
 from ..errors import StoreError, StoreUnusableError
 from .base import SessionStore, StoredSession
 from .memory import MemoryStore
@@ -23,3 +24,5 @@ __all__ = [
     "StoredSession",
     "data_dir",
 ]
+
+publish(__name__, __all__)

@@ -20,6 +20,7 @@ The runtime never imports this package: ``import acp_agent`` leaves it unloaded.
 
 from __future__ import annotations
 
+from .._util.lazy import publish
 from .checker import RULES, SHOULD_RULES, RuleViolation, WireChecker, check_transcript
 from .client import (
     AgentExitedError,
@@ -55,3 +56,5 @@ __all__ = [
     "default_schema_path",
     "spawn_agent",
 ]
+
+publish(__name__, __all__)

@@ -27,17 +27,15 @@ The modules, from the wire inwards:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .._util.lazy import lazy_attributes, lazy_dir
+from .._util.lazy import LazyImports, lazy_attributes, lazy_dir, publish
 from .negotiation import V1_PROTOCOL_VERSION
 from .streams import negotiating_streams
 
-if TYPE_CHECKING:
+with LazyImports(globals()) as _lazy:  # a v2 client never loads the translation
     from .translator import V1Translator
 
 __all__ = ["V1_PROTOCOL_VERSION", "V1Translator", "negotiating_streams"]
 
-_LAZY = {"V1Translator": "translator"}  # a v2 client never loads the translation
-__getattr__ = lazy_attributes(__name__, _LAZY)
-__dir__ = lazy_dir(__name__, _LAZY)
+__getattr__ = lazy_attributes(__name__, _lazy.modules)
+__dir__ = lazy_dir(__name__, _lazy.modules)
+publish(__name__, __all__)

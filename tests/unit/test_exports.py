@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import pathlib
+import pickle
 import subprocess
 import sys
+import typing
+import warnings
+
+import pytest
 
 import acp_agent
 from acp_agent import AcpMcpServer, Session, Subagent, Terminal, ToolCall
@@ -27,7 +34,8 @@ EXPORTS = {
 SESSION_API = {
     "additional_directories", "ask", "ask_url", "available_commands", "background", "batch", "client", "closed",
     "closing", "complete_elicitation", "config_options", "cwd", "data", "history", "id", "limits", "message", "meta",
-    "notice", "plan", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage", "system_prompt",
+    "notice", "parent", "plan", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage",
+    "system_prompt",
     "send", "title", "spawn", "spawn_subagent", "start_foreground", "start_terminal", "start_tool_call", "state",
     "task_group", "think", "thought", "tool_call_content", "update_available_commands", "update_config_options",
     "update_info", "update_tool_call", "usage", "wait_idle",
@@ -36,7 +44,7 @@ SESSION_API = {
 TOOL_CALL_API = {
     "abandon", "append", "cancel", "cancellable", "checkpoint", "complete", "detach", "detached", "end_now", "fail",
     "final", "finish_with", "id", "own_scope", "pause", "paused", "request_permission", "resume", "run",
-    "set_cancel_handler", "start", "status", "update", "wait",
+    "set_cancel_handler", "start", "status", "update", "wait", "wake_up",
 }
 TERMINAL_API = {
     "cancel", "detach", "detached", "exit_status", "give_up", "id", "on_exit", "request_permission", "stop", "tail",
@@ -123,32 +131,97 @@ def test_no_import_cycles() -> None:
     subprocess.run([sys.executable, "-c", code, *names], check=True)
 
 
-def test_no_cycles_hidden_under_type_checking() -> None:
-    """``if TYPE_CHECKING:`` only names what a module loads on first use (lazily, for start-up), never a
-    module that imports it back at import time (a cycle that would fail at run time)."""
-    import ast
-    import pathlib
+# Modules allowed an ``if TYPE_CHECKING:`` block (names loaded on first use, or only for the type checker).
+USES_TYPE_CHECKING = {
+    "acp_agent._runtime.bookkeeping", "acp_agent._runtime.children", "acp_agent._runtime.runtime", "acp_agent.auth",
+    "acp_agent.http.leases", "acp_agent.http.sessions", "acp_agent.http.websocket", "acp_agent.mcp",
+    "acp_agent.providers", "acp_agent.records", "acp_agent.session", "acp_agent.store.codec",
+    "acp_agent.store.postgres", "acp_agent.store.sqlite", "acp_agent.testing.checker", "acp_agent.v1.streams",
+}
 
+
+# Modules that import each other, one side only for the type checker (its names appear in annotations only).
+TYPE_ONLY_CYCLES = {("acp_agent.http.sessions", "acp_agent.http.connections"),
+                    ("acp_agent.testing.checker", "acp_agent.testing.client")}
+
+
+def _library_sources() -> dict[str, pathlib.Path]:
     root = pathlib.Path(acp_agent.__file__).parent
+    sources = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        sources[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return sources
 
-    def top_level_imports(path: pathlib.Path) -> set[str]:
-        tree = ast.parse(path.read_text())
-        return {node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom) and node.level == 1}
 
-    for path in root.glob("*.py"):
-        tree = ast.parse(path.read_text())
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module an ``from ... import`` names, seen from ``module``."""
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _is_deferred(node: ast.stmt) -> bool:
+    """``if TYPE_CHECKING:`` or ``with LazyImports(...)``: imports not executed when the module loads."""
+    if isinstance(node, ast.If):
+        return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    return isinstance(node, ast.With) and any(
+        isinstance(item.context_expr, ast.Call) and isinstance(item.context_expr.func, ast.Name)
+        and item.context_expr.func.id == "LazyImports" for item in node.items)
+
+
+def test_no_cycles_hidden_under_type_checking() -> None:
+    """``if TYPE_CHECKING:`` (and a ``LazyImports`` block) only names what a module loads on first use (lazily, for
+    start-up), never a module that imports it back at import time (a cycle that would fail at run time)."""
+    sources = _library_sources()
+    trees = {name: ast.parse(path.read_text()) for name, path in sources.items()}
+
+    def top_level_imports(name: str) -> set[str]:
+        is_package = sources[name].name == "__init__.py"
+        found = set()
+        for node in trees[name].body:
+            if isinstance(node, ast.ImportFrom):
+                target = _absolute(name, is_package, node)
+                found.add(target)
+                found.update(f"{target}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        return found
+
+    cycles: list[str] = []
+    for name, tree in trees.items():
+        is_package = sources[name].name == "__init__.py"
         for node in tree.body:
-            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            if _is_deferred(node):
+                assert isinstance(node, ast.With) or name in USES_TYPE_CHECKING, f"{name} uses TYPE_CHECKING"
                 for hidden in node.body:
-                    assert isinstance(hidden, ast.ImportFrom) and hidden.level == 1 and hidden.module
-                    target = root / f"{hidden.module}.py"
-                    if not target.exists():
-                        target = root / hidden.module / "__init__.py"
-                    assert path.stem not in top_level_imports(target), (
-                        f"{path.name} hides an import cycle with {hidden.module} under TYPE_CHECKING")
-            elif path.stem not in ("__init__", "session", "auth", "providers", "mcp", "records", "runtime",
-                                   "bookkeeping", "subagents"):
-                assert "TYPE_CHECKING" not in ast.dump(node), f"{path.name} uses TYPE_CHECKING"
+                    assert isinstance(hidden, (ast.ImportFrom, ast.Import)), f"{name}: only imports are deferred"
+                    if not isinstance(hidden, ast.ImportFrom) or hidden.level == 0:
+                        continue  # a third-party module, for the type checker only
+                    target = _absolute(name, is_package, hidden)
+                    assert target in sources, f"{name} defers an import of {target}, which does not exist"
+                    if name in top_level_imports(target) and (name, target) not in TYPE_ONLY_CYCLES:
+                        cycles.append(f"{name} hides an import cycle with {target} under TYPE_CHECKING")
+            else:
+                assert "TYPE_CHECKING" not in ast.dump(node) or name in USES_TYPE_CHECKING, (
+                    f"{name} uses TYPE_CHECKING")
+    assert not cycles, cycles
+
+
+def test_each_lazy_name_comes_from_the_module_its_block_names() -> None:
+    """The ``LazyImports`` block is the lazy map: each name it records is that module's object, once loaded."""
+    import importlib
+
+    import acp_agent.schema
+    import acp_agent.v1
+
+    for package in (acp_agent, acp_agent.schema, acp_agent.v1):
+        modules = package._lazy.modules
+        assert modules and set(modules) <= set(package.__all__)
+        for name, module in modules.items():
+            assert getattr(package, name) is getattr(importlib.import_module(f"{package.__name__}.{module}"), name)
 
 
 # What a stdio agent that only talks (no tool calls, terminals, questions, v1 client) loads: the modules
@@ -164,8 +237,9 @@ LAZY_FOR_A_TALKING_AGENT = {
 # What loads with the first session, not before ``initialize`` is answered: the session's runtime parts and the
 # wire models only sessions use (the warm-up after ``initialize`` imports them while the client is quiet).
 LOADED_WITH_THE_FIRST_SESSION = {
-    "acp_agent._session.core", "acp_agent.history", "acp_agent._session.sink", "acp_agent._session.snapshots", "acp_agent._session.turns",
-    "acp_agent._session.registry", "acp_agent.schema.config", "acp_agent.schema.state", "acp_agent.schema.sessions",
+    "acp_agent._session.core", "acp_agent.history", "acp_agent._session.sink", "acp_agent._session.snapshots",
+    "acp_agent._session.turns", "acp_agent._session.registry", "acp_agent.schema.config", "acp_agent.schema.state",
+    "acp_agent.schema.sessions",
     "acp_agent.schema.prompts", "acp_agent.schema.plans", "acp_agent.schema.terminals",
     "acp_agent.schema.tool_calls", "acp_agent.schema.updates",
 }
@@ -196,10 +270,8 @@ def test_a_talking_stdio_agent_loads_only_what_it_uses() -> None:
     from acp_agent.v1 import V1Translator
 
     assert {ElicitationResult.__module__, PermissionOption.__module__, PermissionOutcome.__module__,
-            ToolCallFields.__module__, V1Translator.__module__, BackgroundRegistry.__module__,
-            ToolCallUpdate.__module__} == {
-        "acp_agent.elicitation", "acp_agent.schema.permissions", "acp_agent.permissions", "acp_agent.tool_calls",
-        "acp_agent.v1.translator", "acp_agent._session.registry", "acp_agent.schema.tool_calls"}
+            ToolCallFields.__module__, BackgroundRegistry.__module__, ToolCallUpdate.__module__} == {"acp_agent"}
+    assert V1Translator.__module__ == "acp_agent.v1"
     assert ToolCallUpdate in HistoryItem.__args__
 
 
@@ -260,3 +332,103 @@ def test_python_x_importtime_shows_the_lazily_loaded_modules() -> None:
     result = subprocess.run([sys.executable, "-X", "importtime", "-c", code], check=True, capture_output=True,
                             text=True)
     assert "acp_agent.schema.plans" in result.stderr and "acp_agent.v1.translator" in result.stderr
+
+
+# Public packages whose classes and functions say where to import them from (``__module__``), as httpx does.
+PUBLIC_PACKAGES = ("acp_agent", "acp_agent.schema", "acp_agent.v1", "acp_agent.testing", "acp_agent.http",
+                   "acp_agent.store")
+
+
+@pytest.mark.parametrize("package_name", PUBLIC_PACKAGES)
+def test_public_names_carry_their_public_module(package_name: str) -> None:
+    """A class or function exported by a package names that package (the shortest one exporting it) as its module,
+    lazily loaded names too, so reprs, docs and tracebacks show the path to import."""
+    import importlib
+
+    package = importlib.import_module(package_name)
+    checked = 0
+    for name in package.__all__:
+        value = getattr(package, name)
+        if not isinstance(value, type) and not callable(getattr(value, "__code__", None)):
+            continue  # constants and type aliases keep their own
+        if not getattr(value, "__module__", "").startswith("acp_agent"):
+            continue  # a builtin under a schema name (``AbsolutePath = str``)
+        expected = "acp_agent" if package_name != "acp_agent" and name in acp_agent.__all__ else package_name
+        assert value.__module__ == expected, f"{package_name}.{name}: {value.__module__}"
+        checked += 1
+    assert checked
+
+
+def test_public_modules_keep_pickling_and_type_hints_working() -> None:
+    from acp_agent import SubagentResult, TextContent
+    from acp_agent.schema import PromptRequest
+
+    block = TextContent(text="hi")
+    assert pickle.loads(pickle.dumps(block)) == block
+    assert pickle.loads(pickle.dumps(acp_agent.Session)) is acp_agent.Session  # by reference: acp_agent.Session
+    # string annotations still resolve in the module that wrote them, not in ``acp_agent``
+    assert typing.get_type_hints(SubagentResult)
+    assert typing.get_type_hints(acp_agent.Agent)["limits"] == typing.ClassVar[acp_agent.Limits]
+    PromptRequest.model_rebuild(force=True)
+    assert PromptRequest.__pydantic_complete__
+
+
+def _moved() -> dict[str, str]:
+    from acp_agent._util.deprecated import MOVED
+
+    return dict(MOVED)
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(_moved().items()))
+def test_old_module_paths_import_with_a_deprecation_warning(old: str, new: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """An old path imports the new module itself, warned once, by ``import`` and by attribute access."""
+    import importlib
+
+    short = old.rpartition(".")[2]
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    monkeypatch.delitem(vars(acp_agent), short, raising=False)  # not delattr: hasattr would import the alias
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated .* use {new}$"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+    monkeypatch.delitem(sys.modules, old)
+    monkeypatch.delitem(vars(acp_agent), short)
+    with pytest.warns(DeprecationWarning, match=f"use {new}$"):
+        assert getattr(acp_agent, short) is module  # attribute access, no import statement
+
+
+def test_old_paths_give_the_same_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    for old in ("acp_agent.core", "acp_agent.permissions", "acp_agent.subagents", "acp_agent.background"):
+        monkeypatch.delitem(sys.modules, old, raising=False)
+        monkeypatch.delitem(vars(acp_agent), old.rpartition(".")[2], raising=False)
+    from acp_agent._session.core import SessionCore
+    from acp_agent._session.registry import BackgroundRegistry
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from acp_agent.background import BackgroundRegistry as OldBackgroundRegistry  # type: ignore[import-not-found]
+        from acp_agent.core import SessionCore as OldSessionCore  # type: ignore[import-not-found]
+        from acp_agent.permissions import PermissionOutcome  # type: ignore[import-not-found]
+        from acp_agent.subagents import Subagent  # type: ignore[import-not-found]
+    assert OldSessionCore is SessionCore and OldBackgroundRegistry is BackgroundRegistry
+    assert PermissionOutcome is acp_agent.PermissionOutcome and Subagent is acp_agent.Subagent
+    assert {str(w.message).rpartition("use ")[2] for w in caught} == {
+        "acp_agent._session.core", "acp_agent.questions", "acp_agent.session", "acp_agent._session.registry"}
+    assert all(w.category is DeprecationWarning and w.filename == __file__ for w in caught)
+
+
+def test_the_library_never_imports_an_old_path() -> None:
+    """Every library module imported: none of the deprecated aliases is touched (no warning for users)."""
+    code = (
+        "import importlib, pkgutil, sys, warnings\n"
+        "warnings.filterwarnings('error', 'acp_agent', DeprecationWarning)\n"
+        "import acp_agent\n"
+        "from acp_agent._util.deprecated import MOVED\n"
+        "for m in pkgutil.walk_packages(acp_agent.__path__, 'acp_agent.'):\n"
+        "    if m.name != 'acp_agent.demo' and not m.name.startswith(('acp_agent.http', 'acp_agent.store.postgres')):\n"
+        "        importlib.import_module(m.name)\n"
+        "print(' '.join(sorted(set(MOVED) & set(sys.modules))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == []
