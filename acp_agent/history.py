@@ -24,7 +24,7 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from ._util.processes import DEFAULT_TAIL_LIMIT as DEFAULT_TERMINAL_TAIL
-from ._wire.templates import PLAIN_MESSAGE_FIELDS, PLAIN_MESSAGE_HEADS, plain_message_json
+from ._wire.templates import PLAIN_MESSAGE_FIELDS, plain_message_head, plain_message_json
 from .errors import ErrorCode
 from .schema import (
     AgentMessage,
@@ -495,7 +495,7 @@ class _Tail:
 def _streamed_message_json(entry: _Entry) -> bytes | None:
     """The JSON of a message entry ending in a run of text chunks (a streamed message) as :meth:`History._rebuild`
     would serialize, written by ``orjson`` (no model built: a long stream is megabytes); ``None`` if not plain."""
-    head = PLAIN_MESSAGE_HEADS.get(entry.kind)
+    head = plain_message_head(entry.kind)
     fields = entry.fields
     message_id = fields.get("message_id")
     if head is None or type(message_id) is not str or not fields.keys() <= PLAIN_MESSAGE_FIELDS:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from .._wire import templates
 from .._wire.framing import TextFrame, Writer
-from .._wire.templates import PLAIN_MESSAGE_FIELDS, PLAIN_MESSAGE_HEADS, TEXT_TAIL, UPDATE_TAIL, plain_message_json
+from .._wire.templates import PLAIN_MESSAGE_FIELDS, TEXT_TAIL, UPDATE_TAIL, plain_message_head, plain_message_json
 from ..errors import SessionClosedError
 from ..history import History
 from ..schema import ContentBlock
@@ -106,7 +106,7 @@ class SessionSink:
         the history keeps the fields it would keep. ``None`` for anything else (nothing recorded): build
         the model and :meth:`record` it.
         """
-        head = PLAIN_MESSAGE_HEADS.get(kind)
+        head = plain_message_head(kind)
         if head is None or type(message_id) is not str:
             return None
         body = plain_message_json(head, message_id, content)
@@ -195,7 +195,7 @@ def _plain_message(update: BaseModel) -> bytes | None:
     The same JSON the model serializes to, written by ``orjson`` (the echo of a text prompt and ``say()``
     of a string: most messages).
     """
-    head = PLAIN_MESSAGE_HEADS.get(type(update))
+    head = plain_message_head(type(update))
     if head is None or update.__pydantic_fields_set__ != PLAIN_MESSAGE_FIELDS or update.__pydantic_extra__:
         return None
     return plain_message_json(head, update.message_id, update.content)  # type: ignore[attr-defined]

@@ -85,19 +85,9 @@ def public_module(package: str, name: str, exporters: list[tuple[str, frozenset[
 
 
 def _forward_ref(hint: str, module: str) -> ForwardRef:
-    """``ForwardRef(hint, module=module)`` for a class annotation, compiled when first evaluated: before 3.14 the
-    constructor compiles at once (~10 us an annotation, at import), while ``eval`` takes the source as well."""
-    if sys.version_info >= (3, 14):
-        return ForwardRef(hint, module=module, is_class=True)
-    ref = ForwardRef.__new__(ForwardRef)
-    ref.__forward_arg__ = hint
-    ref.__forward_code__ = hint  # type: ignore[assignment]  # eval compiles it
-    ref.__forward_evaluated__ = False
-    ref.__forward_value__ = None
-    ref.__forward_is_argument__ = False
-    ref.__forward_is_class__ = True
-    ref.__forward_module__ = module
-    return ref
+    """``ForwardRef(hint, module=module)`` for a class annotation: it resolves in the module that wrote it, whatever
+    the class's ``__module__`` says (about 12 us each; some 50 of them at import)."""
+    return ForwardRef(hint, module=module, is_class=True)
 
 
 def _publish_one(package: str, name: str, value: Any,

@@ -11,7 +11,7 @@ change that a template misses fails there.
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import orjson
 from pydantic import BaseModel
@@ -19,9 +19,22 @@ from pydantic import BaseModel
 from ..schema import TextContent
 
 __all__ = [
-    "HEAD_NOTIFY", "OUTPUT_TAIL", "PLAIN_MESSAGE_FIELDS", "PLAIN_MESSAGE_HEADS", "TEXT_TAIL", "UPDATE_HEAD",
-    "UPDATE_TAIL", "empty_list_snapshot", "notification_line", "output_chunk_head", "output_chunk_line",
-    "plain_message_json", "request_line", "result_line", "text_chunk_head", "update_prefix",
+    "HEAD_NOTIFY",
+    "OUTPUT_TAIL",
+    "PLAIN_MESSAGE_FIELDS",
+    "TEXT_TAIL",
+    "UPDATE_HEAD",
+    "UPDATE_TAIL",
+    "empty_list_snapshot",
+    "notification_line",
+    "output_chunk_head",
+    "output_chunk_line",
+    "plain_message_head",
+    "plain_message_json",
+    "request_line",
+    "result_line",
+    "text_chunk_head",
+    "update_prefix",
 ]
 
 # -- JSON-RPC envelopes --------------------------------------------------------------------------
@@ -104,25 +117,23 @@ def empty_list_snapshot(state: str, stop_reason: str | None) -> bytes | None:
 
 # -- plain-text messages -------------------------------------------------------------------------
 
-if TYPE_CHECKING:
-    PLAIN_MESSAGE_HEADS: dict[type[BaseModel], bytes]
-    """The JSON of a user message, agent message and thought up to its ``messageId`` value, by class."""
+_plain_heads: dict[type[BaseModel], bytes] = {}
 
 
-def __getattr__(name: str) -> Any:
-    # PLAIN_MESSAGE_HEADS is keyed by the message classes, whose module a connection does not need: it is
-    # made on first use (by the history), so importing the envelopes here loads no session models.
-    if name == "PLAIN_MESSAGE_HEADS":
+def plain_message_head(kind: type[BaseModel]) -> bytes | None:
+    """The JSON of a user message, agent message or thought (by class) up to its ``messageId`` value; ``None`` for
+    any other class. The table is made on first use (by the history), so importing the envelopes here loads no
+    session models."""
+    if not _plain_heads:
         from ..schema import AgentMessage, AgentThought, UserMessage
 
-        heads: dict[type[BaseModel], bytes] = {
+        _plain_heads.update({
             UserMessage: b'{"sessionUpdate":"user_message","messageId":',
             AgentMessage: b'{"sessionUpdate":"agent_message","messageId":',
             AgentThought: b'{"sessionUpdate":"agent_thought","messageId":',
-        }
-        globals()[name] = heads
-        return heads
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        })
+    return _plain_heads.get(kind)
+
 
 PLAIN_MESSAGE_FIELDS: Final = frozenset({"session_update", "message_id", "content"})
 """The fields of a plain message (its model's fields set, or at most those of its history entry)."""
@@ -131,7 +142,7 @@ _TEXT_FIELDS: Final = frozenset({"type", "text"})
 
 
 def plain_message_json(head: bytes, message_id: str, content: list[Any], text: str | None = None) -> bytes | None:
-    """The JSON of a message (``head``: its :data:`PLAIN_MESSAGE_HEADS` entry) whose blocks are all plain text
+    """The JSON of a message (``head``: its :func:`plain_message_head`) whose blocks are all plain text
     (no annotations, ``_meta`` or extra keys), ``text`` (if given) as one more text block, else ``None``.
 
     Written by ``orjson``: the bytes the message's model serializes to (unset fields omitted), without

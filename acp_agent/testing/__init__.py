@@ -12,6 +12,8 @@
 - [unstable] :meth:`Client.host_mcp_server` hosts MCP servers for an agent that calls them over ACP
   (``mcp/message``): a handler gets each :class:`HostedMcpRequest` and returns its MCP result or raises
   :class:`McpErrorAnswer`.
+- :func:`monitor_event_loop` watches the event loop of a test that serves its agent in-process and warns
+  when agent code blocks it (``run_stdio`` does this by itself).
 - The pytest plugin (``acp_agent.testing.pytest_plugin``, registered on install) adds the
   ``acp_client`` and ``acp_connect`` fixtures.
 
@@ -21,6 +23,7 @@ The runtime never imports this package: ``import acp_agent`` leaves it unloaded.
 from __future__ import annotations
 
 from .._util.lazy import publish
+from .._util.loop_monitor import monitor_event_loop
 from .checker import RULES, SHOULD_RULES, RuleViolation, WireChecker, check_transcript
 from .client import (
     AgentExitedError,
@@ -54,6 +57,7 @@ __all__ = [
     "check_transcript",
     "connect_agent",
     "default_schema_path",
+    "monitor_event_loop",
     "spawn_agent",
 ]
 

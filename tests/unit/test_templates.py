@@ -93,7 +93,7 @@ def test_empty_list_snapshot_leaves_a_lone_surrogate_to_the_model() -> None:
 def test_plain_message(cls: type[Any], message_id: str, texts: list[str]) -> None:
     content = [TextContent(text=t) for t in texts]
     model = cls(message_id=message_id, content=content)
-    head = templates.PLAIN_MESSAGE_HEADS[cls]
+    head = templates.plain_message_head(cls)
     assert templates.plain_message_json(head, message_id, content) == to_json(model)
     assert model.__pydantic_fields_set__ == templates.PLAIN_MESSAGE_FIELDS
 
@@ -102,12 +102,12 @@ def test_plain_message(cls: type[Any], message_id: str, texts: list[str]) -> Non
 def test_plain_message_with_an_extra_text(extra: str) -> None:
     content = [TextContent(text="a")]
     model = AgentMessage(message_id="m", content=[*content, TextContent(text=extra)])
-    head = templates.PLAIN_MESSAGE_HEADS[AgentMessage]
+    head = templates.plain_message_head(AgentMessage)
     assert templates.plain_message_json(head, "m", content, extra) == to_json(model)
 
 
 def test_plain_message_refuses_what_is_not_plain() -> None:
-    head = templates.PLAIN_MESSAGE_HEADS[AgentMessage]
+    head = templates.plain_message_head(AgentMessage)
     annotated = TextContent.model_validate({"type": "text", "text": "a", "_meta": {"k": 1}})
     assert templates.plain_message_json(head, "m", [annotated]) is None
     extra = TextContent.model_validate({"type": "text", "text": "a", "x": 1})

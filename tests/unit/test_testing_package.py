@@ -30,6 +30,7 @@ PUBLIC_NAMES = [
     "check_transcript",
     "connect_agent",
     "default_schema_path",
+    "monitor_event_loop",
     "spawn_agent",
 ]
 
