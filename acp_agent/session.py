@@ -716,10 +716,9 @@ def _talk() -> tuple[type[BaseModel], ...]:
 
 def _owner(core: SessionCore, tool_call: ToolCall | None) -> dict[str, Any]:
     """Who owns a question asked for a tool call: listed work owns it (R107), else the asking task."""
-    entity = core.registry.get("tool_call", tool_call.id) if tool_call is not None else None
-    if tool_call is not None and (entity is None or entity.handle is not tool_call):
-        raise ValueError("that tool call belongs to another session")
-    return {"on_behalf_of": entity} if entity is not None else {}
+    if tool_call is None:
+        return {}
+    return {"on_behalf_of": core.own_entity("tool_call", tool_call.id, tool_call)}
 
 
 def _meta(meta: dict[str, Any] | None) -> dict[str, Any]:

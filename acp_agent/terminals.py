@@ -260,9 +260,7 @@ async def start_terminal(
     flush_interval: float,
 ) -> Terminal:
     """Start a process and announce it as a terminal of ``core``'s session (see :meth:`Session.start_terminal`)."""
-    tool_entity = core.registry.get("tool_call", tool_call.id) if tool_call is not None else None
-    if tool_call is not None and (tool_entity is None or tool_entity.handle is not tool_call):
-        raise ValueError("that tool call belongs to another session")
+    tool_entity = core.own_entity("tool_call", tool_call.id, tool_call) if tool_call is not None else None
     if tool_call is not None and tool_call.final:
         raise ToolCallStateError(f"tool call {tool_call.id} has ended; it cannot take a terminal")
     text, argv = command_text(command)

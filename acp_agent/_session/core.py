@@ -241,6 +241,14 @@ class SessionCore:
 
     # -- the list --------------------------------------------------------------------------
 
+    def own_entity(self, kind: Kind, item_id: str, handle: object) -> Entity:
+        """The registry entity behind ``handle``, an item of this session; :class:`ValueError` for another
+        session's handle."""
+        entity = self.registry.get(kind, item_id)
+        if entity is None or entity.handle is not handle:
+            raise ValueError(f"that {kind.replace('_', ' ')} belongs to another session")
+        return entity
+
     def _check_new_item(self, update: BaseModel, detach: bool | None) -> None:
         """Refuse a raw update announcing a new tool call / terminal that would overflow the list.
 

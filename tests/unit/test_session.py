@@ -754,3 +754,39 @@ async def test_plain_text_messages_and_the_rest_reach_the_wire_alike() -> None: 
         annotated = [{"type": "text", "text": "x", "annotations": {"priority": 0.5}}]
         view = await client.prompt_and_wait(sid, annotated)  # not plain: the echo is the model's
         assert view.updates[7]["content"] == annotated
+
+
+# -- handles belong to their session ------------------------------------------------------------
+
+
+class HandleSwapAgent(Agent):
+    """Starts a tool call in the first session, then hands it to the second session's calls."""
+
+    name = "handle-swap"
+
+    def __init__(self) -> None:
+        self.first: Any = None
+        self.refusals: list[str] = []
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        if self.first is None:
+            self.first = await session.start_tool_call("mine", detach=True)
+            return "end_turn"
+        for attempt in (
+            lambda: session.start_terminal("true", tool_call=self.first),
+            lambda: session.ask("name?", {"type": "object", "properties": {}}, tool_call=self.first),
+        ):
+            with pytest.raises(ValueError, match="belongs to another session") as info:
+                await attempt()
+            self.refusals.append(str(info.value))
+        return "end_turn"
+
+
+async def test_a_tool_call_of_another_session_is_refused() -> None:
+    agent = HandleSwapAgent()
+    async with connect_agent(agent) as client:
+        await client.initialize(2, capabilities={"elicitation": {"form": {}}})
+        a, b = await client.new_session("/tmp"), await client.new_session("/tmp")
+        await client.prompt_and_wait(a, "start")
+        await client.prompt_and_wait(b, "swap")
+    assert agent.refusals == ["that tool call belongs to another session"] * 2
