@@ -229,12 +229,12 @@ class AgentRuntime:
         ids = {m.method_id for m in self.agent.offered_auth_methods(self.client.initialize)}
         if request.method_id not in ids:
             raise RequestError.invalid_params("unknown methodId", {"methodId": request.method_id})
-        await self.agent.login(Login(self.client, request.method_id, request.meta))
+        await self.agent.login(Login(self.client, request.method_id, request.meta, self.principal))
         self.logged_in = True
         return {}
 
     async def _logout(self, request: LogoutAuthRequest) -> dict[str, Any]:
-        await self.agent.logout(Login(self.client, None, request.meta))
+        await self.agent.logout(Login(self.client, None, request.meta, self.principal))
         self.logged_in = False
         return {}
 

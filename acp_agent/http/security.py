@@ -22,7 +22,7 @@ from ..records import DEFAULT_PRINCIPAL
 from .options import HttpOptions, TokenCheck
 
 __all__ = ["LOOPBACK_HOSTS", "SUBPROTOCOL", "SUBPROTOCOL_TOKEN", "Admitted", "Refusal", "check_request",
-           "cors_headers", "is_loopback", "origin_allowed", "principal_of", "subprotocol_offer"]
+           "cors_headers", "is_loopback", "origin_allowed", "principal_of", "subprotocol_offer", "token_table"]
 
 LOOPBACK_HOSTS: Final = ("localhost", "127.0.0.1", "::1")
 """The ``Host`` names accepted by a server bound to loopback."""
@@ -96,6 +96,22 @@ def _presented(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
             except (binascii.Error, ValueError):
                 return None, chosen
     return None, chosen
+
+
+def token_table(tokens: Mapping[str, str]) -> TokenCheck:
+    """A token check for several users: ``tokens`` maps each principal to its token; a presented token
+    stands for the principal whose token it is (every token is compared, in constant time)."""
+    table = [(principal, token.encode()) for principal, token in tokens.items()]
+
+    def check(presented: str) -> str | None:
+        offered = presented.encode("utf-8", "surrogateescape")
+        found: str | None = None
+        for principal, token in table:
+            if hmac.compare_digest(offered, token):
+                found = principal
+        return found
+
+    return check
 
 
 async def principal_of(token: str | TokenCheck, presented: str) -> str | None:
