@@ -29,6 +29,7 @@ from .. import schema
 from .._wire.connection import Method
 from ..agent import Agent
 from ..errors import RequestError
+from ..limits import Limits, limit_error
 from ..records import SessionRecord
 from ..store.keeper import RecordKeeper
 from .children import CHILD_MUTATION_REFUSED
@@ -54,6 +55,7 @@ class AgentRuntime(Protocol):
     """What bookkeeping uses of a :class:`~acp_agent._runtime.runtime.AgentRuntime`."""
 
     agent: Agent
+    limits: Limits
     keeper: RecordKeeper
     live: LiveSessions[Any]
     sessions: dict[str, SessionCore]
@@ -122,6 +124,9 @@ class Bookkeeping:
         title = request.title.strip()
         if not title:
             raise RequestError.invalid_params("title must not be empty")
+        cap = self.runtime.limits.max_title_length
+        if len(title) > cap:
+            raise limit_error("max_title_length", cap, f"the title has {len(title)} characters")
         sid = request.session_id
 
         async def retitle(record: SessionRecord, owner: AgentRuntime | None) -> None:

@@ -29,7 +29,7 @@ from ..agent import Agent
 from ..auth import Login
 from ..errors import ErrorCode, RequestError
 from ..extensions import extensions_of
-from ..limits import Limits, ProcessSlots, limit_error
+from ..limits import Limits, ProcessSlots, limit_error, limit_exceeded
 from ..peer import ClientPeer
 from ..providers import provider_routes
 from ..records import DEFAULT_PRINCIPAL, SessionRecord
@@ -136,7 +136,8 @@ class AgentRuntime:
         self.client.mcp.client_info = agent.info()
         self.logged_in = False
         """Whether a login succeeded on this connection (see :attr:`Agent.require_login`)."""
-        self.processes = ProcessSlots(self.limits.max_processes)
+        shared = self._check_principal_processes if self.limits.max_principal_processes is not None else None
+        self.processes = ProcessSlots(self.limits.max_processes, shared=shared)
         """Terminal processes running on this connection (``max_processes``)."""
         self._opening = 0  # sessions being opened (counted against max_sessions)
         self.sessions: dict[str, SessionCore] = {}
@@ -331,12 +332,39 @@ class AgentRuntime:
                 raise RequestError.invalid_params(f"systemPrompt content type {block_type!r} is not accepted")
         return system_prompt
 
+    def active_count(self) -> int:
+        """Sessions the client has active (or being opened) on this connection, subagent children not counted."""
+        return sum(1 for c in self.sessions.values() if c.parent is None) + self._opening
+
+    def _principal_members(self) -> list[AgentRuntime]:
+        return [m for m in self.live.members(self) if m.principal == self.principal]
+
     def _check_session_room(self) -> None:
-        """Refuse a request that would open one session more than ``max_sessions`` allows."""
+        """Refuse a request that would open one session more than ``max_sessions`` (or, across the principal's
+        connections, ``max_principal_sessions``) allows."""
         limit = self.limits.max_sessions
-        active = sum(1 for c in self.sessions.values() if c.parent is None) + self._opening
+        active = self.active_count()
         if active >= limit:
             raise limit_error("max_sessions", limit, f"{active} sessions are active on this connection")
+        cap = self.limits.max_principal_sessions
+        if cap is not None and (held := sum(m.active_count() for m in self._principal_members())) >= cap:
+            raise limit_error("max_principal_sessions", cap, f"{held} sessions of this user are active")
+
+    async def _check_stored_room(self) -> None:
+        """Refuse a request that would store one session more than ``max_principal_stored_sessions`` allows."""
+        cap = self.limits.max_principal_stored_sessions
+        if cap is None:
+            return
+        stored = await self.keeper.list(None, None, cap, None, self.principal)
+        if len(stored) >= cap:
+            raise limit_error("max_principal_stored_sessions", cap, f"{len(stored)} sessions of this user are stored")
+
+    def _check_principal_processes(self) -> None:
+        cap = self.limits.max_principal_processes
+        assert cap is not None
+        running = sum(len(m.processes) for m in self._principal_members())
+        if running >= cap:
+            raise limit_exceeded("max_principal_processes", cap, f"{running} terminal processes of this user run")
 
     def _new_record(self, cwd: str, additional: list[str] | None, **fields: Any) -> SessionRecord:
         from ..history import History
@@ -390,6 +418,7 @@ class AgentRuntime:
 
     async def _new_session(self, request: NewSessionRequest) -> Reply:
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
+        await self._check_stored_room()
         record = self._new_record(request.cwd, request.additional_directories, request_meta=request.meta,
                                   system_prompt=self._check_system_prompt(request.system_prompt))
         core = await self._open(record, request.mcp_servers, new=True)
@@ -409,6 +438,7 @@ class AgentRuntime:
         source_core = self._active(request.session_id)
         source = _session(source_core)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
+        await self._check_stored_room()
         record = self._new_record(
             request.cwd,
             request.additional_directories,
@@ -564,6 +594,9 @@ class AgentRuntime:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
         core = self._active(request.session_id)
         self._check_prompt(request.prompt)
+        cap = self.limits.max_history_bytes
+        if cap is not None and (size := core.record.history.size) >= cap:
+            raise limit_error("max_history_bytes", cap, f"the session holds {size} bytes of history")
         job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes

@@ -29,6 +29,7 @@ from .._runtime.storage import session_store
 from .._wire.connection import id_key
 from ..agent import Agent
 from ..errors import RequestError, StoreError, StoreUnusableError
+from ..limits import limit_error
 from ..store import MemoryStore, SessionStore
 from ..store.postgres import PostgresStore
 from .connections import (
@@ -404,6 +405,10 @@ class AcpApp:
             await _text(send, 503, "Too many connections")
             return
         agent = self._new_agent()
+        refusal = self._principal_full(agent, principal)
+        if refusal is not None:
+            await _json(send, 429, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": refusal.to_dict()}))
+            return
         connection = RemoteConnection(
             agent, "http", self.options, credential=credential_digest(headers.get("authorization")),
             store=await self._shared_store(agent), active=self.sessions, principal=principal,
@@ -506,6 +511,13 @@ class AcpApp:
             connection.shutdown(discard=True)
         await _empty(send, 202, self._extra_headers())
 
+    def _principal_full(self, agent: Agent, principal: str) -> RequestError | None:
+        """The refusal of one more connection for ``principal`` past ``max_principal_connections``, if any."""
+        cap = (self.options.limits or agent.limits).max_principal_connections
+        if cap is None or (held := self.registry.held_by(principal)) < cap:
+            return None
+        return limit_error("max_principal_connections", cap, f"{held} connections of this user are open")
+
     def _extra_headers(self) -> list[tuple[bytes, bytes]]:
         return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in self.options.extra_headers]
 
@@ -534,6 +546,10 @@ class AcpApp:
                     await send({"type": "websocket.send", "text": line.decode("utf-8", "replace")})
 
         agent = self._new_agent()
+        refusal = self._principal_full(agent, admitted.principal)
+        if refusal is not None:
+            await _deny_socket(scope, send, (429, refusal.message))
+            return
         connection = RemoteConnection(
             agent, "websocket", self.options, credential=credential_digest(headers.get("authorization")),
             send_lines=send_lines, store=await self._shared_store(agent), active=self.sessions,

@@ -332,6 +332,10 @@ class ConnectionRegistry:
         """Whether one more connection would go past ``max_connections``."""
         return len(self._connections) >= self.max_connections
 
+    def held_by(self, principal: str) -> int:
+        """How many open connections ``principal`` has."""
+        return sum(1 for c in self._connections.values() if c.runtime.principal == principal and not c.closing)
+
     def add(self, connection: RemoteConnection) -> None:
         """Register a new connection."""
         self._connections[connection.id] = connection

@@ -99,7 +99,9 @@ def record_from(
     info_doc = info if isinstance(info, dict) else orjson.loads(info)
     state_doc = state if isinstance(state, dict) else orjson.loads(state)
     history = History(terminal_tail) if terminal_tail is not None else History()
-    history.restore([(seq, decode_item(kind, item)) for seq, kind, item in entries])
+    rows = list(entries)
+    history.restore([(seq, decode_item(kind, item)) for seq, kind, item in rows])
+    history.size = sum(len(item) for _, _, item in rows)
     return SessionRecord(
         session_id=columns["session_id"],
         cwd=columns["cwd"],

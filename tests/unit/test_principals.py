@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from acp_agent import RequestError, Session
+from acp_agent import ContentBlock, LimitExceededError, Limits, RequestError, Session, StopReason, TextContent
 from acp_agent.auth import Login
 from acp_agent.http import AcpApp, asgi_app
 from acp_agent.http.security import subprotocol_offer, token_table
@@ -28,7 +28,7 @@ from acp_agent.http.sessions import ACTIVE_ELSEWHERE
 from acp_agent.schema import AuthMethodAgent
 from acp_agent.store import MemoryStore, SessionStore, SqliteStore
 from tests.unit.test_http_app import INITIALIZE, EchoAgent, request
-from tests.unit.test_http_reconnect import HttpClient, serving
+from tests.unit.test_http_reconnect import HttpClient, serving, texts
 
 pytestmark = pytest.mark.anyio
 
@@ -345,3 +345,78 @@ def test_a_token_table_finds_each_principal() -> None:
     check = token_table(TOKENS)
     assert check("token-of-alice") == "alice" and check("token-of-bob") == "bob"
     assert check("token-of-") is None and check("") is None
+
+
+class ProcessAgent(EchoAgent):
+    """``run`` starts a terminal (a long sleep) and says whether a limit refused it."""
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        text = " ".join(b.text for b in prompt if isinstance(b, TextContent))
+        if text != "run":
+            return await super().prompt(session, prompt)
+        try:
+            await session.start_terminal(["sleep", "30"], detach=True)
+        except LimitExceededError as exc:
+            await session.say(f"refused: {exc.limit}")
+        else:
+            await session.say("started")
+        return "end_turn"
+
+
+async def turn(user: User, sid: str, text: str) -> list[str]:
+    """Prompt and read until the turn's idle snapshot: the texts said (the prompt's echo included)."""
+    seen = (await user.prompt(sid, text))["before"]
+    while True:
+        seen.append(await user.events.next())
+        update = seen[-1].get("params", {}).get("update", {})
+        if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
+            return texts(seen)
+
+
+async def test_per_principal_quotas_each_refused_with_a_precise_error() -> None:
+    limits = Limits(max_principal_connections=2, max_principal_sessions=2, max_principal_stored_sessions=3,
+                    max_title_length=10, max_history_bytes=3000, max_principal_processes=1)
+    app = asgi_app(ProcessAgent, store=MemoryStore(), keepalive=0.2, token=token_table(TOKENS), limits=limits,
+                   shutdown_timeout=1)
+
+    def refused(answer: Message, limit: str, value: int) -> None:
+        assert answer["error"]["code"] == -32800, answer
+        assert answer["error"]["data"] == {"limit": limit, "value": value}
+        assert limit in answer["error"]["message"]
+
+    async with serving(app) as tg:
+        first = await User(app, tg, "alice").open()
+        second = await User(app, tg, "alice").open()
+        status, _, body = await request(app, "POST", first.auth, INITIALIZE)  # a third connection
+        assert status == 429
+        refused(json.loads(body), "max_principal_connections", 2)
+        bob = await User(app, tg, "bob").open()  # another user is not held back
+        # Live sessions across alice's two connections, then the sessions she keeps in the store.
+        one = await first.new_session()
+        two = await second.new_session()
+        refused(await first.answer("session/new", {"cwd": "/tmp"}), "max_principal_sessions", 2)
+        assert "result" in await bob.answer("session/new", {"cwd": "/tmp"})
+        await first.call("session/close", {"sessionId": one}, one)
+        three = await first.new_session()
+        await first.call("session/close", {"sessionId": three}, three)
+        refused(await first.answer("session/new", {"cwd": "/tmp"}), "max_principal_stored_sessions", 3)
+        await first.call("session/delete", {"sessionId": three}, three)
+        four = await first.new_session()  # deleting made room
+        # Title length.
+        refused(await first.answer("session/set_title", {"sessionId": four, "title": "x" * 11}),
+                "max_title_length", 10)
+        assert await first.answer("session/set_title", {"sessionId": four, "title": "x" * 10}) == {
+            "result": {"title": "x" * 10}}
+        # History bytes per session: the prompt that reaches the limit is the last one taken.
+        assert "result" in (await first.prompt(four, "y" * 2000))["answer"]
+        refused((await first.prompt(four, "one more"))["answer"], "max_history_bytes", 3000)
+        # Processes across alice's connections.
+        assert await turn(second, two, "run") == ["run", "started"]
+        bobs = await bob.new_session()
+        assert await turn(bob, bobs, "run") == ["run", "started"]  # bob's own count
+        await first.call("session/close", {"sessionId": four}, four)
+        await first.resume(one, replay=False)
+        assert await turn(first, one, "run") == ["run", "refused: max_principal_processes"]
+        await first.delete()
+        await second.delete()
+        await bob.delete()
