@@ -12,7 +12,7 @@ demo: $(STAMP)
 	$(BIN)/python -m acp_agent.demo
 
 test: $(STAMP) $(NPM_STAMP)
-	$(BIN)/ruff check acp_agent tests examples bench
+	$(BIN)/ruff check acp_agent tests examples bench tools
 	$(BIN)/mypy --strict acp_agent
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest

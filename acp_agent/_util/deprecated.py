@@ -1,6 +1,6 @@
 """Old module paths that still import, for one release, with a ``DeprecationWarning`` naming the new one.
 
-:data:`MOVED` is the one table. :func:`install` puts a finder on ``sys.meta_path`` that answers only for those
+`MOVED` is the one table. `install` puts a finder on ``sys.meta_path`` that answers only for those
 names: importing one imports the new module and makes the old name the very same module object, so
 ``from acp_agent.core import SessionCore`` is ``acp_agent._session.core.SessionCore``. Nothing is imported
 until an old path is used (the spec class comes from the already loaded ``importlib`` bootstrap).
@@ -47,7 +47,7 @@ def _warn(old: str, new: str) -> None:
 
 
 class _Alias:
-    """Finder and loader for the names in :data:`MOVED` (duck-typed: ``importlib.abc`` costs start-up time)."""
+    """Finder and loader for the names in `MOVED` (duck-typed: ``importlib.abc`` costs start-up time)."""
 
     @classmethod
     def find_spec(cls, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> Any:

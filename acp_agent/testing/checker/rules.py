@@ -1,4 +1,5 @@
-"""The rules the checker judges (:data:`RULES`, :data:`SHOULD_RULES`) and how a broken one is reported."""
+"""The rules the checker judges ([`RULES`][acp_agent.testing.RULES], [`SHOULD_RULES`][acp_agent.testing.SHOULD_RULES])
+and how a broken one is reported."""
 
 from __future__ import annotations
 
@@ -117,9 +118,10 @@ SHOULD_RULES: frozenset[str] = frozenset({
 
 class RuleViolation(AssertionError):
     """One broken rule: ``rule`` (e.g. ``"R94"``), its ``level`` (MUST/SHOULD), ``statement``
-    (the rule in words, from :data:`RULES`), ``text`` (what happened) and the offending ``messages``.
+    (the rule in words, from [`RULES`][acp_agent.testing.RULES]), ``text`` (what happened) and the offending
+    ``messages``.
 
-    ``level`` defaults to the rule's own level (SHOULD for :data:`SHOULD_RULES`, else MUST).
+    ``level`` defaults to the rule's own level (SHOULD for [`SHOULD_RULES`][acp_agent.testing.SHOULD_RULES], else MUST).
     """
 
     def __init__(self, rule: str, text: str, messages: Sequence[Any] = (), level: str | None = None) -> None:
