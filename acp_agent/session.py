@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel
 
 from . import schema
+from ._util import deprecated
 from ._util.ids import new_id
 from ._util.processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_TERMINATE_GRACE
 from .errors import NotInTurnError
@@ -560,14 +561,22 @@ class Session:
 
     # -- foreground and background work ---------------------------------------------------
 
-    def start_foreground(self, work: Callable[[], Awaitable[StopReason | None]]) -> None:
+    def start_foreground(self, work: Callable[[], Awaitable[StopReason | None]], *, now: bool | None = None) -> None:
         """Start agent-initiated foreground work (no prompt); it runs after current work.
 
         ``work`` returns the stop reason (``None`` means ``end_turn``). The session reports
         ``running`` now if it was idle (so from an exit callback or a finished tool call the
         snapshot that drops the item already says ``running``, R95) and ``idle`` with the stop
         reason when the work ends. Use it to talk to the user after a turn ended.
+
+        Args:
+            work: The foreground work to run; its return value is the stop reason.
+            now: Deprecated since 0.2.0 and ignored (removed in 0.3.0): ``running`` is always reported at
+                once when the session is idle. Passing it emits a `DeprecationWarning`.
         """
+        if now is not None:
+            deprecated.parameter("Session.start_foreground", "now", "running is always reported at once when the "
+                                 "session is idle; call start_foreground(work)")
         self._core.turns.start(work)
 
     def spawn(self, func: Callable[..., Awaitable[Any]], *args: Any) -> None:

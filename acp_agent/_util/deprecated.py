@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Final
 
-__all__ = ["MOVED", "attribute", "install"]
+__all__ = ["MOVED", "attribute", "install", "parameter"]
 
 MOVED: Final = {
     "acp_agent.ids": "acp_agent._util.ids",
@@ -39,6 +39,13 @@ MOVED: Final = {
     "acp_agent.subagents": "acp_agent.session",
 }
 """Old module path -> the module that replaced it."""
+
+
+def parameter(call: str, name: str, advice: str, *, removed_in: str = "0.3.0") -> None:
+    """Warn, from the caller's caller's line, that ``call``'s parameter ``name`` is deprecated; ``advice`` says
+    what to write instead."""
+    warnings.warn(f"{call}({name}=...) is deprecated and will be removed in {removed_in}: {advice}",
+                  DeprecationWarning, stacklevel=3)
 
 
 def _warn(old: str, new: str) -> None:

@@ -76,3 +76,27 @@ def test_the_nav_lists_every_page() -> None:
     listed = set(walk(config["nav"]))
     assert set(pages()) - listed == set(), "pages missing from the nav in mkdocs.yml"
     assert listed - set(pages()) == set(), "nav entries without a page"
+
+
+def test_the_readme_is_a_front_page() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 400
+    sources = {p.read_text() for p in examples()}
+    blocks = [body for lang, body in FENCE.findall(readme) if lang == "python"]
+    assert blocks, "the README shows an agent"
+    for body in blocks:  # GitHub shows no snippets: the README's code is a docs_src/ file, verbatim
+        assert body in sources, f"README code that is no docs_src/ file:\n{body}"
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, f"README links to missing files: {missing}"
+
+
+def test_every_checker_rule_links_to_its_entry_on_the_rules_page() -> None:
+    from acp_agent.testing import RULES, RuleViolation
+
+    page = (DOCS / "rules.md").read_text()
+    anchors = set(re.findall(r'<span id="([rs]\d+)"></span>\*\*([RS]\d+)\*\*', page))
+    assert {rule.lower() for rule in RULES} <= {anchor for anchor, _ in anchors}
+    assert all(anchor == rule.lower() for anchor, rule in anchors)
+    violation = RuleViolation("R94", "something happened")
+    assert "(see docs/rules.md#r94)" in str(violation).splitlines()[0]
