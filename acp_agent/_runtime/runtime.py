@@ -1,9 +1,9 @@
-"""The protocol side of one client connection: ACP methods mapped onto an :class:`Agent`.
+"""The protocol side of one client connection: ACP methods mapped onto an [`Agent`][acp_agent.Agent].
 
 ``AgentRuntime`` answers ``initialize`` (version negotiation, capabilities), owns the
 sessions active on the connection, keeps sessions in its store (``acp_agent/store``: a
 closed session leaves memory for the store and comes back on ``session/resume``), and
-routes every session-scoped request to its :class:`Session`.
+routes every session-scoped request to its [`Session`][acp_agent.Session].
 """
 
 from __future__ import annotations
@@ -91,12 +91,12 @@ SCOPED_METHODS: Final = (
 )
 """The request methods that may reach a session beyond this connection (active on another one, or only
 stored). Before anything else each treats a session of another principal exactly as an unknown id
-(:meth:`AgentRuntime.owns`): ``-32002`` with the same message and data, ``{}`` for ``session/delete``.
+(`AgentRuntime.owns`): ``-32002`` with the same message and data, ``{}`` for ``session/delete``.
 The other methods naming a session (``session/prompt``, ``session/cancel``, ``session/close``,
 ``session/fork``, ``session/set_config_option``, ``tool_call/cancel``, ``terminal/cancel``) reach only the
 sessions open on this connection, which are its principal's; ``session/list`` lists that principal's only."""
 _GATED: Final = ("session/", "tool_call/", "terminal/")
-"""Methods a login gates (:attr:`Agent.require_login`)."""
+"""Methods a login gates ([`Agent.require_login`][acp_agent.Agent.require_login])."""
 _UNGATED: Final = frozenset({"session/cancel", "session/close"})
 """Stopping work is never gated: after ``auth/logout`` a client can still cancel and close (R68)."""
 SHUTDOWN_TIMEOUT: Final = 5.0
@@ -105,9 +105,9 @@ processes to stop before it kills what is left and reports it ended (``ACP_AGENT
 
 
 class AgentRuntime:
-    """Serves one :class:`Agent` on one connection, which it makes over ``receive`` / ``send``.
+    """Serves one [`Agent`][acp_agent.Agent] on one connection, which it makes over ``receive`` / ``send``.
 
-    The runtime hands its method table to its :class:`Connection` (``runtime.connection``)
+    The runtime hands its method table to its `Connection` (``runtime.connection``)
     when it builds it; run the connection to serve.
     """
 
@@ -118,12 +118,13 @@ class AgentRuntime:
         self.principal = principal
         """Who the client is (what the transport authenticated): it sees and acts on that principal's sessions only."""
         self.limits = limits if limits is not None else agent.limits
-        """The :class:`Limits` of this connection (the argument, else ``agent.limits``)."""
+        """The [`Limits`][acp_agent.Limits] of this connection (the argument, else ``agent.limits``)."""
         chosen = session_store(agent, store, durable=False)
         self.keeper = RecordKeeper(chosen, terminal_tail=self.limits.terminal_output_bytes)
-        """Where sessions are kept (``store``, else ``agent.store``, else a :class:`MemoryStore`: :mod:`.storage`)."""
+        """Where sessions are kept (``store``, else ``agent.store``, else a
+        [`MemoryStore`][acp_agent.store.MemoryStore]: `storage`)."""
         self.live: LiveSessions[AgentRuntime] = live_sessions(chosen)
-        """The runtimes sharing the store, and its sessions being closed, loaded or changed (:mod:`.live`)."""
+        """The runtimes sharing the store, and its sessions being closed, loaded or changed (`live`)."""
         self.live.join(self)
         self._handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {}  # the scoped methods' own handlers
         self.bookkeeping = Bookkeeping(self)
@@ -135,13 +136,14 @@ class AgentRuntime:
         """The client of this connection."""
         self.client.mcp.client_info = agent.info()
         self.logged_in = False
-        """Whether a login succeeded on this connection (see :attr:`Agent.require_login`)."""
+        """Whether a login succeeded on this connection (see [`Agent.require_login`][acp_agent.Agent.require_login])."""
         shared = self._check_principal_processes if self.limits.max_principal_processes is not None else None
         self.processes = ProcessSlots(self.limits.max_processes, shared=shared)
         """Terminal processes running on this connection (``max_processes``)."""
         self._opening = 0  # sessions being opened (counted against max_sessions)
         self.sessions: dict[str, SessionCore] = {}
-        """The engines of the sessions open on this connection (children too), each with its :class:`Session`."""
+        """The engines of the sessions open on this connection (children too), each with its
+        [`Session`][acp_agent.Session]."""
         self._factory: SessionFactory | None = None
         self.records: dict[str, SessionRecord] = {}
         """The records of the sessions active on this connection (the others are in the store)."""
@@ -200,7 +202,7 @@ class AgentRuntime:
 
     def intercept(self, name: str, wrap: Callable[[Callable[[Any], Awaitable[Any]]], Callable[[Any], Awaitable[Any]]],
                   ) -> None:
-        """Wrap the handler of ``name`` (one of :data:`SCOPED_METHODS`); the wrapper runs once the session is
+        """Wrap the handler of ``name`` (one of `SCOPED_METHODS`); the wrapper runs once the session is
         known to be this principal's, so it never learns of another's (a transport's guards)."""
         self._handlers[name] = wrap(self._handlers[name])
 
@@ -568,7 +570,7 @@ class AgentRuntime:
         """Close every active session (connection end: EOF, signal, fatal error).
 
         Each session first stops its work and reports every unfinished item ended, within
-        :attr:`shutdown_timeout` seconds (see :meth:`SessionCore.wind_down`).
+        `shutdown_timeout` seconds (see `SessionCore.wind_down`).
         """
         cores = [c for c in self.sessions.values() if c.parent is None]
         self.sessions.clear()

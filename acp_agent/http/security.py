@@ -129,7 +129,7 @@ async def principal_of(token: str | TokenCheck, presented: str) -> str | None:
 
 
 async def check_request(headers: Mapping[str, str], options: HttpOptions) -> Refusal | Admitted:
-    """The refusal for a request with these (lower-cased) headers, or who it is (:class:`Admitted`)."""
+    """The refusal for a request with these (lower-cased) headers, or who it is (`Admitted`)."""
     if options.allowed_hosts is not None:
         host = headers.get("host")
         allowed = {name.lower() for name in options.allowed_hosts}

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 LISTING_ORDER: Final = "ORDER BY updated_at DESC, session_id DESC"
-"""The order of a listing (most recently active first; ties by id): what :func:`listing_filters`' ``after`` follows."""
+"""The order of a listing (most recently active first; ties by id): what `listing_filters`' ``after`` follows."""
 
 logger = logging.getLogger(__name__)
 
@@ -70,14 +70,14 @@ _EMPTY_STATE: Final = orjson.dumps({"configOptions": [], "availableCommands": []
 
 
 def encode_info_text(record: SessionRecord) -> str:
-    """:func:`encode_info` as text; a session with none of those set (most) takes no serializing."""
+    """`encode_info` as text; a session with none of those set (most) takes no serializing."""
     if not record.additional_directories and record.meta is None and not record.client_title:
         return _EMPTY_INFO
     return encode_info(record).decode()
 
 
 def encode_state_text(record: SessionRecord) -> str:
-    """:func:`encode_state` as text; a session with no options, no commands and empty ``data`` takes no
+    """`encode_state` as text; a session with no options, no commands and empty ``data`` takes no
     serializing."""
     if not record.config_options and not record.available_commands and not record.data:
         return _EMPTY_STATE
@@ -123,7 +123,7 @@ def record_from(
 def listing_filters(cwd: str | None, archived: bool | None, mark: str, principal: str | None = None,
                     after: tuple[str, str] | None = None) -> tuple[str, list[Any]]:
     """The ``WHERE`` clause of a listing filtered by ``cwd`` / ``archived`` / ``principal``, starting
-    ``after`` a key in :data:`LISTING_ORDER` (``mark`` is the driver's placeholder), and its parameters."""
+    ``after`` a key in `LISTING_ORDER` (``mark`` is the driver's placeholder), and its parameters."""
     conditions: list[str] = []
     params: list[Any] = []
     if principal is not None:

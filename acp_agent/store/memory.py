@@ -44,7 +44,8 @@ class MemoryStore(SessionStore):
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
                             archived: bool | None = None, principal: str | None = None,
                             after: ListingKey | None = None) -> list[StoredSession]:
-        """Records most recently active first (see :meth:`SessionStore.list_sessions`)."""
+        """Records most recently active first (see
+        [`SessionStore.list_sessions`][acp_agent.store.SessionStore.list_sessions])."""
         chosen = [
             record for record in self._records.values()
             if (cwd is None or record.cwd == cwd) and (archived is None or record.archived == archived)

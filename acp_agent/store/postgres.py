@@ -8,7 +8,7 @@ threads (one call at a time per store), so the store works on asyncio and trio.
 
 Tables: ``acp_sessions``, ``acp_history`` and ``acp_schema_migrations`` (the same schema and
 migration scheme as the SQLite store; a database whose newest migration is above
-:data:`SCHEMA_VERSION` is refused). Migrations run under an advisory lock, so replicas that
+[`SCHEMA_VERSION`][acp_agent.store.SCHEMA_VERSION] is refused). Migrations run under an advisory lock, so replicas that
 start together apply them once. A lost connection fails the call (``StoreError``) and is
 reopened on the next one.
 """
@@ -130,7 +130,7 @@ class PostgresStore(SessionStore):
             raise StoreUnusableError(f"cannot prepare the session database: {exc}") from exc
 
     def _call(self, what: str, func: Any, *args: Any) -> Any:
-        """Run ``func(db, *args)`` in one transaction; a failure becomes :class:`StoreError`."""
+        """Run ``func(db, *args)`` in one transaction; a failure becomes [`StoreError`][acp_agent.store.StoreError]."""
         import psycopg
 
         db = self._connect()
@@ -193,7 +193,8 @@ class PostgresStore(SessionStore):
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
                             archived: bool | None = None, principal: str | None = None,
                             after: ListingKey | None = None) -> list[StoredSession]:
-        """Stored sessions, most recently active first (see :meth:`SessionStore.list_sessions`)."""
+        """Stored sessions, most recently active first (see
+        [`SessionStore.list_sessions`][acp_agent.store.SessionStore.list_sessions])."""
         await self.open()
         rows = await self.in_thread(self._call, "list sessions", _list, cwd, offset, limit, archived, principal, after)
         return [_stored(*row) for row in rows]
