@@ -130,8 +130,8 @@ def listing_filters(cwd: str | None, archived: bool | None, mark: str, principal
         conditions.append(f"principal = {mark}")
         params.append(principal)
     if after is not None:
-        conditions.append(f"(updated_at < {mark} OR (updated_at = {mark} AND session_id < {mark}))")
-        params += [after[0], after[0], after[1]]
+        conditions.append(f"(updated_at, session_id) < ({mark}, {mark})")  # a row value: the index serves it
+        params += [after[0], after[1]]
     if cwd is not None:
         conditions.append(f"cwd = {mark}")
         params.append(cwd)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from operator import attrgetter
+from typing import ClassVar, Final
 
 from ..records import SessionRecord
 from .base import ListingKey, SessionStore, StoredSession
@@ -52,5 +53,8 @@ class MemoryStore(SessionStore):
             and (principal is None or record.principal == principal)
             and (after is None or (record.updated_at, record.session_id) < after)
         ]
-        chosen.sort(key=lambda record: (record.updated_at, record.session_id), reverse=True)
+        chosen.sort(key=_LISTING_KEY, reverse=True)
         return [StoredSession.of(record) for record in chosen[offset:offset + limit]]
+
+
+_LISTING_KEY: Final = attrgetter("updated_at", "session_id")
