@@ -7,13 +7,16 @@ methods itself and advertises ``session.title``, ``session.archive`` and ``sessi
   ``session/list``, and wins from then on over titles the agent gives with
   ``session.update_info(title=...)`` (the record's ``client_title``);
 - ``session/archive`` / ``session/unarchive``: archiving a session that is active first closes it
-  exactly as ``session/close`` does, then hides it from the default ``session/list``
+  exactly as ``session/close`` does (a server refuses it ``-32002`` "Session is active on another
+  connection" while another live connection has it: `acp_agent.http.sessions`), then hides it from the
+  default ``session/list``
   (see `archive_filter` for the ``archived`` filter);
 - ``session/status``: ``open`` with the current state snapshot for a session in memory, ``saved``
   for one only stored; it never loads, attaches or changes anything.
 
 They work on any session ``session/list`` could return, active on this connection, active on
-another connection of this process that shares the store, or only stored (unknown: ``-32002``).
+another connection of this process that shares the store, or only stored (unknown: ``-32002``; a
+session of another principal is unknown, checked by the runtime before these run).
 A child session (a subagent's) is refused with ``-32602``, as for ``session/close``. The agent
 hears of a change, and may refuse it, through `Agent.set_session_title`, `archive_session` and
 `unarchive_session`.
