@@ -30,6 +30,14 @@ Safety net
     :func:`kill_all_process_groups` from their own handler.  A forked child
     starts with an empty registry so it never kills its parent's groups.
 
+What a child inherits
+    One function decides it, :func:`child_environment`: this process's environment without
+    any ``ACP_AGENT_*`` variable (the server's token, the store's DSN with its password, and
+    every other setting of this SDK) and without the names listed in ``ACP_AGENT_WITHHOLD_ENV``
+    (comma-separated; ``NAME*`` withholds every name starting with ``NAME``), then the ``env``
+    the caller passed (always given as passed: that is how an author hands a child a value on
+    purpose).
+
 Known limits
     Processes that leave the group on purpose (``setsid``, ``setpgid``, shells
     with job control such as ``set -m``) are out of reach of group signals.
@@ -63,9 +71,12 @@ __all__ = [
     "DEFAULT_FLUSH_INTERVAL",
     "DEFAULT_TAIL_LIMIT",
     "DEFAULT_TERMINATE_GRACE",
+    "WITHHELD_PREFIX",
+    "WITHHOLD_ENV",
     "ExitStatus",
     "ManagedProcess",
     "OutputCallback",
+    "child_environment",
     "kill_all_process_groups",
     "shell_argv",
 ]
@@ -86,6 +97,12 @@ DEFAULT_TAIL_LIMIT: Final = 1024 * 1024
 
 DEFAULT_TERMINATE_GRACE: Final = 3.0
 """Default seconds between SIGTERM and SIGKILL in :meth:`ManagedProcess.terminate`."""
+
+WITHHELD_PREFIX: Final = "ACP_AGENT_"
+"""Variables whose name starts with this never reach a child process (see :func:`child_environment`)."""
+
+WITHHOLD_ENV: Final = "ACP_AGENT_WITHHOLD_ENV"
+"""The variable naming more variables to withhold from child processes (comma-separated; ``NAME*``: a prefix)."""
 
 # Largest single read(2); pipes rarely hold more than this anyway.
 _MAX_READ: Final = 256 * 1024
@@ -216,6 +233,21 @@ def _group_has_live_members(pgid: int) -> bool:
 # --------------------------------------------------------------------------- public API
 
 
+def child_environment(env: Mapping[str, str] | None = None,
+                      parent: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a child process starts with: ``parent`` (default ``os.environ``) without the
+    variables named ``ACP_AGENT_*`` or listed in ``$ACP_AGENT_WITHHOLD_ENV``, updated with ``env``."""
+    source = os.environ if parent is None else parent
+    names = [n.strip() for n in source.get(WITHHOLD_ENV, "").split(",") if n.strip()]
+    exact = {n for n in names if not n.endswith("*")}
+    prefixes = (WITHHELD_PREFIX, *(n[:-1] for n in names if n.endswith("*")))
+    inherited = {k: v for k, v in source.items() if k not in exact and not k.startswith(prefixes)}
+    if env is not None:
+        inherited.update(env)
+    return inherited
+
+
+
 @dataclass(frozen=True, slots=True)
 class ExitStatus:
     """How a process ended: an exit code, or the name of the signal that killed it."""
@@ -296,11 +328,11 @@ class ManagedProcess:
     ) -> ManagedProcess:
         """Spawn *argv* (no shell) in a new session and start pumping its output.
 
-        *cwd* must be absolute.  The child's environment is this process's
-        ``os.environ`` updated with *env*.  stdin is ``/dev/null``; stderr is merged
-        into stdout.  Output is delivered to *on_output* in order, in chunks of at most
-        *flush_bytes*, each sent once *flush_bytes* are buffered or *flush_interval*
-        seconds after its first byte arrived.  Spawn errors (for example
+        *cwd* must be absolute.  The child's environment is :func:`child_environment`
+        of *env* (this process's, without the SDK's own settings and secrets, plus *env*).
+        stdin is ``/dev/null``; stderr is merged into stdout.  Output is delivered to
+        *on_output* in order, in chunks of at most *flush_bytes*, each sent once
+        *flush_bytes* are buffered or *flush_interval* seconds after its first byte arrived.  Spawn errors (for example
         :class:`FileNotFoundError` for a missing executable or cwd) propagate.
         """
         if isinstance(argv, str | bytes):
@@ -317,9 +349,7 @@ class ManagedProcess:
             raise ValueError("flush_interval must be >= 0")
         if tail_limit < 0:
             raise ValueError("tail_limit must be >= 0")
-        full_env = dict(os.environ)
-        if env is not None:
-            full_env.update(env)
+        full_env = child_environment(env)
 
         read_fd, write_fd = os.pipe()  # both ends are close-on-exec in this process
         try:
