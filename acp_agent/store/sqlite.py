@@ -19,6 +19,10 @@ before it loads, lists, finds or deletes (so it reads what it wrote), and by :me
 and :meth:`SqliteStore.close`; journals left by a process that ended are replayed on those reads
 and when the file is opened.
 
+File modes: the directory the store makes is ``0700`` and the database file is created ``0600``,
+so SQLite makes its ``-wal`` and ``-shm`` files with the same mode, as the journal files are. A file or
+directory that exists already keeps its mode.
+
 The schema is versioned: ``schema_migrations`` lists the migrations applied, and opening a
 file applies the missing ones in one transaction. A file whose newest migration is above
 :data:`SCHEMA_VERSION` (a newer acp-agent wrote it), or that is not a readable SQLite
@@ -44,7 +48,7 @@ from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
 from .codec import encode_info_text, encode_state_text, listing_filters, record_from
-from .journal import Journal, JournalFile, Save, available, encode_line, orphans
+from .journal import Journal, JournalFile, Save, available, encode_line, orphans, private_file
 
 if TYPE_CHECKING:
     import sqlite3
@@ -164,9 +168,9 @@ class SqliteStore(SessionStore):
         if self._db is not None:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
         except OSError as exc:
-            raise StoreUnusableError(f"cannot create {self.path.parent}: {exc}") from exc
+            raise StoreUnusableError(f"cannot create {self.path}: {exc}") from exc
         try:
             db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                  check_same_thread=False)

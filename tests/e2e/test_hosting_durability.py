@@ -3,6 +3,7 @@ store's files, a full disk, two processes on one SQLite file, and the processes 
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,18 @@ async def test_a_terminal_inherits_no_acp_agent_variable(tmp_path: Path) -> None
         if name != "HARMLESS_SETTING":
             assert value.encode() not in output, name
     assert b"ACP_AGENT_" not in output
+
+
+async def test_store_files_are_0600_in_a_0700_directory(tmp_path: Path) -> None:
+    data = tmp_path / "fresh" / "data"
+    command = ["sh", "-c", 'umask 022 && exec "$0" "$@"', *STORE_AGENT]  # the usual umask: 0644 files
+    async with spawn_agent(command, env={"ACP_AGENT_DATA_DIR": str(data)}) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        await client.prompt_and_wait(sid, "hello")
+        names = {p.name.removeprefix("store-test-agent.sqlite3") for p in data.iterdir()}
+        assert {"", "-wal", "-shm"} <= names, names
+        assert any(name.startswith(".journal-") for name in names), names
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in data.iterdir() if p.is_file()}
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    assert modes and set(modes.values()) == {0o600}, modes
