@@ -18,6 +18,12 @@ Output path
     every pipe is closed, which never happens while a grandchild holds stdout),
     and we alone decide when to stop reading.
 
+After a crash
+    A process killed by a signal runs no ``atexit`` hook. A watchdog process started with the first
+    terminal (:mod:`acp_agent._util.watch`, :mod:`acp_agent._util.reaper`) kills every recorded group,
+    and every process marked with this agent's ``ACP_TERMINAL_OWNER`` (what left its group too), as soon
+    as this process ends, however it ends; if the watchdog died with it, the next agent reaps them.
+
 Safety net
     Every process group started here is recorded in a module-level registry
     until it is known to have no live members.  An :mod:`atexit` hook sends
@@ -65,6 +71,7 @@ from typing import Any, Final
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
 
 __all__ = [
     "DEFAULT_FLUSH_BYTES",
@@ -130,11 +137,19 @@ def _given(coro: Coroutine[Any, Any, None]) -> Callable[[], Coroutine[Any, Any, 
 def _register_group(pgid: int) -> None:
     with _registry_lock:
         _registered_groups.add(pgid)
+    from . import watch  # loaded with the first terminal, never at start-up
+
+    watch.started(pgid)
 
 
 def _unregister_group(pgid: int) -> None:
     with _registry_lock:
+        known = pgid in _registered_groups
         _registered_groups.discard(pgid)
+    if known:
+        from . import watch
+
+        watch.ended(pgid)
 
 
 def kill_all_process_groups(*, wait: float = 0.0) -> int:
@@ -173,6 +188,9 @@ def _kill_all_at_exit() -> None:
     if count:
         with contextlib.suppress(Exception):  # logging may already be torn down
             logger.warning("killed %d leftover process group(s) at interpreter exit", count)
+    watch = sys.modules.get(f"{__package__}.watch")
+    if watch is not None:  # a terminal was started
+        watch.stop()
 
 
 def _forget_all_in_child() -> None:
@@ -205,28 +223,15 @@ def _group_has_live_members(pgid: int) -> bool:
         return True
     if not sys.platform.startswith("linux"):
         return True
+    from .reaper import read_proc, stat_fields
+
     try:
-        entries = os.listdir("/proc")
+        for _, stat in read_proc("stat"):
+            fields = stat_fields(stat)
+            if len(fields) >= 3 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
+                return True
     except OSError:
         return True
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ..." -- comm may contain spaces and parentheses.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) < 3:
-            continue
-        try:
-            member_pgrp = int(fields[2])
-        except ValueError:
-            continue
-        if member_pgrp == pgid and fields[0] not in (b"Z", b"X"):
-            return True
     return False
 
 
@@ -350,6 +355,12 @@ class ManagedProcess:
         if tail_limit < 0:
             raise ValueError("tail_limit must be >= 0")
         full_env = child_environment(env)
+        from . import watch
+        from .reaper import MARK_ENV
+
+        owner = watch.current() or await anyio.to_thread.run_sync(watch.mark)  # starts the watchdog once
+        if owner is not None:
+            full_env[MARK_ENV] = owner  # how the watchdog finds what leaves the group (reaper)
 
         read_fd, write_fd = os.pipe()  # both ends are close-on-exec in this process
         try:
