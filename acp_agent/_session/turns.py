@@ -7,12 +7,12 @@ and nowhere else. Prompts are inserted in arrival order (R56): answered with the
 ``messageId``, then echoed as ``user_message``, then reported ``running`` (R52, R53).
 When a job ends, whatever it left unfinished is finalized before its ``idle`` (R68).
 
-What the client sees when a hook raises: a :class:`~acp_agent.errors.RequestError` keeps its
+What the client sees when a hook raises: a [`RequestError`][acp_agent.RequestError] keeps its
 code, message and data; any other exception becomes ``-32603`` "Internal error" (its text
 may hold paths, tokens or user data), and its traceback is logged on stderr.
 
 A turn whose save failed (a full disk: the store logs the cause with the file's path) never ends with an
-``idle`` that reads as saved: it ends ``error`` with :func:`unsaved_error`, whatever it would have ended with.
+``idle`` that reads as saved: it ends ``error`` with `unsaved_error`, whatever it would have ended with.
 The turn stays in memory and is written by the session's next save that succeeds.
 """
 
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 
 FOREGROUND: Final[contextvars.ContextVar[Turns | None]] = contextvars.ContextVar("acp_foreground", default=None)
-"""The :class:`Turns` whose foreground work the current task is running, if any."""
+"""The `Turns` whose foreground work the current task is running, if any."""
 
 Work = Callable[[], Awaitable["StopReason | None"]]
 
@@ -369,7 +369,7 @@ NOT_SAVED: Final = ("The session could not be saved: this turn is kept in the ag
 
 
 def unsaved_error(session_id: str) -> Error:
-    """The ``error`` of a turn's ``idle`` when its save failed: ``-32603`` with :data:`NOT_SAVED` (the cause, with
+    """The ``error`` of a turn's ``idle`` when its save failed: ``-32603`` with `NOT_SAVED` (the cause, with
     the file's path, is in the agent's log, never sent to the client)."""
     return Error(code=ErrorCode.INTERNAL_ERROR, message=NOT_SAVED, data={"sessionId": session_id, "saved": False})
 

@@ -1,7 +1,7 @@
 """Killing what an agent's terminals leave behind when the agent dies without stopping them.
 
 An agent killed by SIGKILL (or the OOM killer) runs no clean-up, so the process groups of its terminals
-would live on (a dev server keeping its port). Two parts of :mod:`acp_agent._util.processes` use this
+would live on (a dev server keeping its port). Two parts of `acp_agent._util.processes` use this
 module, both from the same records, lines of text:
 
 - ``+PGID START``: a terminal's process group, led by the process ``PGID`` that started at ``START``
@@ -10,13 +10,13 @@ module, both from the same records, lines of text:
 
 The **watchdog** is one small process per agent process, started with its first terminal, in a session of its
 own (group signals aimed at the agent miss it). It reads those lines on its stdin, a pipe only the agent
-holds; when the pipe ends (the agent ended, however) it kills what is left (:func:`reap`) and exits. It runs
+holds; when the pipe ends (the agent ended, however) it kills what is left (`reap`) and exits. It runs
 this file as a script (``python -I -S reaper.py MARK LEDGER``: no site packages, nothing of acp-agent
 imported), and deletes the ledger once it reaped.
 
 The **ledger** is the same lines in a file, ``<data dir>/processes/<MARK>``, locked (``flock``) by the agent
 while it lives. If the watchdog died too, the next agent to start a terminal or a connection finds ledgers
-nobody locks (:func:`reap_ledgers`), reaps them, and deletes them.
+nobody locks (`reap_ledgers`), reaps them, and deletes them.
 
 What is killed: each recorded group whose leader is still the process recorded (same pid, same start time;
 never a group that merely has the number), and every process whose environment holds ``MARK_ENV=MARK``

@@ -1,9 +1,9 @@
-"""The agent's side of :mod:`acp_agent._util.reaper`: this process's watchdog, its ledger, and its mark.
+"""The agent's side of `acp_agent._util.reaper`: this process's watchdog, its ledger, and its mark.
 
-:func:`mark` is called before a terminal's process starts: the first call starts the watchdog and opens the
-ledger (and reaps the ledgers of agents that died with their watchdog, :func:`reap_left_behind`), and every
-call returns the mark the process's environment gets (``reaper.MARK_ENV``). :func:`started` and
-:func:`ended` record a group in both. A normal exit deletes the ledger and closes the watchdog's pipe (it then
+`mark` is called before a terminal's process starts: the first call starts the watchdog and opens the
+ledger (and reaps the ledgers of agents that died with their watchdog, `reap_left_behind`), and every
+call returns the mark the process's environment gets (``reaper.MARK_ENV``). `started` and
+`ended` record a group in both. A normal exit deletes the ledger and closes the watchdog's pipe (it then
 kills what left the groups, e.g. a ``setsid`` daemon, and exits).
 
 Costs, measured by ``bench/terminal_watch.py``: the first terminal of a process pays for starting the
@@ -32,7 +32,7 @@ __all__ = ["LEDGER_DIR", "current", "ended", "ledger_dir", "mark", "reap_left_be
 logger = logging.getLogger(__name__)
 
 LEDGER_DIR: Final = "processes"
-"""The directory of the ledgers, in :func:`~acp_agent._util.paths.data_dir`."""
+"""The directory of the ledgers, in [`data_dir`][acp_agent.store.data_dir]."""
 
 _lock = threading.Lock()
 _mark: str | None = None
@@ -53,7 +53,7 @@ def ledger_dir() -> Path:
 
 
 def reap_left_behind() -> int:
-    """Once per process: reap the ledgers of agents that died with their watchdog (see :mod:`.reaper`); how many
+    """Once per process: reap the ledgers of agents that died with their watchdog (see `reaper`); how many
     processes were signalled."""
     global _reaped
     if _reaped or not _supported():

@@ -10,8 +10,8 @@ The locks are POSIX record locks (``fcntl``) on one byte each of one file beside
 ``<database>.sessions.lock`` (``0600``): the byte at a 62-bit hash of the session id. The kernel drops a
 process's locks when it ends, however it ends (SIGKILL, OOM), so a session whose process died can be resumed
 at once. Record locks belong to a process, not to a file descriptor, and closing *any* descriptor of the file
-drops all of them: so each process opens the file once (:func:`session_locks` keeps one
-:class:`SessionLocks` per file) and counts the holders of each session within itself.
+drops all of them: so each process opens the file once (`session_locks` keeps one
+`SessionLocks` per file) and counts the holders of each session within itself.
 Where ``fcntl`` does not exist every lock is granted (one process per file is then the user's care).
 """
 
@@ -41,7 +41,7 @@ def lock_offset(session_id: str) -> int:
 
 
 class SessionLocks:
-    """The session locks of one database file, in this process (use :func:`session_locks`)."""
+    """The session locks of one database file, in this process (use `session_locks`)."""
 
     def __init__(self, database: Path) -> None:
         self.path = database.parent / f"{database.name}{LOCK_SUFFIX}"
@@ -52,7 +52,7 @@ class SessionLocks:
 
     def acquire(self, session_id: str) -> bool:
         """Take the session's lock for this process (at once or not at all); ``False`` if another process holds
-        it. Each ``True`` is matched by one :meth:`release`."""
+        it. Each ``True`` is matched by one `release`."""
         with self._lock:
             if session_id in self._held:
                 self._held[session_id] += 1
@@ -93,7 +93,7 @@ _by_file_lock = threading.Lock()
 
 
 def session_locks(database: Path) -> SessionLocks:
-    """The one :class:`SessionLocks` of ``database`` in this process (made on first use, kept for its life)."""
+    """The one `SessionLocks` of ``database`` in this process (made on first use, kept for its life)."""
     key = str(database.absolute())
     with _by_file_lock:
         locks = _by_file.get(key)
