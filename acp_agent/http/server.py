@@ -198,7 +198,8 @@ async def serve_http(
         **extra,
     }
     config_args.setdefault("ws", WEBSOCKET_PROTOCOL)
-    inner, parser = http_protocol(config_args.get("http", "auto"))
+    http_setting = config_args.get("http", "auto")
+    inner, parser = http_protocol(http_setting)
     bounds = bounds if bounds is not None else guard_bounds(settings)
     config_args["http"] = guarded_protocol(inner, bounds)
     config = uvicorn.Config(app, **config_args)
@@ -207,8 +208,8 @@ async def serve_http(
 
     def started() -> None:
         logger.info("acp: serving at %s (%s; at most %d sockets, request heads up to %d bytes and %d fields within "
-                    "%.0f s)", url, describe_stack(inner, config_args["ws"]), bounds.max_sockets, bounds.max_head_bytes,
-                    bounds.max_header_fields, bounds.head_timeout)
+                    "%.0f s)", url, describe_stack(http_setting, config_args["ws"]), bounds.max_sockets,
+                    bounds.max_head_bytes, bounds.max_header_fields, bounds.head_timeout)
         if ready is not None:
             ready(url)
 

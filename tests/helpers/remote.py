@@ -90,7 +90,9 @@ def served_agent(agent: Path | str, *args: str, env: dict[str, str] | None = Non
             resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
 
     command = [sys.executable, "-m", "acp_agent", "serve", str(agent), "--port", "0", *args]
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    # ROOT first; a PYTHONPATH already set (make test's run on the lowest uvicorn supported) stays after it.
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    full_env = {**os.environ, "PYTHONPATH": python_path, **(env or {})}
     proc = subprocess.Popen(command, cwd=ROOT, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=limit_files if open_files is not None else None)
