@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -79,12 +80,22 @@ def wait_until(condition: object, timeout: float = 10.0, what: str = "condition"
 
 
 @contextmanager
-def served_agent(agent: Path | str, *args: str, env: dict[str, str] | None = None) -> Iterator[ServedAgent]:
-    """Serve ``agent`` (a file or module spec) on a free loopback port for the duration of the block."""
+def served_agent(agent: Path | str, *args: str, env: dict[str, str] | None = None,
+                 open_files: int | None = None) -> Iterator[ServedAgent]:
+    """Serve ``agent`` (a file or module spec) on a free loopback port for the duration of the block
+    (``open_files``: the server's file-descriptor limit, as ``ulimit -n`` sets it)."""
+
+    def limit_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     command = [sys.executable, "-m", "acp_agent", "serve", str(agent), "--port", "0", *args]
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    # ROOT first; a PYTHONPATH already set (make test's run on the lowest uvicorn supported) stays after it.
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    full_env = {**os.environ, "PYTHONPATH": python_path, **(env or {})}
     proc = subprocess.Popen(command, cwd=ROOT, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=limit_files if open_files is not None else None)
     assert proc.stderr is not None
     lines: list[str] = []
     url: list[str] = []
