@@ -12,6 +12,7 @@ __all__ = [
     "AcpAgentError",
     "ElicitationUnsupportedError",
     "ErrorCode",
+    "InvalidArgumentError",
     "LimitExceededError",
     "McpServerError",
     "McpTransportError",
@@ -171,6 +172,14 @@ class LimitExceededError(AcpAgentError, RuntimeError):
         super().__init__(message)
         self.limit = limit
         self.value = value
+
+
+class InvalidArgumentError(AcpAgentError, ValueError):
+    """Agent code passed the SDK an argument it refuses (a relative ``cwd``, another session's handle, ...).
+
+    Raised where the argument is passed, before anything is sent or started. It is a
+    `ValueError` too, so code written against the plain `ValueError` keeps catching it.
+    """
 
 
 class ToolCallStateError(AcpAgentError, ValueError):

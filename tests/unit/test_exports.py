@@ -19,6 +19,7 @@ EXPORTS = {
     "AcpAgentError", "Agent", "AgentMessage", "AgentThought", "AudioContent", "AuthMethodAgent", "AuthMethodTerminal",
     "AvailableCommand", "BackgroundRegistry", "ClientPeer", "ContentBlock", "ElicitationResult",
     "ElicitationUnsupportedError", "EmbeddedResource", "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent",
+    "InvalidArgumentError",
     "LimitExceededError", "Limits", "Login", "MessageStream", "NotInTurnError", "PermissionOption",
     "PermissionOutcome", "PlanEntry", "ProcessStartError", "Provider", "ProviderSettings", "RequestError",
     "ResourceLink", "Session",

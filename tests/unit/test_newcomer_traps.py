@@ -1,0 +1,76 @@
+"""Traps a newcomer's trial agent found (issue 28, B1, B2, T1-T5, M1): each test failed on the code before its fix."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from acp_agent import (
+    AcpAgentError,
+    Agent,
+    ContentBlock,
+    InvalidArgumentError,
+    Session,
+    SessionConfigOption,
+    StopReason,
+)
+from acp_agent.schema import SessionConfigSelectGroup, SessionConfigSelectOption
+from acp_agent.testing import WireChecker
+from tests.helpers.agents import one_turn
+
+pytestmark = pytest.mark.anyio
+
+ASK_OR_CODE = [SessionConfigSelectOption(value="ask", name="Ask"), SessionConfigSelectOption(value="code", name="Code")]
+
+
+# -- B1: a select option whose currentValue is not one of its options ----------------------------------------
+
+
+def test_b1_a_select_option_refuses_a_current_value_it_does_not_offer() -> None:
+    with pytest.raises(ValueError, match=r"currentValue 'fast' of 'mode' is not one of its option values"):
+        SessionConfigOption(config_id="mode", name="Mode", type="select", current_value="fast", options=ASK_OR_CODE)
+    groups = [SessionConfigSelectGroup(group_id="g1", name="G1", options=ASK_OR_CODE[:1]),
+              SessionConfigSelectGroup(group_id="g2", name="G2", options=ASK_OR_CODE)]
+    with pytest.raises(ValidationError, match="lists each value once"):  # "ask" in two groups
+        SessionConfigOption(config_id="mode", name="Mode", type="select", current_value="ask", options=groups)
+    ok = SessionConfigOption(config_id="mode", name="Mode", type="select", current_value="code", options=ASK_OR_CODE)
+    assert ok.current_value == "code"
+
+
+def test_b1_the_checker_flags_such_an_option_on_the_wire() -> None:
+    checker = WireChecker(raise_on_violation=False)
+    option = {"configId": "mode", "name": "Mode", "type": "select", "currentValue": "fast",
+              "options": [{"value": "ask", "name": "Ask"}]}
+    checker.feed("client->agent", {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                   "params": {"protocolVersion": 2, "capabilities": {}}})
+    checker.feed("agent->client", {"jsonrpc": "2.0", "id": 0, "result": {
+        "protocolVersion": 2, "info": {"name": "a", "version": "1"}, "capabilities": {}}})
+    checker.feed("client->agent", {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/p"}})
+    checker.feed("agent->client", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1", "configOptions": [option]}})
+    assert checker.rules == {"S8"}
+    assert "(see docs/rules.md#s8)" in str(checker.violations[0])
+
+
+# -- T5: a relative terminal cwd -------------------------------------------------------------------------------
+
+
+class RelativeCwdAgent(Agent):
+    name = "relative-cwd"
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        try:
+            await session.start_terminal(["true"], cwd="relative")
+        except Exception as exc:  # the test looks at what was raised
+            self.raised = exc
+        return "end_turn"
+
+
+async def test_t5_a_relative_cwd_is_an_sdk_error_and_a_value_error() -> None:
+    agent = RelativeCwdAgent()
+    view = await one_turn(agent)
+    assert view.terminals == {}  # nothing was announced
+    assert isinstance(agent.raised, InvalidArgumentError)
+    assert isinstance(agent.raised, AcpAgentError) and isinstance(agent.raised, ValueError)
+    assert "'relative'" in str(agent.raised)
+    doc = Session.start_terminal.__doc__ or ""
+    assert "Raises:" in doc and "InvalidArgumentError" in doc
