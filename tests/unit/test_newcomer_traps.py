@@ -74,3 +74,16 @@ async def test_t5_a_relative_cwd_is_an_sdk_error_and_a_value_error() -> None:
     assert "'relative'" in str(agent.raised)
     doc = Session.start_terminal.__doc__ or ""
     assert "Raises:" in doc and "InvalidArgumentError" in doc
+
+
+async def test_b1_a_stored_option_from_0_1_that_is_not_valid_is_dropped_on_load(caplog: pytest.LogCaptureFixture
+                                                                                 ) -> None:
+    from acp_agent.store.codec import record_from
+
+    bad = {"configId": "mode", "name": "Mode", "type": "select", "currentValue": "fast",
+           "options": [{"value": "ask", "name": "Ask"}]}
+    good = {"configId": "on", "name": "On", "type": "boolean", "currentValue": True}
+    columns = {"session_id": "sess_x", "cwd": "/p", "updated_at": "t", "created_at": "t"}
+    record = record_from(columns, {}, {"configOptions": [bad, good]}, [], terminal_tail=None)
+    assert [o.config_id for o in record.config_options] == ["on"]
+    assert "sess_x: dropping a stored config option" in caplog.text
