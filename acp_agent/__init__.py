@@ -13,6 +13,7 @@ from .auth import Login
 from .errors import (
     AcpAgentError,
     ElicitationUnsupportedError,
+    EnvironmentVariableError,
     ErrorCode,
     InvalidArgumentError,
     LimitExceededError,
@@ -86,6 +87,7 @@ __all__ = [
     "ElicitationResult",
     "ElicitationUnsupportedError",
     "EmbeddedResource",
+    "EnvironmentVariableError",
     "ErrorCode",
     "ExitStatus",
     "HistoryItem",

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._util.base_error import AcpAgentError
+from ._util.environment import EnvironmentVariableError
+
 __all__ = [
     "AcpAgentError",
     "ElicitationUnsupportedError",
+    "EnvironmentVariableError",
     "ErrorCode",
     "InvalidArgumentError",
     "LimitExceededError",
@@ -40,10 +44,6 @@ class ErrorCode:
     AUTH_REQUIRED = -32000
     RESOURCE_NOT_FOUND = -32002
     UNSUPPORTED_PROTOCOL_VERSION = -32022
-
-
-class AcpAgentError(Exception):
-    """The root of every exception acp-agent raises on purpose."""
 
 
 class RequestError(AcpAgentError):

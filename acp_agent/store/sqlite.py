@@ -40,6 +40,7 @@ import anyio
 import anyio.to_thread
 import orjson
 
+from .._util import environment
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import SessionStore, StoredSession
@@ -53,7 +54,7 @@ __all__ = ["COMMIT_DELAY", "DATA_DIR_ENV", "JOURNAL_BYTES", "SCHEMA_VERSION", "S
 
 logger = logging.getLogger(__name__)
 
-DATA_DIR_ENV: Final = "ACP_AGENT_DATA_DIR"
+DATA_DIR_ENV: Final = environment.DATA_DIR.name
 """The environment variable that overrides where agents keep their session files."""
 
 _MIGRATIONS: Final[list[tuple[int, list[str]]]] = [
@@ -104,7 +105,7 @@ _siblings: Final[dict[str, weakref.WeakSet[SqliteStore]]] = {}  # the store obje
 def data_dir() -> Path:
     """Where agents keep their session files: ``$ACP_AGENT_DATA_DIR``, else the user data directory
     (``~/.local/share/acp-agent`` on Linux, via ``platformdirs``)."""
-    chosen = os.environ.get(DATA_DIR_ENV)
+    chosen = environment.read(environment.DATA_DIR)
     if chosen:
         return Path(chosen).expanduser()
     try:

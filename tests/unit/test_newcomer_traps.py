@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -14,6 +20,7 @@ from acp_agent import (
     SessionConfigOption,
     StopReason,
 )
+from acp_agent._util import environment
 from acp_agent.schema import SessionConfigSelectGroup, SessionConfigSelectOption
 from acp_agent.testing import WireChecker
 from tests.helpers.agents import one_turn
@@ -87,3 +94,42 @@ async def test_b1_a_stored_option_from_0_1_that_is_not_valid_is_dropped_on_load(
     record = record_from(columns, {}, {"configOptions": [bad, good]}, [], terminal_tail=None)
     assert [o.config_id for o in record.config_options] == ["on"]
     assert "sess_x: dropping a stored config option" in caplog.text
+
+
+# -- B2: a bad ACP_AGENT_* value ---------------------------------------------------------------------------------
+
+FIRST_AGENT = Path(__file__).resolve().parents[2] / "docs_src" / "first_agent.py"
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("ACP_AGENT_BACKEND", "tokio"),
+    ("ACP_AGENT_LOG_LEVEL", "LOUD"),
+    ("ACP_AGENT_SHUTDOWN_TIMEOUT", "-1"),
+    ("ACP_AGENT_BLOCK_WARNING", "soon"),
+    ("ACP_AGENT_UVLOOP", "sometimes"),
+])
+def test_b2_a_bad_variable_is_one_line_naming_it_and_exit_status_2(name: str, value: str) -> None:
+    done = subprocess.run([sys.executable, str(FIRST_AGENT)], input="", capture_output=True, text=True,
+                          timeout=60, env={**os.environ, name: value})
+    assert done.returncode == 2
+    assert done.stdout == ""  # nothing on the protocol stream
+    [line] = done.stderr.splitlines()
+    variable = next(v for v in environment.VARIABLES if v.name == name)
+    assert line == f"acp: {name}={value!r} is not valid: it accepts {variable.accepts}"
+
+
+def test_b2_serve_refuses_the_same_way() -> None:
+    done = subprocess.run([sys.executable, "-m", "acp_agent", "serve", str(FIRST_AGENT), "--port", "0"],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "ACP_AGENT_LOG_LEVEL": "LOUD"})
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "acp: ACP_AGENT_LOG_LEVEL='LOUD' is not valid: it accepts DEBUG, INFO, WARNING, ERROR or CRITICAL"]
+
+
+def test_b2_the_environment_page_lists_every_variable() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "environment.md").read_text()
+    for variable in environment.VARIABLES:
+        assert f"| `{variable.name}` | {variable.accepts} |" in page, variable.name
+    used = set(re.findall(r"ACP_AGENT_[A-Z_]+", "\n".join(
+        p.read_text() for p in (Path(environment.__file__).resolve().parents[1]).rglob("*.py"))))
+    assert used == {v.name for v in environment.VARIABLES}  # the SDK reads no variable outside the table
