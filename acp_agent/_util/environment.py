@@ -116,8 +116,12 @@ TOKEN: Final = Variable[str | None]("ACP_AGENT_TOKEN", "any text",
                         "python -m acp_agent serve: the bearer token every request must carry (--token wins)", None,
                         _text)
 
+WITHHOLD: Final = Variable[str | None]("ACP_AGENT_WITHHOLD_ENV", "comma-separated variable names, NAME* for a prefix",
+                                       "more variables that never reach a terminal's process (ACP_AGENT_* never do)",
+                                       None, _text)
+
 VARIABLES: Final[tuple[Variable[Any], ...]] = (BACKEND, UVLOOP, LOG_LEVEL, SHUTDOWN_TIMEOUT, BLOCK_WARNING, DATA_DIR,
-                                               STORE, TOKEN)
+                                               STORE, TOKEN, WITHHOLD)
 """Every ``ACP_AGENT_*`` variable the SDK reads."""
 
 
