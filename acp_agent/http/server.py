@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
-import os
 import signal
 import socket
 import sys
@@ -22,7 +21,7 @@ import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
-from .._util import eventloop
+from .._util import environment, eventloop
 from .._util.episodes import EpisodeFilter
 from ..agent import Agent
 from ..store import SessionStore
@@ -225,10 +224,11 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
              uvloop: bool | None = None, **options: Any) -> None:
     """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see [`acp_agent.http.run_http`][acp_agent.http.run_http]), on
     asyncio (uvloop's loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1``: `acp_agent._util.eventloop`)."""
+    environment.exit_on_bad_environment()  # one line on stderr and exit status 2, before anything is served
     if not logging.getLogger().handlers:
         logging.basicConfig(
             stream=sys.stderr,
-            level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
+            level=environment.read(environment.LOG_LEVEL),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
     eventloop.run(lambda: serve_http(agent, host=host, port=port, **options), backend="asyncio", uvloop=uvloop)
