@@ -3,7 +3,9 @@
 - :class:`Client` drives one agent connection and records every message in both directions
   (:class:`TranscriptEntry`); :func:`connect_agent` serves an :class:`~acp_agent.Agent` in this
   process, :func:`spawn_agent` launches an agent command and talks to it over its pipes (an agent
-  process that dies raises :class:`AgentExitedError`, with its exit status and stderr tail).
+  process that dies raises :class:`AgentExitedError`, with its exit status and stderr tail);
+  :func:`connect_remote` reaches an agent served over WebSocket or Streamable HTTP (needs ``httpx``
+  and ``httpx-ws``, imported when it connects).
 - :class:`WireChecker` and :func:`check_transcript` judge a transcript against the protocol's
   wire rules (:data:`RULES`), reporting each broken rule as a :class:`RuleViolation`.
 - :class:`SchemaValidator` checks agent-sent messages against the official v2 JSON Schema, which
@@ -36,6 +38,7 @@ from .client import (
     spawn_agent,
 )
 from .mcp import HostedMcpRequest, McpErrorAnswer
+from .remote import RemoteTransport, connect_remote
 from .schema import SchemaValidator, default_schema_path
 from .streams import byte_pipe
 
@@ -47,6 +50,7 @@ __all__ = [
     "HostedMcpRequest",
     "McpErrorAnswer",
     "PermissionPolicy",
+    "RemoteTransport",
     "RuleViolation",
     "SchemaValidator",
     "SessionView",
@@ -56,6 +60,7 @@ __all__ = [
     "byte_pipe",
     "check_transcript",
     "connect_agent",
+    "connect_remote",
     "default_schema_path",
     "monitor_event_loop",
     "spawn_agent",
