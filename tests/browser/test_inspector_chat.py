@@ -1,0 +1,98 @@
+"""The inspector in headless Chromium: a chat turn, the wire log, a remote agent, a broken and a crashing agent."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.helpers.inspector import Page, css, running_inspector
+from tests.helpers.remote import ROOT, served_agent
+
+EXAMPLES = ROOT / "examples"
+BROKEN = ROOT / "tests" / "helpers" / "broken_agent.py"
+
+
+def test_chat_turn_on_the_echo_agent(browser: Any) -> None:
+    with running_inspector(str(EXAMPLES / "echo_agent.py")) as inspector:
+        page = Page(browser, inspector.url)
+        page.prompt("hello from the browser")
+        page.wait_for(lambda: "hello from the browser" in page.messages(), what="the echoed message")
+        page.wait_idle()
+        assert page.text("stop-reason") == "stop: end_turn"
+        assert len(page.all(css("session-item"))) == 1
+        # The wire log pairs the prompt with its answer and shows the raw JSON.
+        page.click(css("wire-entry", method="session/prompt"))
+        raw = json.loads(page.one(css("wire-raw")).text)
+        assert raw["method"] == "session/prompt" and raw["params"]["prompt"][0]["text"] == "hello from the browser"
+        page.click(css("wire-pair"))
+        answer = json.loads(page.one(css("wire-raw")).text)
+        assert answer["id"] == raw["id"] and "messageId" in answer["result"]
+        # Filters: only the client's messages.
+        page.one(css("filter-dir")).send_keys("client")
+        page.wait_for(lambda: all(e.get_attribute("data-dir") == "out" for e in page.all(css("wire-entry"))),
+                      what="only client messages listed")
+        assert not page.all(css("violation"))
+
+
+def test_the_page_needs_the_token(browser: Any) -> None:
+    with running_inspector(str(EXAMPLES / "echo_agent.py")) as inspector:
+        browser.delete_all_cookies()
+        browser.get(inspector.origin + "/")
+        assert "open the URL" in browser.find_element("tag name", "body").text
+        browser.get(inspector.origin + "/?token=wrong")
+        assert "wrong token" in browser.find_element("tag name", "body").text
+        Page(browser, inspector.url)  # the right token: the page runs (the cookie replaces the token)
+        assert browser.current_url == inspector.origin + "/"
+
+
+def test_remote_agent_with_connect(browser: Any) -> None:
+    with served_agent(EXAMPLES / "echo_agent.py", "--token", "tok3n", "--store", "memory") as served, \
+            running_inspector("--connect", served.url, "--token", "tok3n") as inspector:
+        page = Page(browser, inspector.url)
+        assert served.url in page.text("agent")
+        page.prompt("over the network")
+        page.wait_for(lambda: "over the network" in page.messages(), what="the echo over HTTP")
+        page.wait_idle()
+        assert not page.all(css("violation"))
+
+
+def test_broken_agent_violations_show_on_the_message(browser: Any) -> None:
+    with running_inspector("--", "python", str(BROKEN)) as inspector:
+        page = Page(browser, inspector.url)
+        page.prompt("hi")
+        page.wait_for(lambda: "broken echo: hi" in page.messages(), what="the broken agent's echo")
+        page.click(css("filter-problems"))
+        page.wait_for(lambda: len(page.all(css("wire-entry"))) >= 3, what="the offending messages")
+        rows = {e.get_attribute("data-method") or e.find_element("css selector", ".sum").text: e
+                for e in page.all(css("wire-entry"))}
+        # R84 on the notification of an unknown method, the schema error on the tool_call_update, the
+        # non-JSON line flagged (R2) on itself.
+        unknown = page.one(css("wire-entry", method="oops/unknown"))
+        assert "R84" in [v.text for v in unknown.find_elements("css selector", css("violation"))]
+        updates = page.all(css("wire-entry", method="session/update"))
+        assert len(updates) == 1 and "tool_call_update" in updates[0].text
+        assert "schema" in [v.text for v in updates[0].find_elements("css selector", css("violation"))]
+        not_json = [e for e in page.all(".wire-row.unparsed")]
+        assert len(not_json) == 1 and "this line is not JSON" in not_json[0].text
+        assert "R2" in [v.text for v in not_json[0].find_elements("css selector", css("violation"))]
+        assert len(rows) == 3
+        # The problem's words in the detail pane.
+        unknown.click()
+        page.wait_for(lambda: any("R84 [MUST]" in p.text and "_ prefix" in p.text for p in page.all(css("problem"))),
+                      what="R84's words in the detail pane")
+
+
+def test_crash_mid_turn_and_restart(browser: Any) -> None:
+    with running_inspector("--", "python", str(BROKEN)) as inspector:
+        page = Page(browser, inspector.url)
+        page.prompt("crash")
+        page.wait_for(lambda: "exited (status 3)" in page.text("agent-status"), what="the exit status")
+        banner = page.one(css("exit-banner"))
+        assert "exited (status 3)" in banner.text
+        assert "boom, crashing mid-turn" in page.text("stderr-tail")
+        assert "boom" in page.text("stderr")
+        assert "about to crash" in page.messages()
+        page.click(css("banner-restart"))
+        page.wait_for(lambda: page.text("agent-status") == "running", what="the restarted agent")
+        page.prompt("again")
+        page.wait_for(lambda: "broken echo: again" in page.messages(), what="a turn after the restart")
