@@ -1,4 +1,4 @@
-"""``python -m acp_agent``: the command line (``serve``: see :mod:`acp_agent.cli`; ``dev``: :mod:`acp_agent.dev`)."""
+"""``python -m acp_agent``: the command line (``serve``: see `acp_agent.cli`; ``dev``: `acp_agent.dev`)."""
 
 from __future__ import annotations
 
