@@ -1,6 +1,6 @@
 """The inspector's side of the agent: one run of the agent at a time, and the event log the page reads.
 
-An :class:`Inspection` starts the agent (a subprocess on pipes, or a remote agent through
+An `Inspection` starts the agent (a subprocess on pipes, or a remote agent through
 [`connect_remote`][acp_agent.testing.connect_remote]), drives it with the checked test
 [`Client`][acp_agent.testing.Client] (permission requests and elicitations held for the page to
 answer) and turns everything it sees into *events*, plain JSON objects the page renders:

@@ -686,8 +686,8 @@ class Client:
         await self._send_stream.aclose()
 
     async def wind_down(self, peer_done: anyio.Event, timeout: float = 10.0) -> None:
-        """End the connection politely: :meth:`close`, wait up to ``timeout`` seconds for ``peer_done``
-        (the agent, or the transport carrying it, has finished), then stop reading."""
+        """End the connection politely: [`close`][acp_agent.testing.Client.close], wait up to ``timeout`` seconds for
+        ``peer_done`` (the agent, or the transport carrying it, has finished), then stop reading."""
         await self.close()
         with anyio.move_on_after(timeout):
             await peer_done.wait()

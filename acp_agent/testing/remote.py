@@ -1,6 +1,6 @@
-"""A checked client for an agent served over the network: :func:`connect_remote`.
+"""A checked client for an agent served over the network: [`connect_remote`][acp_agent.testing.connect_remote].
 
-The :class:`~acp_agent.testing.Client` reads and writes newline-delimited JSON on byte
+The [`Client`][acp_agent.testing.Client] reads and writes newline-delimited JSON on byte
 streams, as on stdio. Here those streams are backed by one of ACP's remote transports:
 
 - ``"websocket"``: one WebSocket, each text message one JSON-RPC message, both ways.
@@ -33,7 +33,7 @@ from .streams import MemoryByteReceiveStream
 __all__ = ["RemoteTransport", "connect_remote"]
 
 RemoteTransport = Literal["websocket", "http"]
-"""The remote transports :func:`connect_remote` speaks."""
+"""The remote transports [`connect_remote`][acp_agent.testing.connect_remote] speaks."""
 
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 """The largest message accepted from the agent (the server's default ``max_body_bytes``)."""
@@ -170,11 +170,11 @@ async def connect_remote(
     url: str, *, transport: RemoteTransport = "websocket", token: str | None = None,
     headers: Mapping[str, str] | None = None, **client_options: Any,
 ) -> AsyncIterator[Client]:
-    """Connect to an agent served over ACP's remote transports and yield a checked :class:`Client`.
+    """Connect to an agent served over ACP's remote transports and yield a checked [`Client`][acp_agent.testing.Client].
 
     ``url`` is the endpoint (``http://host:port/acp``; for ``"websocket"`` an ``http``/``https``
     URL is turned into ``ws``/``wss``). ``token`` is sent as ``Authorization: Bearer TOKEN``;
-    ``headers`` adds any other header. ``client_options`` go to :class:`Client`, as for
+    ``headers`` adds any other header. ``client_options`` go to [`Client`][acp_agent.testing.Client], as for
     [`connect_agent`][acp_agent.testing.connect_agent].
 
     When the block ends the client closes its side (the WebSocket, or ``DELETE`` over HTTP), and
