@@ -117,3 +117,47 @@ def test_login_then_form_elicitation(browser: Any) -> None:
         page.click(css("elicitation-accept"))
         page.wait_for(lambda: any("Hello, Grace" in m for m in page.messages()), what="the form's answer used")
         assert not page.all(css("violation"))
+
+
+def test_session_lifecycle_buttons(page: Page) -> None:
+    page.prompt("remember this line")
+    page.wait_for(lambda: "remember this line" in page.messages(), what="the first turn")
+    page.wait_idle()
+    original = page.one(".session.selected").get_attribute("data-session-id")
+    page.click(css("session-fork"))
+    page.wait_for(lambda: page.one(".session.selected").get_attribute("data-session-id") != original,
+                  what="the fork selected")
+    fork = page.one(".session.selected").get_attribute("data-session-id")
+    page.click(css("session-close"))
+    page.wait_for(lambda: "closed" in page.one(css("session-item", session_id=fork)).text, what="the fork closed")
+    # Resume the closed fork with its history replayed: the copied conversation shows again.
+    page.click(css("session-resume"))
+    page.wait_for(lambda: "closed" not in page.one(css("session-item", session_id=fork)).text, what="resumed")
+    page.wait_for(lambda: "remember this line" in page.messages(), what="the replayed history")
+    page.click(css("session-archive"))
+    page.wait_for(lambda: "archived" in page.one(css("session-item", session_id=fork)).text, what="archived")
+    page.click(css("session-delete"))
+    page.wait_for(lambda: not page.all(css("session-item", session_id=fork)), what="the fork deleted")
+    page.click(css("list-sessions"))
+    page.wait_for(lambda: sent(page, "session/list") >= 1, what="session/list sent")
+    assert page.all(css("session-item", session_id=original))
+    assert not page.all(css("violation"))
+
+
+def test_capability_toggles_restart_the_agent(browser: Any) -> None:
+    with running_inspector(str(EXAMPLES / "login_agent.py")) as inspector:
+        page = Page(browser, inspector.url)
+        assert page.one(css("cap-form")).get_attribute("checked") is not None or page.js(
+            "return document.querySelector('[data-testid=cap-form]').checked")
+        page.js("document.getElementById('caps').open = true")
+        page.click(css("cap-form"))
+        page.click(css("apply-capabilities"))
+        page.wait_for(lambda: page.js("return acpInspector.model.run") == 2, what="the second run")
+        page.wait_for(lambda: page.text("agent-status") == "running", what="the restarted agent")
+        sent_caps = page.js("return acpInspector.model.wire.filter(e => e.msg.method === 'initialize')"
+                            ".map(e => e.msg.params.capabilities)")
+        assert sent_caps[-1].get("elicitation", {}).get("form") is None
+        # Without forms the login asks nothing.
+        page.click(css("login-method", method_id="agent-login"))
+        page.wait_for(lambda: "logged in" in page.text("login-panel"), what="the login")
+        assert not page.all(css("elicitation-form"))
