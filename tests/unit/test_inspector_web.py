@@ -6,11 +6,11 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from starlette.testclient import TestClient  # noqa: E402
-from starlette.websockets import WebSocketDisconnect  # noqa: E402
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
-from acp_agent.dev.link import Inspection  # noqa: E402
-from acp_agent.dev.web import COOKIE, STATIC_FILES, build_app  # noqa: E402
+from acp_agent.dev.link import Inspection
+from acp_agent.dev.web import COOKIE, STATIC_FILES, build_app
 
 SECRET = "the-secret"
 
