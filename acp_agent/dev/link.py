@@ -271,9 +271,9 @@ class Inspection:
             self._asked[_key(message["id"])] = message["method"]
         checker = client.checker if client is not None else None
         self._message_events[id(message)] = event
-        self.emit(event)
         if checker is not None:
             self._attach(checker.violations, event)
+        self.emit(event)
 
     def _schema(self, message: Any) -> list[str]:
         if self._validator is None:
@@ -284,7 +284,8 @@ class Inspection:
         return self._validator.check(message, answered)
 
     def _attach(self, violations: list[Any], current: Event | None) -> None:
-        """Put each violation not yet shown on the event of its latest offending message."""
+        """Show each violation not yet shown on the event of its latest offending message: added to
+        ``current`` (not yet sent) directly, announced as a ``problem`` event for one already sent."""
         for violation in violations[self._violations_seen:]:
             owner = current
             for message in reversed(violation.messages):
@@ -292,12 +293,14 @@ class Inspection:
                 if found is not None:
                     owner = found
                     break
-            problem = {"rule": violation.rule, "level": violation.level, "text": violation.text,
-                       "statement": violation.statement}
             if owner is None:
                 continue
-            owner["problems"].append(problem)
-            self.emit({"type": "problem", "run": self.run_number, "at": owner["seq"], "problem": problem})
+            problem = {"rule": violation.rule, "level": violation.level, "text": violation.text,
+                       "statement": violation.statement}
+            if "seq" not in owner:
+                owner["problems"].append(problem)
+            else:
+                self.emit({"type": "problem", "run": self.run_number, "at": owner["seq"], "problem": problem})
         self._violations_seen = len(violations)
 
     def _finish_checks(self, client: Client) -> None:

@@ -68,13 +68,14 @@ def test_broken_agent_violations_show_on_the_message(browser: Any) -> None:
         # R84 on the notification of an unknown method, the schema error on the tool_call_update, the
         # non-JSON line flagged (R2) on itself.
         unknown = page.one(css("wire-entry", method="oops/unknown"))
-        assert "R84" in [v.text for v in unknown.find_elements("css selector", css("violation"))]
+        badges = [v.text for v in unknown.find_elements("css selector", css("violation"))]
+        assert badges.count("R84") == 1, badges  # each violation once, on the message that caused it
         updates = page.all(css("wire-entry", method="session/update"))
         assert len(updates) == 1 and "tool_call_update" in updates[0].text
         assert "schema" in [v.text for v in updates[0].find_elements("css selector", css("violation"))]
         not_json = [e for e in page.all(".wire-row.unparsed")]
         assert len(not_json) == 1 and "this line is not JSON" in not_json[0].text
-        assert "R2" in [v.text for v in not_json[0].find_elements("css selector", css("violation"))]
+        assert [v.text for v in not_json[0].find_elements("css selector", css("violation"))] == ["R2"]
         assert len(rows) == 3
         # The problem's words in the detail pane.
         unknown.click()
@@ -96,3 +97,22 @@ def test_crash_mid_turn_and_restart(browser: Any) -> None:
         page.wait_for(lambda: page.text("agent-status") == "running", what="the restarted agent")
         page.prompt("again")
         page.wait_for(lambda: "broken echo: again" in page.messages(), what="a turn after the restart")
+
+
+def test_record_then_replay(browser: Any, tmp_path: Any) -> None:
+    recording = tmp_path / "session.jsonl"
+    with running_inspector("--record", str(recording), str(EXAMPLES / "echo_agent.py")) as inspector:
+        page = Page(browser, inspector.url)
+        page.prompt("keep this for the bug report")
+        page.wait_for(lambda: "keep this for the bug report" in page.messages(), what="the echo")
+        page.wait_idle()
+        live = page.js("return acpInspector.model.wire.length")
+    events = [json.loads(line) for line in recording.read_text().splitlines()]
+    assert {"status", "wire"} <= {e["type"] for e in events}
+    assert sum(e["type"] == "wire" for e in events) >= live
+    with running_inspector("--replay", str(recording)) as replay:
+        page = Page(browser, replay.url)
+        assert page.text("agent-status") == "replay (no agent)"
+        page.wait_for(lambda: "keep this for the bug report" in page.messages(), what="the replayed chat")
+        assert page.js("return acpInspector.model.wire.length") == sum(e["type"] == "wire" for e in events)
+        assert not page.all(css("exit-banner") + ":not([hidden])")

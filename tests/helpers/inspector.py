@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,13 +65,13 @@ def running_inspector(*args: str, env: dict[str, str] | None = None) -> Iterator
 
 
 @contextmanager
-def chromium() -> Iterator[Any]:
+def chromium(extra_flags: Sequence[str] = ()) -> Iterator[Any]:
     """One headless Chromium (fresh profile, no network of its own) driven by selenium."""
     from selenium import webdriver
 
     profile = tempfile.mkdtemp(prefix="acp-inspector-chromium-")
     options = webdriver.ChromeOptions()
-    for flag in CHROMIUM_FLAGS:
+    for flag in (*CHROMIUM_FLAGS, *extra_flags):
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile}")
     options.binary_location = CHROMIUM or ""

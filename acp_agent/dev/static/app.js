@@ -86,10 +86,13 @@ function selectedView() {
 function renderHeader() {
   const s = model.status;
   $("agent").textContent = s?.agent ?? (model.replay ? "replay" : "");
-  let text = model.replay ? "replay (no agent)" : s ? s.state : "connecting…";
-  if (s?.state === "exited") text = s.error ? `failed: ${s.error}` : `exited (status ${s.returncode ?? "?"})`;
+  let text = s ? s.state : "connecting…";
+  if (s?.state === "exited") {
+    text = s.error ? `failed: ${s.error}` : s.returncode == null ? "disconnected" : `exited (status ${s.returncode})`;
+  }
+  if (model.replay) text = "replay (no agent)";
   $("agent-status").textContent = text;
-  $("agent-status").className = s?.state ?? "";
+  $("agent-status").className = model.replay ? "replay" : s?.state ?? "";
   const banner = $("banner");
   if (s?.state === "exited" && !model.replay) {
     banner.hidden = false;

@@ -191,7 +191,8 @@ export class Model {
       if (this.stderr.length > 300000) this.stderr = this.stderr.slice(-200000);
     } else if (event.type === "problem") {
       const owner = this.bySeq.get(event.at);
-      if (owner && !owner.problems.includes(event.problem)) owner.problems.push(event.problem);
+      const same = (p) => p.rule === event.problem.rule && p.text === event.problem.text;
+      if (owner && !owner.problems.some(same)) owner.problems.push(event.problem);
     } else if (event.type === "wire") {
       if (event.run !== this.run) this.resetRun(event.run);
       this.wire.push(event);

@@ -19,7 +19,9 @@ function summary(event) {
   if (!msg || typeof msg !== "object") return JSON.stringify(msg).slice(0, 160);
   if (msg.method === "session/update") {
     const u = msg.params?.update ?? {};
-    const extra = u.state ?? u.status ?? u.toolCallId ?? u.terminalId ?? u.messageId ?? "";
+    const state = typeof u.state === "object" && u.state ? u.state.state : u.state;
+    const extra = [u.sessionUpdate === "subagent_update" ? u.sessionId : null, state, u.status,
+      u.toolCallId ?? u.terminalId ?? u.messageId].filter((x) => x != null).join(" ");
     return `${u.sessionUpdate ?? "?"} ${extra}`;
   }
   if ("error" in msg) return `${msg.error?.code} ${msg.error?.message ?? ""}`.slice(0, 160);
