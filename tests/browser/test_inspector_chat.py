@@ -116,3 +116,32 @@ def test_record_then_replay(browser: Any, tmp_path: Any) -> None:
         page.wait_for(lambda: "keep this for the bug report" in page.messages(), what="the replayed chat")
         assert page.js("return acpInspector.model.wire.length") == sum(e["type"] == "wire" for e in events)
         assert not page.all(css("exit-banner") + ":not([hidden])")
+
+
+def test_url_elicitation(browser: Any) -> None:
+    with running_inspector(str(ROOT / "docs_src" / "asking.py") + ":SignInAgent") as inspector:
+        page = Page(browser, inspector.url)
+        page.prompt("sign me in")
+        link = page.one(css("elicitation-url"))
+        assert link.get_attribute("href") == "https://github.example/oauth?state=xyz"
+        page.click(css("elicitation-done"))
+        page.wait_for(lambda: "Signed in." in page.messages(), what="the answer used")
+        page.wait_for(lambda: not page.all(css("url-elicitation")), what="the dialog closed")
+        assert not page.all(css("violation"))
+
+
+def test_permission_then_enum_form(browser: Any) -> None:
+    with running_inspector(str(ROOT / "docs_src" / "asking.py") + ":MigrationAgent") as inspector:
+        page = Page(browser, inspector.url)
+        page.prompt("migrate")
+        page.click(css("permission-option", kind="allow_once"))
+        form = page.one(css("elicitation-form"))
+        from selenium.webdriver.support.ui import Select
+
+        Select(form.find_element("css selector", "[name=db]")).select_by_value("production")
+        page.click(css("elicitation-accept"))
+        page.wait_for(lambda: "Migrating production." in page.messages(), what="the enum answer used")
+        answer = page.js("return acpInspector.model.wire.filter(e => e.dir === 'out' && e.msg.result"
+                         " && e.msg.result.action).map(e => e.msg.result)")
+        assert answer == [{"action": "accept", "content": {"db": "production"}}]
+

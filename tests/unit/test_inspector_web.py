@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("starlette")
@@ -72,3 +76,11 @@ def test_the_socket_wants_cookie_and_own_origin(client: TestClient) -> None:
         socket.send_json({"op": "request", "rid": 7, "method": "session/new", "params": {}})
         answer = socket.receive_json()
         assert answer["rid"] == 7 and "replay" in answer["error"]["message"]
+
+
+def test_a_stdio_agent_imports_no_inspector() -> None:
+    code = ("import sys, acp_agent, acp_agent.stdio, acp_agent.testing; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('starlette', 'httpx_ws', 'selenium') "
+            "or m.startswith('acp_agent.dev')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
