@@ -82,5 +82,6 @@ def test_a_stdio_agent_imports_no_inspector() -> None:
     code = ("import sys, acp_agent, acp_agent.stdio, acp_agent.testing; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('starlette', 'httpx_ws', 'selenium') "
             "or m.startswith('acp_agent.dev')))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=root)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
