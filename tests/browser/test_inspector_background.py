@@ -161,3 +161,29 @@ def test_capability_toggles_restart_the_agent(browser: Any) -> None:
         page.click(css("login-method", method_id="agent-login"))
         page.wait_for(lambda: "logged in" in page.text("login-panel"), what="the login")
         assert not page.all(css("elicitation-form"))
+
+
+def test_withdrawn_question_closes_and_bg_output_is_live(page: Page) -> None:
+    page.prompt("/bg echo hello-from-bg; sleep 30")
+    page.wait_for(lambda: "hello-from-bg" in page.text("terminal-output"), what="the terminal's live output")
+    page.prompt("/ask something")
+    page.one(css("permission-dialog"))
+    page.click(css("cancel"))  # session/cancel: the agent withdraws its question
+    page.wait_for(lambda: not page.all(css("permission-dialog")), what="the withdrawn question closed")
+    page.wait_for(lambda: page.text("stop-reason") == "stop: cancelled", what="the turn cancelled")
+    page.click(css("stop"))
+    page.wait_for(lambda: not items(page, "terminal"), what="the terminal stopped")
+
+
+def test_composer_sends_anything(page: Page) -> None:
+    page.js("document.getElementById('composer').open = true")
+    page.one(css("composer-method")).send_keys("made/up")
+    page.click(css("composer-request"))
+    page.wait_for(lambda: page.all(css("wire-entry", method="made/up")), what="the composed request")
+    page.wait_for(lambda: page.all(css("error")), what="the agent's error shown")
+    answer = page.js("return acpInspector.model.wire.filter(e => e.answers === 'made/up').map(e => e.msg)")
+    assert answer[0]["error"]["code"] == -32601
+    page.prompt("timed")
+    page.wait_idle()
+    page.wait_for(lambda: page.all(css("wire-entry", method="session/prompt") + " " + css("latency")),
+                  what="the prompt answer's latency")

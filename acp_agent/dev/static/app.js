@@ -248,6 +248,24 @@ $("chat").addEventListener("click", (e) => {
   }
 });
 
+function composed() {
+  try {
+    return [$("composer-method").value.trim(), JSON.parse($("composer-params").value || "{}")];
+  } catch (error) {
+    showError(`params: ${error.message}`);
+    return null;
+  }
+}
+$("composer-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const message = composed();
+  if (message) request(...message).catch(() => {});
+});
+$("composer-notify").addEventListener("click", () => {
+  const message = composed();
+  if (message) op({ op: "notify", method: message[0], params: message[1] }).catch((e) => showError(e.message));
+});
+
 $("filter-dir").addEventListener("change", (e) => wirelog.setFilter({ dir: e.target.value }));
 $("filter-text").addEventListener("input", (e) => wirelog.setFilter({ text: e.target.value }));
 $("filter-problems").addEventListener("change", (e) => wirelog.setFilter({ problems: e.target.checked }));

@@ -220,6 +220,7 @@ export class Model {
     if (!request) return;
     request.pair = event.seq;
     event.pair = request.seq;
+    event.latency = event.t - request.t;
     event.answers = request.msg.method;
     if (out) this.questions.delete(idKey(msg.id));
     else this.answered(request.msg, msg);

@@ -108,6 +108,8 @@ export class WireLog {
       h("span", { class: `kind ${kind.replace(" ", "-")}` }, kind),
       h("span", { class: "method" }, method),
       h("span", { class: "id" }, id),
+      e.latency != null ? h("span", { class: "latency", "data-testid": "latency" },
+        `+${Math.round(e.latency * 1000)} ms`) : "",
       h("span", { class: "sum" }, summary(e)),
       ...problems);
       row.style.top = `${i * ROW}px`; // CSSOM, not a style attribute: the page's CSP allows no inline styles
