@@ -145,3 +145,20 @@ def test_permission_then_enum_form(browser: Any) -> None:
                          " && e.msg.result.action).map(e => e.msg.result)")
         assert answer == [{"action": "accept", "content": {"db": "production"}}]
 
+
+
+def test_thought_plan_diff_and_usage(browser: Any) -> None:
+    with running_inspector("--", "python", str(BROKEN)) as inspector:
+        page = Page(browser, inspector.url)
+        page.prompt("show")
+        page.wait_for(lambda: "edited app.py" in page.messages(), what="the rich turn")
+        assert page.text("thought") == "thinking about the change"
+        assert [e.text for e in page.all(css("plan") + " li")] == ["read the file (completed)",
+                                                                   "edit the file (in_progress)"]
+        call = page.one(css("tool-call"))
+        assert "edit app.py" in call.text and call.get_attribute("data-status") == "completed"
+        assert [e.text for e in call.find_elements("css selector", ".diff .add")] == ["+print('new')"]
+        assert "-print('old')" in [e.text for e in call.find_elements("css selector", ".diff .del")]
+        page.wait_idle()
+        assert "tokens 120 (in 100, out 20)" in page.text("usage")
+        assert not page.all(css("violation"))

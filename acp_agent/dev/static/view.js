@@ -28,8 +28,10 @@ export function sessionsList(model, selected, select) {
 }
 
 function diffView(item) {
-  if (item.patch?.text) return h("pre", { class: "diff" }, ...item.patch.text.split("\n").map((line) =>
-    h("span", { class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "" }, `${line}\n`)));
+  const kind = (line) => (/^(\+\+\+|---) /.test(line) ? "head" : line.startsWith("@@") ? "hunk"
+    : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "");
+  if (item.patch?.text) return h("pre", { class: "diff", "data-testid": "diff" },
+    ...item.patch.text.split("\n").map((line) => h("span", { class: kind(line) }, `${line}\n`)));
   return h("div", { class: "diff" }, ...(item.changes ?? []).map((c) => h("div", {},
     `${c.operation} ${c.path ?? ""}${c.newPath ? ` → ${c.newPath}` : ""}`,
     c.oldText != null || c.newText != null ? h("pre", {},
@@ -75,7 +77,8 @@ export function chat(view, showAll) {
     if (item.kind === "tool") {
       const call = view.toolCalls.get(item.id) ?? {};
       return h("div", { class: `tool ${call.status ?? ""}`, "data-testid": "tool-call", "data-status": call.status ?? "" },
-        h("div", { class: "tool-head" }, h("b", {}, call.name ?? call.title ?? item.id), ` ${call.kind ?? ""} `,
+        h("div", { class: "tool-head" }, h("b", {}, call.title ?? call.name ?? item.id),
+          call.title && call.name ? ` ${call.name}` : "", ` ${call.kind ?? ""} `,
           h("span", { class: "status" }, call.status ?? "")),
         ...toolContent(view, call.content));
     }
@@ -108,7 +111,7 @@ export function background(model, view, stop, depth = 0) {
       if (term.capabilities?.cancel) cancel = ["terminal/cancel", { sessionId: view.id, terminalId: item.terminalId }];
     } else if (item.type === "tool_call") {
       const call = view.toolCalls.get(item.toolCallId) ?? {};
-      what = [h("b", {}, "tool call "), call.name ?? call.title ?? item.toolCallId, " ",
+      what = [h("b", {}, "tool call "), call.title ?? call.name ?? item.toolCallId, " ",
         h("span", { class: `status ${call.status}`, "data-testid": "item-status" }, call.status ?? "")];
       if (call.capabilities?.cancel) cancel = ["tool_call/cancel", { sessionId: view.id, toolCallId: item.toolCallId }];
     } else if (item.type === "subagent") {
