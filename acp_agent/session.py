@@ -147,6 +147,12 @@ class Session:
         return self._core.record.cwd
 
     @property
+    def principal(self) -> str:
+        """Who the session belongs to: the user the transport authenticated (a server's token or tokens
+        file), ``"default"`` over stdio and with a single token. Only that principal's connections see it."""
+        return self._core.record.principal
+
+    @property
     def additional_directories(self) -> list[str]:
         """Extra workspace roots the client gave this session."""
         return self._core.record.additional_directories

@@ -162,7 +162,8 @@ class SessionCore:
         Returns the child's engine and its entity in this session's registry.
         """
         record = SessionRecord(session_id=new_id("sess"), cwd=self.record.cwd,
-                               additional_directories=list(self.record.additional_directories))
+                               additional_directories=list(self.record.additional_directories),
+                               principal=self.record.principal)
         child = self.factory.make(record, parent=self)
         announce: dict[str, Any] = {"session_id": child.id, "title": title, "state": child.snapshots.snapshot("idle")}
         if description is not None:

@@ -30,7 +30,7 @@ import anyio
 
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord
-from .base import SessionStore, StoredSession
+from .base import ListingKey, SessionStore, StoredSession
 from .memory import MemoryStore
 
 __all__ = ["FLUSH_INTERVAL", "HELD_RETRY_MAX", "RecordKeeper"]
@@ -210,11 +210,12 @@ class RecordKeeper:
                 found.append(StoredSession.of(record))
         return found
 
-    async def list(self, cwd: str | None, offset: int, limit: int, archived: bool | None = None) -> list[StoredSession]:
+    async def list(self, cwd: str | None, after: ListingKey | None, limit: int, archived: bool | None = None,
+                   principal: str | None = None) -> list[StoredSession]:
         """A page of stored sessions (see
         [`SessionStore.list_sessions`][acp_agent.store.SessionStore.list_sessions])."""
         store = await self.ready()
-        page = await store.list_sessions(cwd=cwd, offset=offset, limit=limit, archived=archived)
+        page = await store.list_sessions(cwd=cwd, limit=limit, archived=archived, principal=principal, after=after)
         if not self._held:
             return page
         return [StoredSession.of(self._held[s.session_id]) if s.session_id in self._held else s for s in page]

@@ -34,7 +34,7 @@ EXPORTS = {
 SESSION_API = {
     "additional_directories", "ask", "ask_url", "available_commands", "background", "batch", "client", "closed",
     "closing", "complete_elicitation", "config_options", "cwd", "data", "history", "id", "limits", "message", "meta",
-    "notice", "parent", "plan", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage",
+    "notice", "parent", "plan", "principal", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage",
     "system_prompt",
     "send", "title", "spawn", "spawn_subagent", "start_foreground", "start_terminal", "start_tool_call", "state",
     "task_group", "think", "thought", "tool_call_content", "update_available_commands", "update_config_options",
