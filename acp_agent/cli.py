@@ -99,7 +99,9 @@ def load_agent(spec: str) -> tuple[AgentSource, str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m acp_agent", description="acp-agent command line")
+    parser = argparse.ArgumentParser(
+        prog="python -m acp_agent", description="acp-agent command line",
+        epilog="python -m acp_agent dev --help: the inspector in the browser (the inspector extra)")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve", help="serve an agent over Streamable HTTP and WebSocket",

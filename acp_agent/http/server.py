@@ -32,7 +32,8 @@ from .options import HttpOptions
 from .security import LOOPBACK_HOSTS, is_loopback
 
 __all__ = [
-    "WEBSOCKET_PROTOCOL", "bind_socket", "describe_stack", "guard_bounds", "http_protocol", "run_http", "serve_http",
+    "WEBSOCKET_PROTOCOL", "bind_socket", "describe_stack", "exit_quietly_on_signals",
+    "guard_bounds", "http_protocol", "run_http", "serve_http",
     "server_url",
 ]
 
@@ -67,6 +68,21 @@ def server_url(host: str, port: int, path: str | None, *, tls: bool = False) -> 
     return f"{'https' if tls else 'http'}://{shown}:{port}{path or '/'}"
 
 
+@contextlib.contextmanager
+def exit_quietly_on_signals(server: uvicorn.Server) -> Iterator[None]:
+    """As uvicorn's ``Server.capture_signals``, without raising the signal again afterwards: SIGINT/SIGTERM
+    shut ``server`` down and the process exits 0 (a ``capture_signals`` override returns this)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    originals = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in originals.items():
+            signal.signal(sig, handler)
+
+
 class _Server(uvicorn.Server):
     """uvicorn, closing the ACP connections first when it shuts down and exiting 0 on a signal."""
 
@@ -84,18 +100,8 @@ class _Server(uvicorn.Server):
         await self._acp.close()
         await super().shutdown(sockets)
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # As uvicorn's, without raising the signal again afterwards: a clean shutdown exits 0.
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in originals.items():
-                signal.signal(sig, handler)
+    def capture_signals(self) -> contextlib._GeneratorContextManager[None]:
+        return exit_quietly_on_signals(self)
 
 
 # uvicorn hands this logger to the websockets library, which logs every frame at DEBUG with the start and the end of
