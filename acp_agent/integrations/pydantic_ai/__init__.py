@@ -15,23 +15,28 @@ terminals and diffs) and ``subagents`` (a delegated pydantic-ai agent as an ACP 
 """
 
 from .agent import Command, PydanticAIAgent, model_error
-from .bridge import BACKGROUND_METADATA_KEY, BackgroundResult, ToolContext, TurnBridge, current_tool
+from .bridge import BACKGROUND_METADATA_KEY, FollowUp, ToolContext, TurnBridge, background_tool, current_tool
+from .coding import CodingTools
 from .permissions import PERMISSION_OPTIONS, Decision, PermissionPolicy
 from .presenter import ToolPresentation, ToolPresenter, guess_kind, present_tool
+from .subagents import delegate
 
 __all__ = [
     "BACKGROUND_METADATA_KEY",
     "PERMISSION_OPTIONS",
-    "BackgroundResult",
+    "CodingTools",
     "Command",
     "Decision",
+    "FollowUp",
     "PermissionPolicy",
     "PydanticAIAgent",
     "ToolContext",
     "ToolPresentation",
     "ToolPresenter",
     "TurnBridge",
+    "background_tool",
     "current_tool",
+    "delegate",
     "guess_kind",
     "model_error",
     "present_tool",

@@ -10,13 +10,14 @@ history, the session's deps and toolsets, the client's MCP servers and a
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai.exceptions import AgentRunError, ModelAPIError, ModelHTTPError, UsageLimitExceeded, UserError
+from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UsageLimitExceeded, UserError
 from pydantic_ai.messages import UserContent
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
@@ -35,13 +36,15 @@ from ...schema import (
 )
 from ...session import Session, StopReason
 from ...store import SessionStore
-from .bridge import BackgroundResult, TurnBridge
+from .bridge import TurnBridge
 from .content import clear_history, load_history, prompt_text, save_history, user_content
 from .mcp import mcp_toolsets
 from .permissions import PermissionPolicy
 from .presenter import ToolPresenter
 
 __all__ = ["Command", "PydanticAIAgent", "model_error"]
+
+logger = logging.getLogger(__name__)
 
 MODEL_OPTION = "model"
 """The config option id of the model choice."""
@@ -83,6 +86,8 @@ def model_error(exc: BaseException) -> RequestError:
     elif isinstance(exc, ModelAPIError):
         message = f"The request to the model {exc.model_name} failed ({type(exc).__name__})"
         data["model"] = exc.model_name
+    elif isinstance(exc, UserError):
+        message = f"The agent is misconfigured: {exc.message}"
     else:
         message = f"The agent run failed ({type(exc).__name__})"
     return RequestError(ErrorCode.INTERNAL_ERROR, message, data)
@@ -268,7 +273,7 @@ class PydanticAIAgent(Agent):
         history = load_history(session)
         bridge = TurnBridge(session, presenter=self.tool_presenter, policy=self.permission_policy,
                             background_tools=self.background_tools,
-                            on_background_result=lambda result: self._background_done(session, result))
+                            follow_up=lambda text: self.follow_up(session, text))
         toolsets: list[AbstractToolset[Any]] = list(await _call(self.toolsets, session, []))
         if self.connect_mcp:
             toolsets.extend(mcp_toolsets(session))
@@ -290,7 +295,10 @@ class PydanticAIAgent(Agent):
                         pass
                 finally:
                     messages = run.all_messages()
-        except (AgentRunError, UserError) as exc:
+        except RequestError:
+            raise
+        except Exception as exc:  # the turn's error says what failed; the traceback goes to the log
+            logger.warning("acp: pydantic-ai run of session %s failed", session.id, exc_info=True)
             raise model_error(exc) from exc
         finally:
             save_history(session, messages)
@@ -306,10 +314,3 @@ class PydanticAIAgent(Agent):
     async def follow_up(self, session: Session, text: str) -> StopReason:
         """A turn the agent starts itself (no user prompt): ``text`` goes to the model as the prompt."""
         return await self.run_turn(session, text)
-
-    async def _background_done(self, session: Session, result: BackgroundResult) -> None:
-        if result.error is not None:
-            text = f"[background] {result.tool_name} (tool call {result.tool_call_id}) failed: {result.error}"
-        else:
-            text = f"[background] {result.tool_name} (tool call {result.tool_call_id}) finished: {result.result}"
-        await self.follow_up(session, text)

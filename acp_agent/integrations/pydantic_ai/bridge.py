@@ -49,7 +49,7 @@ from ...tool_calls import ToolCall
 from .permissions import PERMISSION_OPTIONS, PermissionPolicy, remember, remembered
 from .presenter import ToolPresenter, present_tool
 
-__all__ = ["BACKGROUND_METADATA_KEY", "BackgroundResult", "ToolContext", "TurnBridge", "current_tool"]
+__all__ = ["BACKGROUND_METADATA_KEY", "FollowUp", "ToolContext", "TurnBridge", "background_tool", "current_tool"]
 
 BACKGROUND_METADATA_KEY = "acp_background"
 """A tool whose ``metadata`` has this key set to true runs as background work (see ``background_tool``)."""
@@ -63,12 +63,37 @@ RESULT_CHARS = 4000
 REJECTED = "The user rejected this tool call; it did not run. Do not retry it unless asked."
 
 
+FollowUp = Callable[[str], Awaitable[Any]]
+"""Runs the model on a text the agent gives it (a turn no user prompted)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a running tool can reach of ACP: the session and its own tool call."""
 
     session: Session
     tool_call: ToolCall
+    run_follow_up: FollowUp | None = None
+
+    def follow_up_work(self, text: str) -> Callable[[], Awaitable[Any]] | None:
+        """The foreground work of a follow-up turn on ``text`` (``None`` when the agent offers none):
+        pass it to ``ToolCall.complete(follow_up=...)`` so the turn starts in the step that ends the call."""
+        run = self.run_follow_up
+        if run is None:
+            return None
+
+        async def work() -> None:
+            await run(text)
+
+        return work
+
+    def follow_up(self, text: str) -> None:
+        """Start a turn of the model on ``text`` after the current work (e.g. when a background job
+        ends); a no-op when the agent offers no follow-up turns. Call it in the step that ends the
+        work it reports (an exit callback is such a step)."""
+        work = self.follow_up_work(text)
+        if work is not None and not self.session.closed:
+            self.session.start_foreground(work)
 
 
 _CURRENT: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar("acp_tool_context", default=None)
@@ -83,16 +108,6 @@ def current_tool() -> ToolContext:
     if context is None:
         raise RuntimeError("current_tool() is only available inside a tool run by a PydanticAIAgent")
     return context
-
-
-@dataclass(frozen=True, slots=True)
-class BackgroundResult:
-    """A background tool's outcome, for the follow-up turn that tells the model."""
-
-    tool_name: str
-    tool_call_id: str
-    result: Any
-    error: str | None = None
 
 
 def _args(part: ToolCallPart) -> dict[str, Any]:
@@ -123,7 +138,7 @@ class TurnBridge(AbstractCapability[Any]):
     presenter: ToolPresenter | None = None
     policy: PermissionPolicy = field(default_factory=PermissionPolicy)
     background_tools: Collection[str] = ()
-    on_background_result: Callable[[BackgroundResult], Awaitable[None]] | None = None
+    follow_up: FollowUp | None = None
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
     _stream: MessageStream | None = None
 
@@ -188,17 +203,22 @@ class TurnBridge(AbstractCapability[Any]):
         tool = self.tool_calls.get(part.tool_call_id)
         if tool is None or tool.final or tool.detached:
             return  # handed off to background work, which ends it itself
+        # The result is appended: content the tool showed itself (a diff, a terminal) stays.
         if isinstance(part, ToolReturnPart):
             text = part.model_response_str()
             outcome = part.outcome
+            for item in _text_content(text):
+                await tool.append(item)
             if outcome == "success":
-                await tool.complete(raw_output=_jsonable(part.content), content=_text_content(text))
+                await tool.complete(raw_output=_jsonable(part.content))
             elif outcome == "interrupted":
                 await tool.cancel()
             else:
-                await tool.fail(raw_output={"outcome": outcome}, content=_text_content(text))
+                await tool.fail(raw_output={"outcome": outcome})
         else:  # RetryPromptPart: invalid arguments or ModelRetry; the model tries again
-            await tool.fail(content=_text_content(part.model_response()))
+            for item in _text_content(part.model_response()):
+                await tool.append(item)
+            await tool.fail()
 
     def _is_background(self, tool_def: ToolDefinition) -> bool:
         metadata = tool_def.metadata or {}
@@ -212,36 +232,34 @@ class TurnBridge(AbstractCapability[Any]):
             await tool.start()
         if self._is_background(tool_def):
             return await self._hand_off(call, tool, args, handler)
-        token = _CURRENT.set(ToolContext(self.session, tool))
+        token = _CURRENT.set(ToolContext(self.session, tool, self.follow_up))
         try:
             return await handler(args)
         finally:
             _CURRENT.reset(token)
 
     async def _hand_off(self, call: ToolCallPart, tool: ToolCall, args: Any, handler: Any) -> str:
-        report = self.on_background_result
-        session = self.session
+        context = ToolContext(self.session, tool, self.follow_up)
+        name = call.tool_name
 
         async def body(tool: ToolCall) -> None:
-            token = _CURRENT.set(ToolContext(session, tool))
+            token = _CURRENT.set(context)
             try:
                 result = await handler(args)
             except Exception as exc:  # the follow-up turn tells the model; the tool call says failed
-                outcome = BackgroundResult(call.tool_name, call.tool_call_id, None, f"{type(exc).__name__}: {exc}")
-                await tool.fail(content=_text_content(outcome.error or ""))
+                text = f"{type(exc).__name__}: {exc}"
+                with self.session.batch():  # one step: the call ends and the follow-up turn starts
+                    await tool.fail(content=_text_content(text))
+                    context.follow_up(f"[background] {name} (tool call {tool.id}) failed: {text}")
             else:
-                outcome = BackgroundResult(call.tool_name, call.tool_call_id, result)
-                follow_up = None if report is None else _follow_up(report, outcome)
                 await tool.complete(raw_output=_jsonable(result), content=_text_content(str(result)),
-                                    follow_up=follow_up)
-                return
+                                    follow_up=context.follow_up_work(
+                                        f"[background] {name} (tool call {tool.id}) finished: {result}"))
             finally:
                 _CURRENT.reset(token)
-            if report is not None:
-                session.start_foreground(_follow_up(report, outcome))
 
         tool.run(body)  # listed and cancellable from now on; it outlives the turn
-        return (f"Started {call.tool_name} in the background (tool call {tool.id}); its result will arrive "
+        return (f"Started {name} in the background (tool call {tool.id}); its result will arrive "
                 "in a later message. Do not wait for it.")
 
     # -- approvals ----------------------------------------------------------------------------
@@ -278,9 +296,7 @@ def tool_title(call: ToolCallPart, args: Any, bridge: TurnBridge) -> str:
     return (presentation or present_tool(call.tool_name, args, bridge.session)).title
 
 
-def _follow_up(report: Callable[[BackgroundResult], Awaitable[None]], outcome: BackgroundResult
-               ) -> Callable[[], Awaitable[None]]:
-    async def work() -> None:
-        await report(outcome)
-
-    return work
+def background_tool(metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Tool ``metadata`` that makes a tool run as background work:
+    ``@agent.tool_plain(metadata=background_tool())``."""
+    return {**(metadata or {}), BACKGROUND_METADATA_KEY: True}

@@ -4,7 +4,7 @@ The stdio and HTTP servers of ``session/new`` (or ``session/resume`` / ``session
 them) become ``MCPToolset``s for each turn: pydantic-ai starts a stdio server with only the environment
 the client gave it (plus the MCP SDK's minimal default: never this process's secrets), connects an
 HTTP one with the client's headers, lists their tools and calls them; each tool is shown as an ACP
-tool call like any other. A server's tools are prefixed with its name (``name__tool``) so two servers
+tool call like any other. A server's tools are prefixed with its name (``name_tool``) so two servers
 cannot clash. Servers the client hosts over ACP (``type: "acp"``) are left to the agent's own code
 (``session.acp_mcp_servers``).
 """
