@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+
+from acp_agent.testing import connect_agent
+from acp_agent.testing.client import Client
+from acp_agent.testing.schema import SchemaValidator
 
 Step = str | tuple[str, dict[str, Any]]
 """Text to stream, or a tool call ``(tool name, arguments)``."""
@@ -44,3 +49,18 @@ def user_texts(messages: list[ModelMessage]) -> list[str]:
     """Every user prompt the history holds, in order."""
     return [str(p.content) for m in messages if isinstance(m, ModelRequest)
             for p in m.parts if isinstance(p, UserPromptPart)]
+
+
+_VALIDATOR: list[SchemaValidator] = []
+
+
+@asynccontextmanager
+async def checked(agent: Any, **options: Any) -> AsyncIterator[Client]:
+    """``connect_agent`` whose transcript is also checked against the official schema at the end
+    (the WireChecker judges it too, as ``connect_agent`` always does)."""
+    if not _VALIDATOR:
+        _VALIDATOR.append(SchemaValidator())
+    async with connect_agent(agent, **options) as client:
+        yield client
+    problems = _VALIDATOR[0].check_transcript(client.transcript)
+    assert problems == [], "\n".join(problems)

@@ -25,8 +25,8 @@ from pydantic_ai.usage import UsageLimits
 
 from acp_agent.integrations.pydantic_ai import PermissionPolicy, PydanticAIAgent, current_tool
 from acp_agent.store import MemoryStore
-from acp_agent.testing import connect_agent
 from acp_agent.testing.client import Client
+from tests.helpers.pydantic_ai_models import checked
 
 pytestmark = pytest.mark.anyio
 
@@ -91,7 +91,7 @@ async def test_text_and_thinking_stream_in_order_as_chunks() -> None:
         yield ", world"
 
     agent = PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)))
-    async with connect_agent(agent) as client:
+    async with checked(agent) as client:
         await client.initialize()
         sid = await client.new_session()
         view = await client.prompt_and_wait(sid, "hi")
@@ -121,7 +121,7 @@ async def test_tool_call_shown_with_title_kind_and_result() -> None:
         seen.append(current_tool().tool_call.status)
         return "print('hi')"
 
-    async with connect_agent(PydanticAIAgent(agent)) as client:
+    async with checked(PydanticAIAgent(agent)) as client:
         await client.initialize()
         sid = await client.new_session(cwd="/work/project")
         view = await client.prompt_and_wait(sid, "read it")
@@ -150,7 +150,7 @@ async def asked(client: Client, *, initialize: bool = True) -> str:
 
 async def test_approval_asked_before_the_body_runs_and_allow_runs_it() -> None:
     ran: list[str] = []
-    async with connect_agent(PydanticAIAgent(writer_agent(ran)), permission_policy=None) as client:
+    async with checked(PydanticAIAgent(writer_agent(ran)), permission_policy=None) as client:
         sid = await asked(client)
         assert ran == []
         (tool,) = client.view(sid).tool_calls.values()
@@ -168,7 +168,7 @@ async def test_approval_asked_before_the_body_runs_and_allow_runs_it() -> None:
 
 async def test_rejected_tool_never_runs_and_the_model_is_told() -> None:
     ran: list[str] = []
-    async with connect_agent(PydanticAIAgent(writer_agent(ran)), permission_policy=None) as client:
+    async with checked(PydanticAIAgent(writer_agent(ran)), permission_policy=None) as client:
         sid = await asked(client)
         client.answer_permission(0, "reject_once")
         view = await client.wait_idle(sid)
@@ -181,7 +181,7 @@ async def test_rejected_tool_never_runs_and_the_model_is_told() -> None:
 
 async def test_always_is_remembered_per_session_for_the_same_call() -> None:
     ran: list[str] = []
-    async with connect_agent(PydanticAIAgent(writer_agent(ran)), permission_policy=None) as client:
+    async with checked(PydanticAIAgent(writer_agent(ran)), permission_policy=None) as client:
         sid = await asked(client)
         client.answer_permission(0, "allow_always")
         await client.wait_idle(sid)
@@ -199,7 +199,7 @@ async def test_always_is_remembered_per_session_for_the_same_call() -> None:
 async def test_policy_decides_without_asking() -> None:
     ran: list[str] = []
     agent = PydanticAIAgent(writer_agent(ran), permission_policy=PermissionPolicy(allow={"write_file"}))
-    async with connect_agent(agent, permission_policy=None) as client:
+    async with checked(agent, permission_policy=None) as client:
         await client.initialize()
         sid = await client.new_session()
         await client.prompt_and_wait(sid, "write")
@@ -219,7 +219,7 @@ async def test_cancel_mid_stream_ends_the_turn_and_keeps_what_was_said() -> None
             await anyio.sleep(30)
         yield " answer"
 
-    async with connect_agent(PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)))) as client:
+    async with checked(PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)))) as client:
         await client.initialize()
         sid = await client.new_session()
         await client.prompt(sid, "first")
@@ -236,7 +236,7 @@ async def test_model_error_is_the_turns_error_without_the_providers_body() -> No
         raise ModelHTTPError(401, "test-model", body={"error": "bad key sk-secret-123"})
         yield ""
 
-    async with connect_agent(PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)))) as client:
+    async with checked(PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)))) as client:
         await client.initialize()
         sid = await client.new_session()
         view = await client.prompt_and_wait(sid, "hi")
@@ -253,7 +253,7 @@ async def test_usage_limits_end_the_turn_with_an_error() -> None:
 
     agent = PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)),
                             usage_limits=UsageLimits(request_limit=0))
-    async with connect_agent(agent) as client:
+    async with checked(agent) as client:
         await client.initialize()
         sid = await client.new_session()
         view = await client.prompt_and_wait(sid, "hi")
@@ -270,7 +270,7 @@ async def test_history_across_turns_resume_and_fork() -> None:
 
     agent = PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)))
     store = MemoryStore()
-    async with connect_agent(agent, store=store) as client:
+    async with checked(agent, store=store) as client:
         await client.initialize()
         sid = await client.new_session()
         await client.prompt_and_wait(sid, "one")
@@ -279,7 +279,7 @@ async def test_history_across_turns_resume_and_fork() -> None:
         forked = await client.fork_session(sid)
         await client.prompt_and_wait(forked, "fork")
         assert seen[-1] == ["one", "two", "fork"]
-    async with connect_agent(agent, store=store) as client:  # another connection: resume from the store
+    async with checked(agent, store=store) as client:  # another connection: resume from the store
         await client.initialize()
         await client.resume_session(sid)
         await client.prompt_and_wait(sid, "three")
@@ -296,7 +296,7 @@ async def test_clear_and_model_commands() -> None:
         return FunctionModel(stream_function=stream)
 
     agent = PydanticAIAgent(PydanticAgent(model("default")), models={"fast": model("fast"), "smart": model("smart")})
-    async with connect_agent(agent) as client:
+    async with checked(agent) as client:
         await client.initialize()
         sid = await client.new_session()
         view = client.view(sid)

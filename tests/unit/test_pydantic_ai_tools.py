@@ -22,9 +22,8 @@ from acp_agent.integrations.pydantic_ai import (
     background_tool,
     delegate,
 )
-from acp_agent.testing import connect_agent
 from acp_agent.testing.client import Client
-from tests.helpers.pydantic_ai_models import last_tool_return, scripted
+from tests.helpers.pydantic_ai_models import checked, last_tool_return, scripted
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +55,7 @@ async def test_files_show_diffs_and_stay_inside_the_cwd(tmp_path: Path) -> None:
         ("search", {"pattern": "TW."}),
         "done",
     ]
-    async with connect_agent(coding_agent(steps, seen)) as client:
+    async with checked(coding_agent(steps, seen)) as client:
         await client.initialize()
         sid = await client.new_session(cwd=str(tmp_path))
         view = await client.prompt_and_wait(sid, "edit")
@@ -78,7 +77,7 @@ async def test_files_show_diffs_and_stay_inside_the_cwd(tmp_path: Path) -> None:
 async def test_a_command_runs_as_a_terminal_in_its_tool_call(tmp_path: Path) -> None:
     seen: list[list[ModelMessage]] = []
     steps: list[Any] = [("run_command", {"command": "echo out; echo err >&2; exit 3"}), "done"]
-    async with connect_agent(coding_agent(steps, seen)) as client:
+    async with checked(coding_agent(steps, seen)) as client:
         await client.initialize()
         sid = await client.new_session(cwd=str(tmp_path))
         view = await client.prompt_and_wait(sid, "run")
@@ -95,7 +94,7 @@ async def test_a_command_asks_first_and_a_rejected_one_never_runs(tmp_path: Path
     seen: list[list[ModelMessage]] = []
     steps: list[Any] = [("run_command", {"command": "touch ran"}), "ok"]
     agent = coding_agent(steps, seen, permission_policy=PermissionPolicy())
-    async with connect_agent(agent, permission_policy=lambda params: {
+    async with checked(agent, permission_policy=lambda params: {
             "outcome": {"outcome": "selected", "optionId": "reject_once"}}) as client:
         await client.initialize()
         sid = await client.new_session(cwd=str(tmp_path))
@@ -111,7 +110,7 @@ async def test_a_background_command_is_listed_stopped_by_the_client_and_reported
         "started",
         "the server stopped",  # the follow-up turn after its exit
     ]
-    async with connect_agent(coding_agent(steps, seen)) as client:
+    async with checked(coding_agent(steps, seen)) as client:
         await client.initialize()
         sid = await client.new_session(cwd=str(tmp_path))
         view = await client.prompt_and_wait(sid, "serve")
@@ -136,7 +135,7 @@ async def test_a_background_tool_runs_after_the_turn_and_its_result_comes_back(t
         await release.wait()
         return f"report on {topic}"
 
-    async with connect_agent(PydanticAIAgent(agent)) as client:
+    async with checked(PydanticAIAgent(agent)) as client:
         await client.initialize()
         sid = await client.new_session(cwd=str(tmp_path))
         view = await client.prompt_and_wait(sid, "report")
@@ -161,7 +160,7 @@ async def test_a_delegated_agent_runs_as_a_subagent() -> None:
     async def research(question: str) -> str:
         return await delegate(researcher, question, title="Research")
 
-    async with connect_agent(PydanticAIAgent(agent)) as client:
+    async with checked(PydanticAIAgent(agent)) as client:
         await client.initialize()
         sid = await client.new_session()
         view = await client.prompt_and_wait(sid, "why")
@@ -176,7 +175,7 @@ async def test_mcp_servers_from_session_new_become_toolsets(tmp_path: Path) -> N
     server.write_text(MCP_SERVER)
     seen: list[list[ModelMessage]] = []
     agent = PydanticAIAgent(PydanticAgent(scripted([("files_shout", {"text": "hi"}), "done"], seen)))
-    async with connect_agent(agent) as client:
+    async with checked(agent) as client:
         await client.initialize()
         sid = await client.new_session(cwd=str(tmp_path), mcpServers=[
             {"type": "stdio", "name": "files", "command": sys.executable, "args": [str(server)], "env": []}])
@@ -188,7 +187,7 @@ async def test_mcp_servers_from_session_new_become_toolsets(tmp_path: Path) -> N
 
 async def test_mcp_servers_are_not_connected_when_opted_out() -> None:
     agent = PydanticAIAgent(PydanticAgent(scripted(["x"])), mcp=False)
-    async with connect_agent(agent) as client:
+    async with checked(agent) as client:
         answer = await client.initialize()
         assert "mcp" not in answer["capabilities"]["session"]
 
