@@ -14,7 +14,7 @@ approvals), ``content`` (prompts and the stored model history), ``permissions``,
 terminals and diffs) and ``subagents`` (a delegated pydantic-ai agent as an ACP subagent).
 """
 
-from .agent import Command, PydanticAIAgent, model_error
+from .agent import Command, ProviderModels, PydanticAIAgent, model_error
 from .bridge import BACKGROUND_METADATA_KEY, FollowUp, ToolContext, TurnBridge, background_tool, current_tool
 from .coding import CodingTools
 from .permissions import PERMISSION_OPTIONS, Decision, PermissionPolicy
@@ -29,6 +29,7 @@ __all__ = [
     "Decision",
     "FollowUp",
     "PermissionPolicy",
+    "ProviderModels",
     "PydanticAIAgent",
     "ToolContext",
     "ToolPresentation",

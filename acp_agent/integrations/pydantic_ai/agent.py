@@ -25,6 +25,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 
 from ...agent import Agent
 from ...errors import ErrorCode, RequestError
+from ...providers import Provider, ProviderSettings
 from ...schema import (
     AvailableCommand,
     ContentBlock,
@@ -48,6 +49,20 @@ logger = logging.getLogger(__name__)
 
 MODEL_OPTION = "model"
 """The config option id of the model choice."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderModels:
+    """[unstable] A provider the client may configure (``providers/set``) and the models its settings make.
+
+    ``models(settings)`` builds pydantic-ai models from the client's ``api_type``, ``base_url`` and
+    ``headers`` (e.g. an ``OpenAIChatModel`` on an ``OpenAIProvider(base_url=..., http_client=...)``); they
+    join the ``model`` option under their names, and ``providers/disable`` removes them again. The headers
+    usually hold credentials: keep them in the model's HTTP client, never in a name or a log.
+    """
+
+    provider: Provider
+    models: Callable[[ProviderSettings], Mapping[str, Model]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +144,13 @@ class PydanticAIAgent(Agent):
       default, as the model may not take them).
     - ``background_tools``: names of tools that run as background tool calls (or mark a tool with
       ``background_tool``); the result reaches the model in a follow-up turn.
+    - ``providers``: [unstable] providers the client configures with ``providers/set``
+      ([`ProviderModels`][acp_agent.integrations.pydantic_ai.ProviderModels]); their models join ``models``.
     - ``store``: where sessions (and with them the model history) are kept.
+
+    pydantic-ai runs on asyncio: serve it with the asyncio backend (the default). A synchronous tool
+    runs in a worker thread, which ``session/cancel`` cannot stop (the turn ends; the thread finishes
+    its call): write long tools as ``async def``.
     """
 
     def __init__(
@@ -153,6 +174,7 @@ class PydanticAIAgent(Agent):
         accepts_audio: bool = False,
         accepts_embedded_context: bool = False,
         background_tools: Collection[str] = (),
+        providers: Sequence[ProviderModels] = (),
         store: SessionStore | None = None,
     ) -> None:
         self.agent = agent
@@ -166,6 +188,8 @@ class PydanticAIAgent(Agent):
         self.model_settings = model_settings
         self.commands: dict[str, Command] = dict(commands or {})
         self.background_tools = frozenset(background_tools)
+        self.provider_models = {entry.provider.id: entry for entry in providers}
+        self._from_provider: dict[str, list[str]] = {}
         # The Agent's class-level description, per instance (the base class reads these attributes).
         described: dict[str, Any] = {
             "name": name or agent.name or "pydantic-ai-agent", "mcp_stdio": mcp, "mcp_http": mcp,
@@ -178,6 +202,8 @@ class PydanticAIAgent(Agent):
             described["version"] = version
         if store is not None:
             described["store"] = store
+        if providers:
+            described["providers"] = tuple(entry.provider for entry in providers)
         for attribute, value in described.items():
             setattr(self, attribute, value)
         self.connect_mcp = mcp
@@ -211,6 +237,18 @@ class PydanticAIAgent(Agent):
         session.config_options = self._config_options()
         session.available_commands = self._available_commands()
 
+    async def configure_provider(self, provider_id: str, settings: ProviderSettings | None) -> None:
+        """Offer the models of a provider the client configured (or stop offering them)."""
+        entry = self.provider_models.get(provider_id)
+        if entry is None:
+            raise RequestError.invalid_params("unknown provider", {"providerId": provider_id})
+        for name in self._from_provider.pop(provider_id, []):
+            self.models.pop(name, None)
+        if settings is not None:
+            made = dict(entry.models(settings))
+            self.models.update(made)
+            self._from_provider[provider_id] = list(made)
+
     async def fork_session(self, source: Session, session: Session) -> None:
         """A fork continues from the source's model history (``data`` is copied; each side then
         replaces its history, never mutates the shared one)."""
@@ -229,8 +267,21 @@ class PydanticAIAgent(Agent):
 
     # -- turns --------------------------------------------------------------------------------
 
+    async def _sync_options(self, session: Session) -> None:
+        """Show the models offered now (a provider may have been configured since the session began)."""
+        offered = next((o for o in session.config_options if o.config_id == MODEL_OPTION), None)
+        choices = offered.options or [] if offered is not None else []
+        names = [item.value for item in choices if isinstance(item, SessionConfigSelectOption)]
+        if names == list(self.models):
+            return
+        current = offered.current_value if offered is not None and isinstance(offered.current_value, str) else None
+        others = [o for o in session.config_options if o.config_id != MODEL_OPTION]
+        await session.update_config_options([*self._config_options(current), *others])
+        await session.update_available_commands(self._available_commands())
+
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
         """Run a slash command, or one pydantic-ai run on the prompt."""
+        await self._sync_options(session)
         text = prompt_text(prompt).strip()
         content: str | Sequence[UserContent] = user_content(prompt)
         if text.startswith("/"):
