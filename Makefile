@@ -6,16 +6,22 @@ STAMP := $(VENV)/.installed
 INTEROP := tests/interop
 NPM_STAMP := $(INTEROP)/node_modules/.installed
 
-.PHONY: demo test lint bench clean fuzz
+.PHONY: demo test docs lint bench clean fuzz
 
 demo: $(STAMP)
 	$(BIN)/python -m acp_agent.demo
 
 test: $(STAMP) $(NPM_STAMP)
-	$(BIN)/ruff check acp_agent tests examples bench
+	$(BIN)/ruff check acp_agent tests examples bench tools docs_src
 	$(BIN)/mypy --strict acp_agent
 	$(BIN)/lint-imports --no-cache
+	$(MAKE) docs
 	$(BIN)/python -m pytest
+
+# `make docs`: the site (mkdocs.yml, pages under docs/, the API reference from docstrings) built strictly into
+# site/: a broken link, a missing cross-reference or a docstring warning fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # `make fuzz`: the fuzz suite at full size against live agent processes (tests/fuzz/test_fuzz.py); it prints
 # the counts of inputs sent, crashes, hangs and wrong answers. ACP_FUZZ_EXAMPLES sets the number of
@@ -36,7 +42,7 @@ fuzz: $(STAMP) $(NPM_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,trio]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,trio,docs]'
 	touch $(STAMP)
 
 $(NPM_STAMP): $(INTEROP)/package.json $(INTEROP)/package-lock.json
@@ -62,4 +68,4 @@ $(BENCH_NPM_STAMP): bench/package.json bench/package-lock.json
 	touch $(BENCH_NPM_STAMP)
 
 clean:
-	rm -rf $(VENV) $(INTEROP)/node_modules
+	rm -rf $(VENV) $(INTEROP)/node_modules site

@@ -1,7 +1,7 @@
 """acp-agent: write Agent Client Protocol (ACP) v2 agents in Python.
 
-Subclass :class:`Agent`, implement :meth:`Agent.prompt`, and call :func:`run_stdio`.
-The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and every
+Subclass [`Agent`][acp_agent.Agent], implement [`Agent.prompt`][acp_agent.Agent.prompt], and call
+[`run_stdio`][acp_agent.run_stdio]. The SDK owns the protocol: framing, errors, sessions, the prompt lifecycle and every
 ``state_update``.
 """
 

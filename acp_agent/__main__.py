@@ -1,4 +1,4 @@
-"""``python -m acp_agent``: the command line (see :mod:`acp_agent.cli`)."""
+"""``python -m acp_agent``: the command line (see `acp_agent.cli`)."""
 
 from .cli import main
 

@@ -1,6 +1,6 @@
 """The ``Agent`` base class that agent authors subclass.
 
-The SDK owns the protocol; the subclass owns the behaviour. Override :meth:`Agent.prompt`
+The SDK owns the protocol; the subclass owns the behaviour. Override [`Agent.prompt`][acp_agent.Agent.prompt]
 (required) and any of the optional hooks. The capabilities sent in the ``initialize``
 answer are derived from the class: a surface is advertised only when the subclass
 implements it or declares it (R28).
@@ -43,10 +43,10 @@ class Agent:
     content beyond text and resource links the agent understands; ``mcp_stdio`` /
     ``mcp_http`` declare the MCP transports it can connect to (``mcp_acp``, unstable: MCP
     servers the client hosts, called through ``session.acp_mcp_servers``). ``limits`` holds the
-    resource limits of each connection (a ``limits=`` argument to :func:`~acp_agent.run_stdio`
+    resource limits of each connection (a ``limits=`` argument to [`run_stdio`][acp_agent.run_stdio]
     wins over it). ``store`` is where sessions are kept (a ``store=`` argument wins over it;
     by default ``run_stdio`` uses a SQLite file per agent and the in-memory test client a
-    :class:`~acp_agent.store.MemoryStore`).
+    [`MemoryStore`][acp_agent.store.MemoryStore]).
     """
 
     name: ClassVar[str] = "acp-agent"
@@ -60,7 +60,7 @@ class Agent:
     mcp_http: ClassVar[bool] = False
     mcp_acp: ClassVar[bool] = False
     """[unstable] Accept ``type: "acp"`` MCP servers (``session.mcp.acp``): servers the client hosts,
-    called over the ACP connection through :attr:`Session.acp_mcp_servers`."""
+    called over the ACP connection through [`Session.acp_mcp_servers`][acp_agent.Session.acp_mcp_servers]."""
     accepts_additional_directories: ClassVar[bool] = False
     accepts_system_prompt: ClassVar[bool | str] = False
     """[unstable] ``True`` accepts a client ``systemPrompt`` in ``append`` mode on new/resume/fork
@@ -69,13 +69,14 @@ class Agent:
     store: ClassVar[SessionStore | None] = None
 
     auth_methods: ClassVar[Sequence[AuthMethodAgent | AuthMethodTerminal | UnknownAuthMethod]] = ()
-    """How a client can log in (``initialize``'s ``authMethods``); implement :meth:`login` with them."""
+    """How a client can log in (``initialize``'s ``authMethods``); implement [`login`][acp_agent.Agent.login] with
+    them."""
     require_login: ClassVar[bool] = False
     """Answer every session method ``-32000`` until a login succeeded on the connection."""
 
     providers: ClassVar[Sequence[Provider]] = ()
     """[unstable] LLM providers the client may configure (``providers/list|set|disable``); with
-    :meth:`configure_provider` implemented, declaring any advertises ``providers``."""
+    [`configure_provider`][acp_agent.Agent.configure_provider] implemented, declaring any advertises ``providers``."""
 
     client: InitializeRequest | None = None
     """The latest ``initialize`` request on any connection (prefer ``session.client``, which is per connection)."""
@@ -86,7 +87,7 @@ class Agent:
         """Handle one inserted user prompt as foreground work; return the stop reason.
 
         Returning ``None`` means ``end_turn``. Raising ends the work with ``error``: a
-        :class:`~acp_agent.RequestError` reaches the client with its code, message and data;
+        [`RequestError`][acp_agent.RequestError] reaches the client with its code, message and data;
         any other exception as ``-32603`` "Internal error" (its text stays in the log on
         stderr). Cancellation (``session/cancel``, ``session/close``) ends it with ``cancelled``.
         Blocking calls (``time.sleep``, blocking I/O) freeze every session of the connection:
@@ -95,9 +96,10 @@ class Agent:
         raise NotImplementedError("Agent subclasses must implement prompt()")
 
     async def login(self, login: Login) -> None:
-        """Log the client in with ``login.method_id`` (one of :attr:`auth_methods`); return to accept.
+        """Log the client in with ``login.method_id`` (one of [`auth_methods`][acp_agent.Agent.auth_methods]); return to
+        accept.
 
-        Raise :class:`~acp_agent.RequestError` to refuse (``RequestError.auth_required()`` or your
+        Raise [`RequestError`][acp_agent.RequestError] to refuse (``RequestError.auth_required()`` or your
         own code). ``login.ask`` / ``login.ask_url`` ask the user for input scoped to this request.
         """
         raise RequestError.auth_required()
@@ -127,7 +129,7 @@ class Agent:
         """Called for ``session/fork``; ``session`` already holds a copy of the source's history,
         config options, commands and a shallow copy of its ``data`` (never its live work, R112).
 
-        Overriding this hook advertises ``session.fork``. As in :meth:`new_session`, updates
+        Overriding this hook advertises ``session.fork``. As in [`new_session`][acp_agent.Agent.new_session], updates
         sent from here go out right after the answer.
         """
 
@@ -135,7 +137,7 @@ class Agent:
         """Called after the SDK validated a ``session/set_config_option`` request.
 
         The SDK updates ``currentValue`` afterwards; raise
-        :class:`~acp_agent.errors.RequestError` to refuse (the options then stay unchanged).
+        [`RequestError`][acp_agent.RequestError] to refuse (the options then stay unchanged).
         """
 
     async def close_session(self, session: Session) -> None:
@@ -146,7 +148,7 @@ class Agent:
 
     async def set_session_title(self, session_id: str, title: str) -> None:
         """[unstable] Called for ``session/set_title`` (``title`` is trimmed, never empty) before the SDK
-        stores it. Raise :class:`~acp_agent.RequestError` to refuse; the title then stays as it was.
+        stores it. Raise [`RequestError`][acp_agent.RequestError] to refuse; the title then stays as it was.
 
         The session may be active or only stored. Once the client set a title, it wins over
         ``session.update_info(title=...)``.
@@ -154,19 +156,19 @@ class Agent:
 
     async def archive_session(self, session_id: str) -> None:
         """[unstable] Called for ``session/archive`` of a session not yet archived, before anything
-        changes; raise :class:`~acp_agent.RequestError` to refuse. An active session is then closed
-        (:meth:`close_session` runs) and hidden from the default ``session/list``."""
+        changes; raise [`RequestError`][acp_agent.RequestError] to refuse. An active session is then closed
+        ([`close_session`][acp_agent.Agent.close_session] runs) and hidden from the default ``session/list``."""
 
     async def unarchive_session(self, session_id: str) -> None:
         """[unstable] Called for ``session/unarchive`` of an archived session, before anything changes;
-        raise :class:`~acp_agent.RequestError` to refuse."""
+        raise [`RequestError`][acp_agent.RequestError] to refuse."""
 
     async def configure_provider(self, provider_id: str, settings: ProviderSettings | None) -> None:
-        """[unstable] Use ``settings`` for one of :attr:`providers` from now on (``providers/set``), or
-        stop using it (``None``: ``providers/disable``).
+        """[unstable] Use ``settings`` for one of [`providers`][acp_agent.Agent.providers] from now on
+        (``providers/set``), or stop using it (``None``: ``providers/disable``).
 
         The SDK has already checked the provider, its protocol and its URL. ``settings.headers``
-        usually holds credentials: never log them. Raise :class:`~acp_agent.RequestError` to refuse;
+        usually holds credentials: never log them. Raise [`RequestError`][acp_agent.RequestError] to refuse;
         ``providers/list`` then still shows the previous endpoint.
         """
         raise NotImplementedError
@@ -174,7 +176,7 @@ class Agent:
     async def cancel_tool_call(self, session: Session, tool_call_id: str) -> None:
         """Stop a tool call that advertises ``cancel`` but has no handle-level cancel path.
 
-        Handles created with :meth:`Session.start_tool_call` route ``tool_call/cancel``
+        Handles created with [`Session.start_tool_call`][acp_agent.Session.start_tool_call] route ``tool_call/cancel``
         themselves; this hook serves tool calls the agent announced with raw updates. It
         runs after the SDK accepted the request (answered ``{}``); confirm with a final status.
         """
@@ -235,8 +237,8 @@ class Agent:
         return [m for m in self.auth_methods if not isinstance(m, AuthMethodTerminal) or terminal_ok]
 
     def offers_providers(self) -> bool:
-        """[unstable] Whether ``providers/*`` is served: :attr:`providers` declared and
-        :meth:`configure_provider` implemented."""
+        """[unstable] Whether ``providers/*`` is served: [`providers`][acp_agent.Agent.providers] declared and
+        [`configure_provider`][acp_agent.Agent.configure_provider] implemented."""
         return bool(self.providers) and self.implements("configure_provider")
 
     def implements(self, hook: str) -> bool:

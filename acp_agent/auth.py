@@ -1,13 +1,13 @@
 """Authentication: what an agent offers (``authMethods``), and the login a client asks for.
 
-An agent lists its :attr:`Agent.auth_methods` (``AuthMethodAgent``: the agent runs the login
+An agent lists its [`Agent.auth_methods`][acp_agent.Agent.auth_methods] (``AuthMethodAgent``: the agent runs the login
 itself when the client calls ``auth/login``; ``AuthMethodTerminal``: the client re-runs the
 agent's command interactively, offered only to clients that advertised ``auth.terminal``;
 ``_``-prefixed custom types are kept as given). With any method declared, the SDK serves
 ``auth/login`` (an unknown ``methodId`` is ``-32602``) and ``auth/logout``, and calls
-:meth:`Agent.login` / :meth:`Agent.logout` with a :class:`Login`. With
-:attr:`Agent.require_login`, every session method answers ``-32000`` (authentication required)
-without calling any hook until a login succeeded on that connection, and again after logout.
+[`Agent.login`][acp_agent.Agent.login] / [`Agent.logout`][acp_agent.Agent.logout] with a [`Login`][acp_agent.Login].
+With [`Agent.require_login`][acp_agent.Agent.require_login], every session method answers ``-32000`` (authentication
+required) without calling any hook until a login succeeded on that connection, and again after logout.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ class Login:
     async def ask(self, message: str, schema: Mapping[str, Any]) -> ElicitationResult:
         """A form scoped to this request (no session needed; changes no session state).
 
-        Never for a secret: use :meth:`ask_url`. Raises
-        :class:`~acp_agent.errors.ElicitationUnsupportedError` if the client has no forms.
+        Never for a secret: use [`ask_url`][acp_agent.Login.ask_url]. Raises
+        [`ElicitationUnsupportedError`][acp_agent.ElicitationUnsupportedError] if the client has no forms.
         """
         from .questions import ask_for_request  # loaded on first use (most logins ask nothing)
 

@@ -1,6 +1,6 @@
 """The command line: ``python -m acp_agent serve FILE_OR_MODULE[:ATTR] --host H --port P``.
 
-``serve`` loads the agent (the one :class:`~acp_agent.Agent` subclass or instance in the file or
+``serve`` loads the agent (the one [`Agent`][acp_agent.Agent] subclass or instance in the file or
 module, or the one named after the colon) and serves it over Streamable HTTP and WebSocket at
 ``/acp``. Once it listens it writes the URL to stderr (``--port 0`` picks a free port). A class
 gets a new instance for every client connection; an instance is shared by all of them. Every
@@ -62,7 +62,7 @@ def _load_module(target: str) -> ModuleType:
 def load_agent(spec: str) -> tuple[AgentSource, str]:
     """The agent named by ``FILE_OR_MODULE[:ATTR]`` and a short description of it.
 
-    Without ``ATTR``: the one :class:`Agent` instance at module level, else the one subclass
+    Without ``ATTR``: the one [`Agent`][acp_agent.Agent] instance at module level, else the one subclass
     defined there; anything else is an error naming the candidates.
     """
     target, _, attr = spec.rpartition(":") if ":" in spec.replace("\\", "/").split("/")[-1] else (spec, "", "")

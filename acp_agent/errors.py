@@ -1,6 +1,6 @@
 """Every exception acp-agent raises, under one root, and the JSON-RPC / ACP error codes.
 
-Catch :class:`AcpAgentError` to catch anything the SDK raises on purpose. Each class says
+Catch [`AcpAgentError`][acp_agent.AcpAgentError] to catch anything the SDK raises on purpose. Each class says
 when it is raised, whether anything was sent to the client, and what to do about it.
 """
 
@@ -49,11 +49,11 @@ class RequestError(AcpAgentError):
     """An error answer to a JSON-RPC request, or the error that ends a turn.
 
     Raise it from an agent hook to answer the client with exactly this code, message and
-    data (from :meth:`Agent.prompt` it becomes the ``error`` of the turn's ``idle``
+    data (from [`Agent.prompt`][acp_agent.Agent.prompt] it becomes the ``error`` of the turn's ``idle``
     snapshot, code and data kept). Any other exception reaches the client only as
     ``-32603`` "Internal error", with the traceback logged on stderr: raising a
     ``RequestError`` is how an agent chooses to show a message. Also raised by
-    :meth:`Connection.request` when the peer answered with an error.
+    `Connection.request` when the peer answered with an error.
     """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
@@ -161,7 +161,7 @@ class ElicitationUnsupportedError(AcpAgentError, RuntimeError):
 
 
 class LimitExceededError(AcpAgentError, RuntimeError):
-    """Raised in agent code when a call would go past a configured limit (see :class:`~acp_agent.Limits`).
+    """Raised in agent code when a call would go past a configured limit (see [`Limits`][acp_agent.Limits]).
 
     Nothing was sent and nothing changed. ``limit`` is the limit's name (a ``Limits`` field)
     and ``value`` its configured value.
@@ -182,10 +182,11 @@ class ToolCallStateError(AcpAgentError, ValueError):
 
 
 class ProcessStartError(AcpAgentError, OSError):
-    """:meth:`Session.start_terminal` could not start the process (missing command, bad cwd, ...).
+    """[`Session.start_terminal`][acp_agent.Session.start_terminal] could not start the process (missing command, bad
+    cwd, ...).
 
     Nothing was sent: the terminal was never announced and no tool call changed. ``errno``,
-    ``strerror`` and ``filename`` are those of the underlying :class:`OSError`, which is also
+    ``strerror`` and ``filename`` are those of the underlying `OSError`, which is also
     the ``__cause__``.
     """
 
@@ -210,7 +211,7 @@ class StoreUnusableError(StoreError):
 class McpServerError(AcpAgentError):
     """[unstable] A client-hosted MCP server answered a request with an MCP error.
 
-    Raised by :class:`~acp_agent.mcp.AcpMcpServer` calls (also for a result that does not fit
+    Raised by [`AcpMcpServer`][acp_agent.AcpMcpServer] calls (also for a result that does not fit
     MCP). ``server`` is the server's name; ``code``, ``message`` and ``data`` are the MCP
     error's, which are MCP codes, never ACP ones. The request is over: nothing to withdraw.
     """
@@ -229,7 +230,7 @@ class McpTransportError(RequestError):
     The client answered the ``mcp/message`` request with an ACP error (the codes below, or
     ``-32601`` from a client without MCP over ACP), it timed out (``-32800``, withdrawn with
     ``$/cancel_request``), or the connection ended. ``server`` is the server's name. As a
-    :class:`RequestError`, raising it on from a prompt ends the turn with this code.
+    [`RequestError`][acp_agent.RequestError], raising it on from a prompt ends the turn with this code.
     """
 
     RESOURCE_LIMIT = -33000

@@ -1,4 +1,4 @@
-"""Extension methods (``_vendor/...``) an agent serves, declared with :func:`extension`.
+"""Extension methods (``_vendor/...``) an agent serves, declared with [`extension`][acp_agent.extension].
 
 ::
 
@@ -12,7 +12,7 @@
 
 The handler gets the params (validated strictly when its annotation is a pydantic model:
 ``-32602`` otherwise, never a hook call) and the calling connection's client; its return value
-(a model, a dict, or ``None`` for ``{}``) is the answer, and a :class:`~acp_agent.RequestError`
+(a model, a dict, or ``None`` for ``{}``) is the answer, and a [`RequestError`][acp_agent.RequestError]
 it raises is the error answer. Unknown ``_`` methods are still ``-32601`` (notifications: ignored).
 To call the client's own extension methods, use ``session.client.request(...)`` / ``notify(...)``.
 """

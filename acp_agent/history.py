@@ -1,6 +1,6 @@
 """Retained session history, kept compact for ``session/resume`` replay.
 
-Every update a session sends passes through :meth:`History.record`. Streams of chunks
+Every update a session sends passes through `History.record`. Streams of chunks
 are folded into the full entity they build (a message with its whole content, a tool
 call with its patched state, a terminal with a bounded output tail), so a replay sends
 one update per entity, in the order the entities first appeared, each with its
@@ -8,7 +8,7 @@ original id (R36). Live-only updates (``notice``, ``state_update``, usage, comma
 option lists) are not history (R37).
 
 For a durable store the history also knows what changed since it was last saved
-(:meth:`History.take_changes`): each entity is one entry with a sequence number (its place
+(`History.take_changes`): each entity is one entry with a sequence number (its place
 in the replay), and an entry is marked changed once per save, not per chunk.
 """
 
@@ -131,7 +131,7 @@ class _Entry:
 
 
 class HistoryChanges:
-    """What changed in a history since it was last saved (see :meth:`History.take_changes`)."""
+    """What changed in a history since it was last saved (see `History.take_changes`)."""
 
     __slots__ = ("_entries", "_rows", "full", "removed")
 
@@ -149,7 +149,7 @@ class HistoryChanges:
         """``(sequence number, item)`` of every new or changed entry.
 
         An entry known only by the JSON it was sent as is parsed from it on first access (a store
-        that writes :meth:`encoded_entries` never pays for that).
+        that writes `encoded_entries` never pays for that).
         """
         if self._entries is None:
             self._entries = [
@@ -285,7 +285,7 @@ class History:
         """What changed since the last call (everything, the first time), now marked saved.
 
         From the first call on, changes are tracked (each changed entry once per save). If
-        saving what this returned fails, call :meth:`unsaved` so the next save writes all.
+        saving what this returned fails, call `unsaved` so the next save writes all.
         """
         if self._full or not self._tracking:
             self._tracking, self._full = True, False
@@ -318,17 +318,17 @@ class History:
 
     @property
     def changed(self) -> bool:
-        """Whether something changed since the last :meth:`take_changes`."""
+        """Whether something changed since the last `take_changes`."""
         return self._full or not self._tracking or bool(self._dirty or self._removed)
 
     def unsaved(self) -> None:
-        """Saving the last changes failed: the next :meth:`take_changes` returns everything."""
+        """Saving the last changes failed: the next `take_changes` returns everything."""
         self._full = True
 
     def restore(self, entries: Iterator[tuple[int, HistoryItem]] | list[tuple[int, HistoryItem]]) -> None:
         """Rebuild a saved history from its ``(sequence number, item)`` entries, in order.
 
-        The result counts as saved: only later changes are returned by :meth:`take_changes`.
+        The result counts as saved: only later changes are returned by `take_changes`.
         """
         for seq, item in entries:
             kind: type[BaseModel] = type(item)
@@ -417,7 +417,7 @@ class History:
         """Fold in the whole message ``kind(message_id=message_id, content=content)`` (a user message, agent
         message or thought) without building it; ``encoded`` is its JSON as sent.
 
-        The history keeps what :meth:`record` of that model would keep (its replay and saved items are
+        The history keeps what `record` of that model would keep (its replay and saved items are
         the same), and a save writes ``encoded``.
         """
         fresh = (kind, message_id) not in self._entries
@@ -493,7 +493,7 @@ class _Tail:
 
 
 def _streamed_message_json(entry: _Entry) -> bytes | None:
-    """The JSON of a message entry ending in a run of text chunks (a streamed message) as :meth:`History._rebuild`
+    """The JSON of a message entry ending in a run of text chunks (a streamed message) as `History._rebuild`
     would serialize, written by ``orjson`` (no model built: a long stream is megabytes); ``None`` if not plain."""
     head = plain_message_head(entry.kind)
     fields = entry.fields
@@ -546,7 +546,7 @@ def _child_finished(state: Any) -> bool:
 
 
 def _child_ended(state: Any, status: str) -> IdleStateUpdate:
-    """The snapshot of a child whose work ended unseen (see :func:`finalize_live_items`)."""
+    """The snapshot of a child whose work ended unseen (see `finalize_live_items`)."""
     if isinstance(state, IdleStateUpdate):
         kept = {name: getattr(state, name) for name in ("stop_reason", "error", "meta")
                 if name in state.model_fields_set}

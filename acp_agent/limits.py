@@ -1,10 +1,10 @@
-"""Resource limits of one agent connection, configured once in a :class:`Limits` object.
+"""Resource limits of one agent connection, configured once in a [`Limits`][acp_agent.Limits] object.
 
-Pass it to :func:`~acp_agent.run_stdio` (``run_stdio(agent, limits=Limits(max_sessions=8))``)
-or set it as the ``limits`` class attribute of your :class:`~acp_agent.Agent`; the argument
-wins over the attribute. The same keyword is accepted by :func:`~acp_agent.serve`,
-:func:`~acp_agent.serve_stdio` and the in-memory test client
-(:func:`~acp_agent.testing.client.connect_agent`).
+Pass it to [`run_stdio`][acp_agent.run_stdio] (``run_stdio(agent, limits=Limits(max_sessions=8))``)
+or set it as the ``limits`` class attribute of your [`Agent`][acp_agent.Agent]; the argument
+wins over the attribute. The same keyword is accepted by [`serve`][acp_agent.serve],
+[`serve_stdio`][acp_agent.serve_stdio] and the in-memory test client
+([`connect_agent`][acp_agent.testing.connect_agent]).
 
 What happens at a limit:
 
@@ -13,10 +13,10 @@ What happens at a limit:
   requests abandoned because of resource limits, R18) with a message naming the limit and
   ``data: {"limit": <name>, "value": <limit>}``; nothing else happens;
 - an *author call* that would go past one (``start_terminal`` past ``max_processes``, a new
-  listed item past ``max_listed_items``) raises :class:`~acp_agent.errors.LimitExceededError`
+  listed item past ``max_listed_items``) raises [`LimitExceededError`][acp_agent.LimitExceededError]
   and sends nothing;
 - terminal output past ``terminal_output_bytes`` is dropped from the *retained* tail (what
-  ``session/resume`` replays and :meth:`Terminal.tail` returns), oldest bytes first; the
+  ``session/resume`` replays and [`Terminal.tail`][acp_agent.Terminal.tail] returns), oldest bytes first; the
   live stream of ``terminal_output_chunk`` updates always carries every byte;
 - an incoming line over ``max_message_bytes`` is skipped without buffering it and answered
   ``-32600`` with ``id: null`` (R14).
@@ -54,7 +54,7 @@ class Limits:
     max_processes: int = 64
     """Terminal processes running at once on one connection, across its sessions."""
     terminal_output_bytes: int = DEFAULT_TAIL_LIMIT
-    """Output retained per terminal for replay and :meth:`Terminal.tail` (the newest bytes)."""
+    """Output retained per terminal for replay and [`Terminal.tail`][acp_agent.Terminal.tail] (the newest bytes)."""
 
     def __post_init__(self) -> None:
         for name in ("max_message_bytes", "max_sessions", "max_listed_items", "max_processes"):
@@ -101,7 +101,8 @@ class ProcessSlots:
     holders: set[str] = field(default_factory=set)
 
     def acquire(self, holder: str) -> None:
-        """Take a slot for ``holder`` (a terminal id) or raise :class:`LimitExceededError` (nothing taken)."""
+        """Take a slot for ``holder`` (a terminal id) or raise [`LimitExceededError`][acp_agent.LimitExceededError]
+        (nothing taken)."""
         if holder in self.holders:
             return
         if len(self.holders) >= self.limit:

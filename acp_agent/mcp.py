@@ -1,9 +1,9 @@
 """[unstable] MCP over ACP: calling the MCP servers a client hosts itself (``type: "acp"``).
 
 A client may hand a session MCP servers that live inside the client and are reached over the
-ACP connection itself. The agent opts in with :attr:`Agent.mcp_acp` (advertised as
-``session.mcp.acp``); each such server then appears in :attr:`Session.acp_mcp_servers` as an
-:class:`AcpMcpServer`. Every call is one ``mcp/message`` request (agent -> client) carrying one
+ACP connection itself. The agent opts in with [`Agent.mcp_acp`][acp_agent.Agent.mcp_acp] (advertised as
+``session.mcp.acp``); each such server then appears in [`Session.acp_mcp_servers`][acp_agent.Session.acp_mcp_servers] as
+an [`AcpMcpServer`][acp_agent.AcpMcpServer]. Every call is one ``mcp/message`` request (agent -> client) carrying one
 inner MCP request; the client's ``mcp/message`` notifications about that request (progress,
 subscription events) reach the caller's ``on_notification`` callback. MCP 2026-07-28 is stateless:
 there is no handshake, and each request carries the protocol version and the caller's MCP
@@ -67,7 +67,8 @@ META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 MAX_LIST_PAGES: Final = 100
-"""Most pages :meth:`AcpMcpServer.list_tools` follows before it gives up on a server's cursors."""
+"""Most pages [`AcpMcpServer.list_tools`][acp_agent.AcpMcpServer.list_tools] follows before it gives up on a server's
+cursors."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,11 +192,11 @@ async def _pump(receive: MemoryObjectReceiveStream[McpNotification], handler: No
 class AcpMcpServer:
     """A client-hosted MCP server given to a session (``type: "acp"``): call it over ``mcp/message``.
 
-    Every method raises :class:`~acp_agent.errors.McpServerError` when the MCP server answers
-    with an MCP error, :class:`~acp_agent.errors.McpTransportError` when the client could not
+    Every method raises [`McpServerError`][acp_agent.McpServerError] when the MCP server answers
+    with an MCP error, [`McpTransportError`][acp_agent.McpTransportError] when the client could not
     deliver the request or gave no MCP answer (unknown server id ``-33001``, ``timeout``, the
-    connection ending), :class:`~acp_agent.errors.SessionClosedError` once the session closed,
-    and :class:`~acp_agent.errors.UnknownMcpServerError` once a ``session/resume`` left the
+    connection ending), [`SessionClosedError`][acp_agent.SessionClosedError] once the session closed,
+    and [`UnknownMcpServerError`][acp_agent.UnknownMcpServerError] once a ``session/resume`` left the
     server out. Cancelling the caller withdraws the request (``$/cancel_request``).
     """
 
@@ -310,10 +311,10 @@ class AcpMcpServer:
 
 
 class AcpMcpServers(Mapping[str, AcpMcpServer]):
-    """A session's client-hosted MCP servers by name (:attr:`Session.acp_mcp_servers`).
+    """A session's client-hosted MCP servers by name ([`Session.acp_mcp_servers`][acp_agent.Session.acp_mcp_servers]).
 
     Looking up a name the client did not give raises
-    :class:`~acp_agent.errors.UnknownMcpServerError` (a ``KeyError``).
+    [`UnknownMcpServerError`][acp_agent.UnknownMcpServerError] (a ``KeyError``).
     """
 
     def __init__(self, router: McpRouter, session_id: str) -> None:

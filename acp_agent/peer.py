@@ -1,7 +1,7 @@
 """The client at the other end of a connection: who it is, what it can do, and calls to it.
 
-One :class:`ClientPeer` per connection (``session.client`` in a hook; ``login.client`` in
-:meth:`Agent.login`). Its info and capabilities are those of *this* connection's
+One [`ClientPeer`][acp_agent.ClientPeer] per connection (``session.client`` in a hook; ``login.client`` in
+[`Agent.login`][acp_agent.Agent.login]). Its info and capabilities are those of *this* connection's
 ``initialize``, so an agent serving several clients at once (HTTP, WebSocket) never mixes
 them up. Extension methods of the client (``_vendor/...``) are called through it.
 """
@@ -59,7 +59,7 @@ class ClientPeer:
                       timeout: float | None = None) -> Any:
         """Call one of the client's extension methods (``_vendor/...``) and return its result.
 
-        Raises :class:`~acp_agent.errors.RequestError` with the client's error (``-32601`` if it
+        Raises [`RequestError`][acp_agent.RequestError] with the client's error (``-32601`` if it
         has no such method), or ``-32800`` after ``timeout`` seconds; a cancelled or timed-out
         call is withdrawn with ``$/cancel_request``.
         """

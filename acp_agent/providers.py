@@ -1,16 +1,16 @@
 """[unstable] LLM providers the client configures: ``providers/list``, ``providers/set``, ``providers/disable``.
 
-An agent declares the providers it routes its model calls through (:class:`Provider`: an id, the
+An agent declares the providers it routes its model calls through ([`Provider`][acp_agent.Provider]: an id, the
 API protocols it speaks, whether it is required, the endpoint it uses now) in
-:attr:`Agent.providers <acp_agent.Agent.providers>` and implements
-:meth:`Agent.configure_provider <acp_agent.Agent.configure_provider>`; the capability ``providers``
+`Agent.providers` and implements
+`Agent.configure_provider`; the capability ``providers``
 is then advertised. The SDK answers ``providers/list`` from the declaration and the endpoint set
 since, and checks ``providers/set`` / ``providers/disable`` before the hook runs: an unknown
 provider, a protocol the provider does not support, a ``baseUrl`` that is not an absolute URL (or
 that carries credentials, ``user:password@``) and disabling a required provider are ``-32602``.
 
 The ``headers`` of ``providers/set`` usually hold credentials. The SDK hands them to the hook in
-:class:`ProviderSettings` (whose ``repr`` leaves them out) and nowhere else: it keeps only the
+[`ProviderSettings`][acp_agent.ProviderSettings] (whose ``repr`` leaves them out) and nowhere else: it keeps only the
 non-secret ``apiType`` / ``baseUrl`` it reports in ``providers/list``, and never logs or echoes
 headers (error messages and data name the provider, never a header or the URL): S7.
 """

@@ -1,15 +1,15 @@
 """Questions to the user: permission requests and elicitations (forms, URL flows), with typed answers.
 
 A permission request (``session/request_permission``) offers options and reads the answer
-strictly (R20) into a :class:`PermissionOutcome`. An elicitation (``elicitation/create``) asks for
-a flat form (``{"type": "object", "properties": {...}, "required": [...]}`` with string, number,
+strictly (R20) into a [`PermissionOutcome`][acp_agent.PermissionOutcome]. An elicitation (``elicitation/create``) asks
+for a flat form (``{"type": "object", "properties": {...}, "required": [...]}`` with string, number,
 integer, boolean and multi-select properties) or sends the user to a page out of band (sign-in,
 secrets: never ask for a secret in a form); it is sent only in a mode the client advertised
-(otherwise :class:`~acp_agent.ElicitationUnsupportedError`, nothing sent) and answered as an
-:class:`ElicitationResult`: ``accept`` with content checked against the schema, ``decline``, or
+(otherwise [`ElicitationUnsupportedError`][acp_agent.ElicitationUnsupportedError], nothing sent) and answered as an
+[`ElicitationResult`][acp_agent.ElicitationResult]: ``accept`` with content checked against the schema, ``decline``, or
 ``cancel`` (also for a withdrawn question, an error answer, an unknown action, or content that does
 not fit). What waiting does to the foreground state, and who owns a question, is decided in one
-place for both kinds (:func:`acp_agent._session.asking.send_question`); questions scoped to a client request
+place for both kinds (`acp_agent._session.asking.send_question`); questions scoped to a client request
 (``requestId``, e.g. during ``auth/login``) change no state.
 """
 
@@ -62,7 +62,7 @@ class PermissionOutcome:
 
     ``option`` is the offered option that was selected, or ``None`` when the request was
     cancelled, dismissed, answered with an error, or answered with anything that was
-    not one of the offered options. Only :attr:`allowed` grants permission.
+    not one of the offered options. Only [`allowed`][acp_agent.PermissionOutcome.allowed] grants permission.
     """
 
     option: PermissionOption | None
@@ -109,9 +109,10 @@ async def request_permission(
     description: str | None = None,
     on_behalf_of: Entity | None = None,
 ) -> PermissionOutcome:
-    """Send ``session/request_permission`` for a session and read the answer (see :meth:`Session.request_permission`).
+    """Send ``session/request_permission`` for a session and read the answer (see
+    [`Session.request_permission`][acp_agent.Session.request_permission]).
 
-    What the question does to the foreground state is decided by :func:`~acp_agent._session.asking.send_question`.
+    What the question does to the foreground state is decided by `send_question`.
     A subject naming a tool call patches that tool call (R82), checked before anything is sent.
     """
     if not options:
@@ -230,7 +231,7 @@ def _session_scope(core: SessionCore, tool_call_id: str | None) -> dict[str, Any
 
 async def ask_form(core: SessionCore, peer: ClientPeer, message: str, schema: Mapping[str, Any], *,
                    tool_call_id: str | None = None, on_behalf_of: Entity | None = None) -> ElicitationResult:
-    """A form for a session (see :meth:`Session.ask`)."""
+    """A form for a session (see [`Session.ask`][acp_agent.Session.ask])."""
     _require(peer, "form")
     params = _form_params(message, schema, _session_scope(core, tool_call_id))
     result = await send_question(core, "elicitation/create", params, on_behalf_of=on_behalf_of)
@@ -239,7 +240,7 @@ async def ask_form(core: SessionCore, peer: ClientPeer, message: str, schema: Ma
 
 async def ask_url(core: SessionCore, peer: ClientPeer, message: str, url: str, *, elicitation_id: str | None = None,
                   tool_call_id: str | None = None, on_behalf_of: Entity | None = None) -> ElicitationResult:
-    """A URL flow for a session (see :meth:`Session.ask_url`)."""
+    """A URL flow for a session (see [`Session.ask_url`][acp_agent.Session.ask_url])."""
     _require(peer, "url")
     params = _url_params(message, url, elicitation_id or new_id("elicit"), _session_scope(core, tool_call_id))
     result = await send_question(core, "elicitation/create", params, on_behalf_of=on_behalf_of)

@@ -1,10 +1,10 @@
 """The author-facing session: what an agent's hooks use to talk to the client and start work.
 
-A :class:`Session` is a thin, documented front over the session's runtime parts
-(:class:`~acp_agent._session.core.SessionCore`): every rule (ordering, lists, states) is enforced
+A [`Session`][acp_agent.Session] is a thin, documented front over the session's runtime parts
+(`SessionCore`): every rule (ordering, lists, states) is enforced
 there, so nothing here can get the wire wrong.
 
-:class:`Subagent` is the handle on a child session, and lives here because a child is itself a
+[`Subagent`][acp_agent.Subagent] is the handle on a child session, and lives here because a child is itself a
 ``Session``: ``sub = await session.spawn_subagent("Explore auth module")`` announces the child with a
 ``subagent_update`` on the parent before anything names it (R79); ``sub.session`` is an ordinary
 session whose messages, tool calls, terminals and own background work flow under the child's id,
@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel
 
 from . import schema
+from ._util import deprecated
 from ._util.ids import new_id
 from ._util.processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_TERMINATE_GRACE
 from .errors import NotInTurnError
@@ -59,9 +60,9 @@ PromptHandler = Callable[["Session", list[ContentBlock]], Awaitable[StopReason |
 class MessageStream:
     """An agent message (or thought) streamed as chunks that share one ``messageId``.
 
-    Create it with :meth:`Session.message` or :meth:`Session.thought`. Like every agent
-    message it belongs to foreground work: writing while the session is ``idle`` raises
-    :class:`~acp_agent.errors.NotInTurnError`.
+    Create it with [`Session.message`][acp_agent.Session.message] or [`Session.thought`][acp_agent.Session.thought].
+    Like every agent message it belongs to foreground work: writing while the session is ``idle`` raises
+    [`NotInTurnError`][acp_agent.NotInTurnError].
     """
 
     def __init__(self, core: SessionCore, *, thought: bool = False, message_id: str | None = None) -> None:
@@ -93,7 +94,7 @@ class Session:
     Agent code receives a ``Session`` in every hook. Updates go out in exactly the order
     they are sent. The session owns its foreground state (``idle``, ``running``,
     ``requires_action``) and reports it itself; agent code never sends ``state_update``.
-    Agent messages belong to foreground work (a prompt, or :meth:`start_foreground`).
+    Agent messages belong to foreground work (a prompt, or [`start_foreground`][acp_agent.Session.start_foreground]).
     """
 
     def __init__(self, core: SessionCore, *, prompt_handler: PromptHandler) -> None:
@@ -116,11 +117,11 @@ class Session:
 
     @property
     def acp_mcp_servers(self) -> AcpMcpServers:
-        """[unstable] The client-hosted MCP servers of :attr:`mcp_servers` (``type: "acp"``), by name,
-        each an :class:`~acp_agent.mcp.AcpMcpServer` to call (``await server.call_tool(name, args)``).
+        """[unstable] The client-hosted MCP servers of [`mcp_servers`][acp_agent.Session.mcp_servers] (``type: "acp"``),
+        by name, each an [`AcpMcpServer`][acp_agent.AcpMcpServer] to call (``await server.call_tool(name, args)``).
 
-        Empty unless the agent sets :attr:`Agent.mcp_acp`. An unknown name raises
-        :class:`~acp_agent.errors.UnknownMcpServerError`.
+        Empty unless the agent sets [`Agent.mcp_acp`][acp_agent.Agent.mcp_acp]. An unknown name raises
+        [`UnknownMcpServerError`][acp_agent.UnknownMcpServerError].
         """
         return self._acp_mcp
 
@@ -153,7 +154,7 @@ class Session:
     @property
     def title(self) -> str | None:
         """The session's title: the client's once it set one (``session/set_title``), else the last
-        one given to :meth:`update_info`."""
+        one given to [`update_info`][acp_agent.Session.update_info]."""
         return self._core.record.title
 
     @property
@@ -182,7 +183,7 @@ class Session:
 
     @property
     def limits(self) -> Limits:
-        """The connection's :class:`~acp_agent.Limits` (read-only)."""
+        """The connection's [`Limits`][acp_agent.Limits] (read-only)."""
         return self._core.limits
 
     @property
@@ -232,7 +233,7 @@ class Session:
         """The session's config options (complete list, in priority order).
 
         Assign them in ``new_session`` (they go into the answer); after that, use
-        :meth:`update_config_options` so the client hears of the change.
+        [`update_config_options`][acp_agent.Session.update_config_options] so the client hears of the change.
         """
         return self._core.record.config_options
 
@@ -243,7 +244,8 @@ class Session:
 
     @property
     def available_commands(self) -> list[schema.AvailableCommand]:
-        """The slash commands offered in this session (assign in ``new_session``, like :attr:`config_options`)."""
+        """The slash commands offered in this session (assign in ``new_session``, like
+        [`config_options`][acp_agent.Session.config_options])."""
         return self._core.record.available_commands
 
     @available_commands.setter
@@ -256,7 +258,7 @@ class Session:
         """Send one ``session/update`` for this session (any variant but ``state_update``).
 
         Tool call and terminal updates are checked first: an illegal move raises
-        :class:`~acp_agent.errors.ToolCallStateError` and nothing is sent (R97).
+        [`ToolCallStateError`][acp_agent.ToolCallStateError] and nothing is sent (R97).
         """
         if isinstance(update, _talk()):
             self._core.check_may_talk()
@@ -266,7 +268,7 @@ class Session:
                   meta: dict[str, Any] | None = None) -> str:
         """Send a complete agent message (``meta``: its ``_meta``); returns its ``messageId``.
 
-        Raises :class:`~acp_agent.errors.NotInTurnError` (nothing sent) while the session is ``idle``.
+        Raises [`NotInTurnError`][acp_agent.NotInTurnError] (nothing sent) while the session is ``idle``.
         """
         message_id = message_id or new_id("msg")
         await self._message(schema.AgentMessage, message_id, content, meta)
@@ -274,15 +276,16 @@ class Session:
 
     async def think(self, content: str | Sequence[ContentBlock], *, message_id: str | None = None,
                     meta: dict[str, Any] | None = None) -> str:
-        """Send a complete agent thought; returns its ``messageId`` (only during foreground work, like :meth:`say`)."""
+        """Send a complete agent thought; returns its ``messageId`` (only during foreground work, like
+        [`say`][acp_agent.Session.say])."""
         message_id = message_id or new_id("thought")
         await self._message(schema.AgentThought, message_id, content, meta)
         return message_id
 
     async def _message(self, kind: type[schema.AgentMessage | schema.AgentThought], message_id: str,
                        content: str | Sequence[ContentBlock], meta: dict[str, Any] | None) -> None:
-        """:meth:`send` of ``kind(message_id=message_id, content=content)``; plain text is framed without
-        building the model (``SessionSink.send_plain``)."""
+        """[`send`][acp_agent.Session.send] of ``kind(message_id=message_id, content=content)``; plain text is framed
+        without building the model (``SessionSink.send_plain``)."""
         blocks = _blocks(content)
         core = self._core
         core.check_may_talk()
@@ -331,8 +334,8 @@ class Session:
     async def update_config_options(self, options: Sequence[schema.SessionConfigOption]) -> None:
         """Replace the session's config options and tell the client (complete list, R51).
 
-        In ``new_session`` / ``fork_session`` assigning :attr:`config_options` is enough: the answer
-        carries them (called there, this only assigns: the client has not seen the session yet).
+        In ``new_session`` / ``fork_session`` assigning [`config_options`][acp_agent.Session.config_options] is enough:
+        the answer carries them (called there, this only assigns: the client has not seen the session yet).
         """
         self.config_options = options
         if not self._core.sink.holding:
@@ -341,7 +344,8 @@ class Session:
     async def update_available_commands(self, commands: Sequence[schema.AvailableCommand]) -> None:
         """Replace the session's slash commands and tell the client (complete list, R51).
 
-        Like :meth:`update_config_options`, only assigns before the client has seen the session.
+        Like [`update_config_options`][acp_agent.Session.update_config_options], only assigns before the client has seen
+        the session.
         """
         self.available_commands = commands
         if not self._core.sink.holding:
@@ -350,8 +354,8 @@ class Session:
     async def update_tool_call(self, tool_call_id: str, **fields: Unpack[ToolCallFields]) -> None:
         """Create or patch a tool call by id; only the fields passed are sent (R71).
 
-        Prefer the :class:`ToolCall` handle of :meth:`start_tool_call`; this is for tool calls
-        announced by id. A keyword that is not a tool call field raises :class:`TypeError`.
+        Prefer the [`ToolCall`][acp_agent.ToolCall] handle of [`start_tool_call`][acp_agent.Session.start_tool_call];
+        this is for tool calls announced by id. A keyword that is not a tool call field raises `TypeError`.
         """
         from .tool_calls import check_fields
 
@@ -390,11 +394,11 @@ class Session:
 
         ``schema`` is a flat object schema (``{"type": "object", "properties": {...}, "required": [...]}``).
         Accepted content is checked against it (content that does not fit reads as ``cancel``, with
-        ``result.problem`` saying why). Like :meth:`request_permission`: from foreground work the
-        session is ``requires_action`` while the question waits and ``session/cancel`` withdraws it;
+        ``result.problem`` saying why). Like [`request_permission`][acp_agent.Session.request_permission]: from
+        foreground work the session is ``requires_action`` while the question waits and ``session/cancel`` withdraws it;
         with ``tool_call`` the question names that tool call, and for a listed (background) tool call
-        it is owned by that work instead. Never ask for a secret in a form: use :meth:`ask_url`.
-        Raises :class:`~acp_agent.errors.ElicitationUnsupportedError` (nothing sent) if the
+        it is owned by that work instead. Never ask for a secret in a form: use [`ask_url`][acp_agent.Session.ask_url].
+        Raises [`ElicitationUnsupportedError`][acp_agent.ElicitationUnsupportedError] (nothing sent) if the
         client did not advertise forms.
         """
         from .questions import ask_form
@@ -408,8 +412,9 @@ class Session:
         """Send the user to ``url`` out of band (sign-in, a secret); returns whether they agreed to go.
 
         ``accept`` means only that the user opened the flow: finish it on your side, then call
-        :meth:`complete_elicitation` with the same ``elicitation_id`` (one is made up if not given;
-        pass your own to recognise the flow when it completes). State and ownership as for :meth:`ask`.
+        [`complete_elicitation`][acp_agent.Session.complete_elicitation] with the same ``elicitation_id`` (one is made
+        up if not given; pass your own to recognise the flow when it completes). State and ownership as for
+        [`ask`][acp_agent.Session.ask].
         """
         from .questions import ask_url
 
@@ -487,22 +492,22 @@ class Session:
         session's (it must be absolute, R34); ``env`` is added to the agent's environment.
         With ``tool_call``, the terminal is added to that tool call's content, and with
         ``ends_tool_call`` the process's exit also ends that tool call (``completed`` on exit
-        code 0, else ``failed``) in the same step (see :meth:`ToolCall.finish_with`). Output is
-        streamed as it comes; the exit is reported after the last byte, exactly once.
+        code 0, else ``failed``) in the same step (see [`ToolCall.finish_with`][acp_agent.ToolCall.finish_with]). Output
+        is streamed as it comes; the exit is reported after the last byte, exactly once.
         ``detach=True`` starts it as background work; by default foreground work owns a
-        terminal it starts (until :meth:`Terminal.detach`) and one started by background
+        terminal it starts (until [`Terminal.detach`][acp_agent.Terminal.detach]) and one started by background
         work is background work. ``cancellable`` offers ``terminal/cancel`` (SIGTERM, then
         SIGKILL after ``grace`` seconds). ``tail_limit`` is how much output is retained for
         replay (default ``limits.terminal_output_bytes``; older output is dropped from the
         retained tail, never from the live stream).
 
         Raises, with nothing sent and no tool call changed:
-        :class:`~acp_agent.errors.ProcessStartError` when the process cannot start (a missing
+        [`ProcessStartError`][acp_agent.ProcessStartError] when the process cannot start (a missing
         command or cwd; a command line under ``sh -c`` starts even if its command is missing,
-        and exits 127); :class:`~acp_agent.errors.LimitExceededError` when
+        and exits 127); [`LimitExceededError`][acp_agent.LimitExceededError] when
         ``limits.max_processes`` processes already run on this connection or a new listed
         item would go past ``limits.max_listed_items``;
-        :class:`~acp_agent.errors.SessionClosedError` once the session closed.
+        [`SessionClosedError`][acp_agent.SessionClosedError] once the session closed.
         """
         from .terminals import start_terminal
 
@@ -545,10 +550,10 @@ class Session:
     ) -> Subagent:
         """Create a child session owned by this one and announce it (R79).
 
-        The child starts ``idle``; give it work with :meth:`Subagent.start`. ``cancellable``
+        The child starts ``idle``; give it work with [`Subagent.start`][acp_agent.Subagent.start]. ``cancellable``
         advertises ``capabilities.cancel`` (the client may ``session/cancel`` the child).
         ``detach=False`` keeps it foreground work (unlisted, cancelled with this session's
-        foreground work) until :meth:`Subagent.detach`.
+        foreground work) until [`Subagent.detach`][acp_agent.Subagent.detach].
         """
         child, entity = await self._core.open_child(title, description=description, cancellable=cancellable,
                                                      detach=detach)
@@ -556,20 +561,28 @@ class Session:
 
     # -- foreground and background work ---------------------------------------------------
 
-    def start_foreground(self, work: Callable[[], Awaitable[StopReason | None]]) -> None:
+    def start_foreground(self, work: Callable[[], Awaitable[StopReason | None]], *, now: bool | None = None) -> None:
         """Start agent-initiated foreground work (no prompt); it runs after current work.
 
         ``work`` returns the stop reason (``None`` means ``end_turn``). The session reports
         ``running`` now if it was idle (so from an exit callback or a finished tool call the
         snapshot that drops the item already says ``running``, R95) and ``idle`` with the stop
         reason when the work ends. Use it to talk to the user after a turn ended.
+
+        Args:
+            work: The foreground work to run; its return value is the stop reason.
+            now: Deprecated since 0.2.0 and ignored (removed in 0.3.0): ``running`` is always reported at
+                once when the session is idle. Passing it emits a `DeprecationWarning`.
         """
+        if now is not None:
+            deprecated.parameter("Session.start_foreground", "now", "running is always reported at once when the "
+                                 "session is idle; call start_foreground(work)")
         self._core.turns.start(work)
 
     def spawn(self, func: Callable[..., Awaitable[Any]], *args: Any) -> None:
         """Run ``func(*args)`` as background work of this session (not foreground work).
 
-        It outlives the turn and ends with the session. A :class:`~acp_agent.errors.SessionClosedError`
+        It outlives the turn and ends with the session. A [`SessionClosedError`][acp_agent.SessionClosedError]
         ends it quietly; other exceptions are logged.
         """
         self._core.spawn(func, *args)
@@ -608,7 +621,7 @@ class SubagentResult:
 
     @property
     def text(self) -> str:
-        """The text of :attr:`messages`, one message per paragraph."""
+        """The text of [`messages`][acp_agent.SubagentResult.messages], one message per paragraph."""
         return "\n\n".join(
             "".join(block.text for block in message.content or [] if isinstance(block, TextContent))
             for message in self.messages
@@ -616,9 +629,9 @@ class SubagentResult:
 
 
 class Subagent:
-    """A handle on a child session. Create it with :meth:`Session.spawn_subagent`.
+    """A handle on a child session. Create it with [`Session.spawn_subagent`][acp_agent.Session.spawn_subagent].
 
-    ``sub.session`` is an ordinary :class:`Session`: its messages, tool calls, terminals and
+    ``sub.session`` is an ordinary [`Session`][acp_agent.Session]: its messages, tool calls, terminals and
     background work flow under the child's id, and its state is mirrored into the parent (R80).
     """
 
@@ -651,14 +664,15 @@ class Subagent:
         """Give the child a piece of foreground work: ``work(child_session)``.
 
         The child reports ``running`` (and the parent lists it) before this returns. If the
-        parent's list is full, :class:`~acp_agent.errors.LimitExceededError` is raised first.
+        parent's list is full, [`LimitExceededError`][acp_agent.LimitExceededError] is raised first.
         """
         child = self.session
         self.parent._core.check_list_room({self._entity: {"child_state": None}})  # None: busy (R90)
         child._core.turns.start(lambda: work(child))
 
     async def run(self, work: Callable[[Session], Awaitable[StopReason | None]]) -> SubagentResult:
-        """:meth:`start` the work, wait until the child is idle, and return its :meth:`result`."""
+        """[`start`][acp_agent.Subagent.start] the work, wait until the child is idle, and return its
+        [`result`][acp_agent.Subagent.result]."""
         self.start(work)
         return await self.result()
 
@@ -702,7 +716,7 @@ class Subagent:
 
 
 def session_of(core: SessionCore) -> Session:
-    """The :class:`Session` over an engine (for the runtime: every engine its factory makes has one)."""
+    """The [`Session`][acp_agent.Session] over an engine (for the runtime: every engine its factory makes has one)."""
     facade = core.facade
     assert isinstance(facade, Session)
     return facade

@@ -6,8 +6,8 @@ code lands in the log instead of corrupting the protocol stream (R2). The descri
 used non-blocking through anyio, so the same code runs on asyncio and trio, whether
 stdout is a pipe, a file or a socket.
 
-:func:`serve` and :func:`open_runtime` (any pair of byte streams, any transport) live in
-:mod:`acp_agent._runtime.serve`; they are re-exported here, where they were first published.
+[`serve`][acp_agent.serve] and `open_runtime` (any pair of byte streams, any transport) live in
+`acp_agent._runtime.serve`; they are re-exported here, where they were first published.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class FdSendStream(ByteSendStream):
 
     def write_now(self, item: bytes) -> int:
         """Write what the descriptor takes of ``item`` without waiting; the number of bytes written
-        (the direct writes of :meth:`Writer.flush_now <acp_agent._wire.framing.Writer.flush_now>`)."""
+        (the direct writes of `Writer.flush_now`)."""
         try:
             return os.write(self._fd, item)
         except BlockingIOError:
@@ -155,18 +155,18 @@ async def serve_stdio(
 ) -> None:
     """Serve ``agent`` on stdin/stdout until EOF, SIGTERM or SIGINT, then shut down cleanly.
 
-    ``limits`` and ``max_message_bytes`` as for :func:`~acp_agent.serve`. The shutdown is the same
+    ``limits`` and ``max_message_bytes`` as for [`serve`][acp_agent.serve]. The shutdown is the same
     for all three: requests still in flight are answered ``-32800``, every session stops
     its work and reports each unfinished item ended, the process groups it started are
     stopped, and the output is flushed. It takes at most ``shutdown_timeout`` seconds
-    (default :data:`SHUTDOWN_TIMEOUT`, or the ``ACP_AGENT_SHUTDOWN_TIMEOUT`` environment
-    variable) plus :data:`EXIT_MARGIN`: then the process kills whatever it started and
+    (default `SHUTDOWN_TIMEOUT`, or the ``ACP_AGENT_SHUTDOWN_TIMEOUT`` environment
+    variable) plus `EXIT_MARGIN`: then the process kills whatever it started and
     exits with status 0 even if agent code ignores cancellation or the client stopped
     reading (see the README, "Shutdown"). While it serves, agent code that blocks the event
     loop for longer than ``ACP_AGENT_BLOCK_WARNING`` seconds (0.5 by default; ``off``
-    disables it) gets a warning on stderr naming the function (:mod:`acp_agent._util.loop_monitor`).
+    disables it) gets a warning on stderr naming the function (`acp_agent._util.loop_monitor`).
     ``store`` keeps the sessions (default: ``agent.store``, else the agent's SQLite file,
-    :meth:`SqliteStore.for_agent <acp_agent.store.SqliteStore.for_agent>`: :mod:`acp_agent._runtime.storage`);
+    `SqliteStore.for_agent`: `acp_agent._runtime.storage`);
     it is closed at the end.
     """
     timeout = _shutdown_timeout(shutdown_timeout)
@@ -271,7 +271,7 @@ def run_stdio(agent: Agent, *, backend: str | None = None, uvloop: bool | None =
     ``backend`` is ``"asyncio"`` (default) or ``"trio"``; the ``ACP_AGENT_BACKEND``
     environment variable can choose it too. On asyncio the event loop is asyncio's own unless
     ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1`` asks for uvloop's (the ``uvloop`` extra;
-    :mod:`acp_agent._util.eventloop`). ``limits=Limits(...)`` sets the connection's
+    `acp_agent._util.eventloop`). ``limits=Limits(...)`` sets the connection's
     resource limits (default: ``agent.limits``); ``store=`` where sessions are kept (default:
     ``agent.store``, else a SQLite file per agent under ``$ACP_AGENT_DATA_DIR`` or the user data
     directory). Logging goes to stderr.

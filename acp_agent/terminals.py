@@ -1,12 +1,12 @@
 """Agent-owned terminals backed by real processes.
 
-:func:`start_terminal` (behind :meth:`Session.start_terminal`) starts the process in its own
+`start_terminal` (behind [`Session.start_terminal`][acp_agent.Session.start_terminal]) starts the process in its own
 process group first, so a process that cannot start is known before anything is sent
-(:class:`~acp_agent.errors.ProcessStartError`); then it announces the terminal (``command``,
+([`ProcessStartError`][acp_agent.ProcessStartError]); then it announces the terminal (``command``,
 ``cwd`` and ``capabilities.cancel``), streams its output as base64 ``terminal_output_chunk``
 updates (coalesced, never dropped, with back-pressure on the pipe), and reports
 ``exitStatus`` after the last byte of output, exactly once. While foreground work awaits the
-process it is not listed; :meth:`Terminal.detach` (or ``detach=True``) makes it background
+process it is not listed; [`Terminal.detach`][acp_agent.Terminal.detach] (or ``detach=True``) makes it background
 work, listed until it exits (R85, R88, R96).
 
 ``terminal/cancel`` stops the process group (SIGTERM, then SIGKILL after a grace period);
@@ -57,7 +57,8 @@ DEFAULT_GRACE: Final = DEFAULT_TERMINATE_GRACE
 
 
 class Terminal:
-    """A handle on one process-backed terminal. Create it with :meth:`Session.start_terminal`."""
+    """A handle on one process-backed terminal. Create it with
+    [`Session.start_terminal`][acp_agent.Session.start_terminal]."""
 
     def __init__(self, core: SessionCore, entity: Entity, command: str, cwd: str, grace: float,
                  tail_limit: int) -> None:
@@ -259,7 +260,8 @@ async def start_terminal(
     flush_bytes: int,
     flush_interval: float,
 ) -> Terminal:
-    """Start a process and announce it as a terminal of ``core``'s session (see :meth:`Session.start_terminal`)."""
+    """Start a process and announce it as a terminal of ``core``'s session (see
+    [`Session.start_terminal`][acp_agent.Session.start_terminal])."""
     tool_entity = core.own_entity("tool_call", tool_call.id, tool_call) if tool_call is not None else None
     if tool_call is not None and tool_call.final:
         raise ToolCallStateError(f"tool call {tool_call.id} has ended; it cannot take a terminal")

@@ -1,18 +1,18 @@
 """Tool call handles: the author's side of a tool call's whole life.
 
-A :class:`ToolCall` is created announced (``title``, ``kind``, ``name``: R74) and then moves
+A [`ToolCall`][acp_agent.ToolCall] is created announced (``title``, ``kind``, ``name``: R74) and then moves
 through ``pending`` → ``in_progress`` (⇄ ``paused``) → ``completed`` / ``failed`` /
 ``cancelled``. Its status never moves backwards and never changes once final (the registry
 refuses such updates before they are sent). A tool call can outlive the prompt that started
-it: :meth:`ToolCall.run` runs a body in the session's task group (it survives the end of the
-turn and ``session/cancel``), and :meth:`ToolCall.detach` lists it as background work.
+it: [`ToolCall.run`][acp_agent.ToolCall.run] runs a body in the session's task group (it survives the end of the
+turn and ``session/cancel``), and [`ToolCall.detach`][acp_agent.ToolCall.detach] lists it as background work.
 ``capabilities.cancel`` is advertised exactly while the tool call has a cancel path, and
 cleared in the update that reports its end (R98-R100). A body pauses cooperatively: it
-awaits :meth:`ToolCall.checkpoint` between steps, which waits while the tool call is
+awaits [`ToolCall.checkpoint`][acp_agent.ToolCall.checkpoint] between steps, which waits while the tool call is
 ``paused``.
 
-Patches are typed: :class:`ToolCallFields` names every field a tool call update may carry,
-so a misspelled keyword is a type error (mypy) and a :class:`TypeError` at run time, never a
+Patches are typed: [`ToolCallFields`][acp_agent.ToolCallFields] names every field a tool call update may carry,
+so a misspelled keyword is a type error (mypy) and a `TypeError` at run time, never a
 silent extra field on the wire.
 """
 
@@ -58,7 +58,7 @@ ToolCallBody = Callable[["ToolCall"], Awaitable[Any]]
 """The work behind a tool call: ``async def body(tool) -> raw_output | None``."""
 
 class Exits(Protocol):
-    """Something whose end can be waited for by callback (a :class:`~acp_agent.Terminal`)."""
+    """Something whose end can be waited for by callback (a [`Terminal`][acp_agent.Terminal])."""
 
     def on_exit(self, callback: Callable[[ExitStatus], None]) -> None:
         """Call ``callback(status)`` in the step that reports the exit."""
@@ -69,7 +69,8 @@ CANCEL_CAPABILITIES: Final = ToolCallCapabilities(cancel=ToolCallCancelCapabilit
 
 
 class ToolCallExtras(TypedDict, total=False):
-    """The fields of a tool call besides its title, kind, name and status (see :class:`ToolCallFields`)."""
+    """The fields of a tool call besides its title, kind, name and status (see
+    [`ToolCallFields`][acp_agent.ToolCallFields])."""
 
     content: list[ToolCallContent] | None
     locations: list[ToolCallLocation] | None
@@ -92,7 +93,7 @@ _FIELD_NAMES: Final = frozenset(ToolCallFields.__optional_keys__)
 
 
 def check_fields(fields: dict[str, Any]) -> None:
-    """Raise :class:`TypeError` for a keyword that is not a tool call field (nothing is sent)."""
+    """Raise `TypeError` for a keyword that is not a tool call field (nothing is sent)."""
     unknown = fields.keys() - _FIELD_NAMES
     if unknown:
         known = ", ".join(sorted(_FIELD_NAMES))
@@ -100,7 +101,8 @@ def check_fields(fields: dict[str, Any]) -> None:
 
 
 class ToolCall:
-    """A handle on one tool call of a session. Create it with :meth:`Session.start_tool_call`."""
+    """A handle on one tool call of a session. Create it with
+    [`Session.start_tool_call`][acp_agent.Session.start_tool_call]."""
 
     def __init__(self, core: SessionCore, entity: Entity) -> None:
         self._core = core
@@ -170,15 +172,17 @@ class ToolCall:
         await self.update(**fields)
 
     async def pause(self, **fields: Unpack[ToolCallFields]) -> None:
-        """Report ``paused``: started, suspended until :meth:`resume` (still listed if detached).
+        """Report ``paused``: started, suspended until [`resume`][acp_agent.ToolCall.resume] (still listed if detached).
 
-        A body running the work stops at its next :meth:`checkpoint` until :meth:`resume`.
+        A body running the work stops at its next [`checkpoint`][acp_agent.ToolCall.checkpoint] until
+        [`resume`][acp_agent.ToolCall.resume].
         """
         fields["status"] = "paused"
         await self.update(**fields)
 
     async def resume(self, **fields: Unpack[ToolCallFields]) -> None:
-        """Report ``in_progress`` again after :meth:`pause` (and let :meth:`checkpoint` return)."""
+        """Report ``in_progress`` again after [`pause`][acp_agent.ToolCall.pause] (and let
+        [`checkpoint`][acp_agent.ToolCall.checkpoint] return)."""
         fields["status"] = "in_progress"
         await self.update(**fields)
 
@@ -189,7 +193,7 @@ class ToolCall:
 
     async def checkpoint(self) -> None:
         """The cooperative pause point of a body: returns at once unless the tool call is paused,
-        in which case it waits for :meth:`resume` (or for the tool call to end, when the body's
+        in which case it waits for [`resume`][acp_agent.ToolCall.resume] (or for the tool call to end, when the body's
         work is cancelled with it). Await it between steps so ``pause()`` really stops progress."""
         while not self._resumed.is_set():
             await self._resumed.wait()
@@ -243,7 +247,8 @@ class ToolCall:
 
     def wake_up(self, delay: float, work: Callable[[], Awaitable[StopReason | None]], *,
                 repeat: float | None = None) -> None:
-        """Make this (``pending``, listed) tool call a wake-up timer (see :meth:`Session.schedule`).
+        """Make this (``pending``, listed) tool call a wake-up timer (see
+        [`Session.schedule`][acp_agent.Session.schedule]).
 
         After ``delay`` seconds it completes and ``work`` starts as new foreground work in the same
         step (R95); with ``repeat`` it starts ``work`` every ``repeat`` seconds instead and stays

@@ -8,16 +8,15 @@ methods itself and advertises ``session.title``, ``session.archive`` and ``sessi
   ``session.update_info(title=...)`` (the record's ``client_title``);
 - ``session/archive`` / ``session/unarchive``: archiving a session that is active first closes it
   exactly as ``session/close`` does, then hides it from the default ``session/list``
-  (see :func:`archive_filter` for the ``archived`` filter);
+  (see `archive_filter` for the ``archived`` filter);
 - ``session/status``: ``open`` with the current state snapshot for a session in memory, ``saved``
   for one only stored; it never loads, attaches or changes anything.
 
 They work on any session ``session/list`` could return, active on this connection, active on
 another connection of this process that shares the store, or only stored (unknown: ``-32002``).
 A child session (a subagent's) is refused with ``-32602``, as for ``session/close``. The agent
-hears of a change, and may refuse it, through :meth:`Agent.set_session_title
-<acp_agent.Agent.set_session_title>`, :meth:`~acp_agent.Agent.archive_session` and
-:meth:`~acp_agent.Agent.unarchive_session`.
+hears of a change, and may refuse it, through `Agent.set_session_title`, `archive_session` and
+`unarchive_session`.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ __all__ = ["Bookkeeping", "archive_filter"]
 
 
 class AgentRuntime(Protocol):
-    """What bookkeeping uses of a :class:`~acp_agent._runtime.runtime.AgentRuntime`."""
+    """What bookkeeping uses of a `AgentRuntime`."""
 
     agent: Agent
     keeper: RecordKeeper

@@ -2,7 +2,7 @@
 
 Children are the agent's, not the client's. The runtime refuses every other client mutation of a
 child session (prompt, close, delete, fork, resume, config, titles, archiving) with ``-32602`` and
-:data:`CHILD_MUTATION_REFUSED`; :func:`child_cancellable` says whether the cancels are allowed.
+`CHILD_MUTATION_REFUSED`; `child_cancellable` says whether the cancels are allowed.
 """
 
 from __future__ import annotations

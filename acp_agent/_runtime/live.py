@@ -1,12 +1,12 @@
 """The live sessions of one store object: which runtime sharing it has each session, and which are busy.
 
-Every :class:`~acp_agent._runtime.runtime.AgentRuntime` joins the :class:`LiveSessions` of its store object
-(:func:`live_sessions`) until its connection ends. A close, a resume loading a session or a change of a stored
-one marks the session while it runs; the next resume or change waits until it is :meth:`~LiveSessions.settled`,
+Every `AgentRuntime` joins the `LiveSessions` of its store object
+(`live_sessions`) until its connection ends. A close, a resume loading a session or a change of a stored
+one marks the session while it runs; the next resume or change waits until it is `settled`,
 so it starts from what the last one saved.
 
-The table lives here, one per store object and gone with it, so a :class:`~acp_agent.store.SessionStore` (and every
-third-party store) knows nothing of runtimes or connections.
+The table lives here, one per store object and gone with it, so a [`SessionStore`][acp_agent.store.SessionStore] (and
+every third-party store) knows nothing of runtimes or connections.
 """
 
 from __future__ import annotations

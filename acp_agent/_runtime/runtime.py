@@ -1,9 +1,9 @@
-"""The protocol side of one client connection: ACP methods mapped onto an :class:`Agent`.
+"""The protocol side of one client connection: ACP methods mapped onto an [`Agent`][acp_agent.Agent].
 
 ``AgentRuntime`` answers ``initialize`` (version negotiation, capabilities), owns the
 sessions active on the connection, keeps sessions in its store (``acp_agent/store``: a
 closed session leaves memory for the store and comes back on ``session/resume``), and
-routes every session-scoped request to its :class:`Session`.
+routes every session-scoped request to its [`Session`][acp_agent.Session].
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ PROTOCOL_VERSION: Final = 2
 SUPPORTED_VERSIONS: Final = [2]
 LIST_PAGE_SIZE: Final = 50
 _GATED: Final = ("session/", "tool_call/", "terminal/")
-"""Methods a login gates (:attr:`Agent.require_login`)."""
+"""Methods a login gates ([`Agent.require_login`][acp_agent.Agent.require_login])."""
 _UNGATED: Final = frozenset({"session/cancel", "session/close"})
 """Stopping work is never gated: after ``auth/logout`` a client can still cancel and close (R68)."""
 SHUTDOWN_TIMEOUT: Final = 5.0
@@ -95,9 +95,9 @@ processes to stop before it kills what is left and reports it ended (``ACP_AGENT
 
 
 class AgentRuntime:
-    """Serves one :class:`Agent` on one connection, which it makes over ``receive`` / ``send``.
+    """Serves one [`Agent`][acp_agent.Agent] on one connection, which it makes over ``receive`` / ``send``.
 
-    The runtime hands its method table to its :class:`Connection` (``runtime.connection``)
+    The runtime hands its method table to its `Connection` (``runtime.connection``)
     when it builds it; run the connection to serve.
     """
 
@@ -105,12 +105,13 @@ class AgentRuntime:
                  limits: Limits | None = None, store: SessionStore | None = None) -> None:
         self.agent = agent
         self.limits = limits if limits is not None else agent.limits
-        """The :class:`Limits` of this connection (the argument, else ``agent.limits``)."""
+        """The [`Limits`][acp_agent.Limits] of this connection (the argument, else ``agent.limits``)."""
         chosen = session_store(agent, store, durable=False)
         self.keeper = RecordKeeper(chosen, terminal_tail=self.limits.terminal_output_bytes)
-        """Where sessions are kept (``store``, else ``agent.store``, else a :class:`MemoryStore`: :mod:`.storage`)."""
+        """Where sessions are kept (``store``, else ``agent.store``, else a
+        [`MemoryStore`][acp_agent.store.MemoryStore]: `storage`)."""
         self.live: LiveSessions[AgentRuntime] = live_sessions(chosen)
-        """The runtimes sharing the store, and its sessions being closed, loaded or changed (:mod:`.live`)."""
+        """The runtimes sharing the store, and its sessions being closed, loaded or changed (`live`)."""
         self.live.join(self)
         self.bookkeeping = Bookkeeping(self)
         """[unstable] Serves ``session/set_title``, ``session/archive``, ``session/unarchive``, ``session/status``."""
@@ -121,12 +122,13 @@ class AgentRuntime:
         """The client of this connection."""
         self.client.mcp.client_info = agent.info()
         self.logged_in = False
-        """Whether a login succeeded on this connection (see :attr:`Agent.require_login`)."""
+        """Whether a login succeeded on this connection (see [`Agent.require_login`][acp_agent.Agent.require_login])."""
         self.processes = ProcessSlots(self.limits.max_processes)
         """Terminal processes running on this connection (``max_processes``)."""
         self._opening = 0  # sessions being opened (counted against max_sessions)
         self.sessions: dict[str, SessionCore] = {}
-        """The engines of the sessions open on this connection (children too), each with its :class:`Session`."""
+        """The engines of the sessions open on this connection (children too), each with its
+        [`Session`][acp_agent.Session]."""
         self._factory: SessionFactory | None = None
         self.records: dict[str, SessionRecord] = {}
         """The records of the sessions active on this connection (the others are in the store)."""
@@ -489,7 +491,7 @@ class AgentRuntime:
         """Close every active session (connection end: EOF, signal, fatal error).
 
         Each session first stops its work and reports every unfinished item ended, within
-        :attr:`shutdown_timeout` seconds (see :meth:`SessionCore.wind_down`).
+        `shutdown_timeout` seconds (see `SessionCore.wind_down`).
         """
         cores = [c for c in self.sessions.values() if c.parent is None]
         self.sessions.clear()

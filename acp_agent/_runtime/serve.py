@@ -1,8 +1,8 @@
 """One connection's runtime over any pair of byte streams: what every transport builds and runs.
 
-:func:`open_runtime` is shared by stdio (:func:`~acp_agent.serve_stdio`) and HTTP/WebSocket
-(:mod:`acp_agent.http`), so neither transport imports the other; :func:`serve` runs one over streams the
-caller passes (the in-memory test client does). Nothing here touches file descriptors, signals or threads.
+`open_runtime` is shared by stdio ([`serve_stdio`][acp_agent.serve_stdio]) and HTTP/WebSocket
+([`acp_agent.http`][acp_agent.http]), so neither transport imports the other; [`serve`][acp_agent.serve] runs one over
+streams the caller passes (the in-memory test client does). Nothing here touches file descriptors, signals or threads.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ async def serve(
 
     ``limits`` (default: ``agent.limits``) bounds the connection; ``max_message_bytes``
     overrides its field of that name. ``store`` keeps the sessions (default: ``agent.store``,
-    else a fresh :class:`~acp_agent.store.MemoryStore` for this connection: :mod:`~acp_agent._runtime.storage`).
+    else a fresh [`MemoryStore`][acp_agent.store.MemoryStore] for this connection: `storage`).
     """
     runtime = open_runtime(agent, receive, send, limits=limits, max_message_bytes=max_message_bytes,
                            store=session_store(agent, store, durable=False))
@@ -53,7 +53,7 @@ def open_runtime(
 
     The same for every transport: the v1 bridge watches the first lines, ``limits`` (default:
     ``agent.limits``, ``max_message_bytes`` overriding its field) bounds the connection, ``store`` keeps its
-    sessions (the transport chose it with :func:`~acp_agent._runtime.storage.session_store`; ``None`` is a
+    sessions (the transport chose it with `session_store`; ``None`` is a
     fresh memory store), ``shutdown_timeout`` (if given) how long the end of the connection waits for work to
     stop. ``await runtime.connection.run()`` serves it.
     """

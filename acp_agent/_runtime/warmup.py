@@ -1,15 +1,15 @@
 """Loading and building what a session's first turn needs before the client asks for one.
 
 Only what ``initialize`` needs is imported before its answer: the session's runtime parts
-(:mod:`acp_agent._session.core` and what it imports) and most wire models load on first use, and the wire
+(`acp_agent._session.core` and what it imports) and most wire models load on first use, and the wire
 models build their validators and serializers on first use (``defer_build``). That keeps start-up
 short, but would make a fresh agent's first ``session/new`` and first prompt pay for them (about
 25 ms each). An editor starts an agent, sends ``initialize`` and ``session/new``, and the user types a
 prompt seconds later; so once ``initialize`` is answered the runtime does that work in the pause
-(:func:`warm_up`): it imports the session modules, then builds the models of ``session/new`` and of a
+(`warm_up`): it imports the session modules, then builds the models of ``session/new`` and of a
 plain turn. It takes one step per event-loop pass, so a request arriving meanwhile waits for one step
 at most (the first, the imports, is the longest: 25-45 ms), and no step starts while a request is being
-answered (a ``session/new`` sent with ``initialize`` goes first; for :data:`HOLD_LIMIT` at most). It stops
+answered (a ``session/new`` sent with ``initialize`` goes first; for `HOLD_LIMIT` at most). It stops
 once a turn runs or waits: a turn loads and builds what it needs itself, and a build between two prompts
 would delay the second. It runs once per process (again if its connection closed before it ended); a
 model already built is skipped.
@@ -65,7 +65,7 @@ async def warm_up(busy: Callable[[], bool] | None = None, hold: Callable[[], boo
 
     ``busy`` says whether a turn runs or waits now; then the warm-up ends. ``hold`` says whether to wait
     before the next step (a request is being answered, such as ``session/new``: its answer goes first), for
-    :data:`HOLD_LIMIT` seconds at most in all.
+    `HOLD_LIMIT` seconds at most in all.
     """
     global _done
     if _done:

@@ -1,6 +1,6 @@
 """Questions to the user for a session: what they do to the foreground state, and who owns them.
 
-:func:`send_question` is the one place that decides this for every kind of question (permission
+`send_question` is the one place that decides this for every kind of question (permission
 requests, elicitations): asked by foreground work, the session reports ``requires_action``
 while every such question waits and ``running`` again after (R59, R60), and cancelling the
 work withdraws the question with ``$/cancel_request`` (R66, R67). Asked on behalf of listed

@@ -1,12 +1,12 @@
 """The runtime side of a session: the small interface handles and the runtime work with.
 
-A :class:`SessionCore` ties together the parts of one session: its :class:`~acp_agent._session.sink.SessionSink`
-(the one path to the wire), its :class:`~acp_agent._session.registry.BackgroundRegistry`, its
-:class:`~acp_agent._session.snapshots.StatePublisher` (snapshots) and its :class:`~acp_agent._session.turns.Turns`
-(foreground work). Entity updates pass :meth:`SessionCore.emit`, which checks them against the
+A `SessionCore` ties together the parts of one session: its `SessionSink`
+(the one path to the wire), its [`BackgroundRegistry`][acp_agent.BackgroundRegistry], its
+`StatePublisher` (snapshots) and its `Turns`
+(foreground work). Entity updates pass `SessionCore.emit`, which checks them against the
 registry before anything is sent (R97, ``max_listed_items``) and re-sends the state when the
 list changed after they went out. Closing and winding down (the end of the connection) live
-here too, since they end every kind of item. The author-facing :class:`~acp_agent.Session`
+here too, since they end every kind of item. The author-facing [`Session`][acp_agent.Session]
 wraps a core and adds nothing to these rules.
 """
 
@@ -73,7 +73,7 @@ class SessionCore:
         self.factory = factory
         """The factory that made this session; it makes its children too."""
         self.facade: object = None
-        """The author-facing object over this engine (a :class:`~acp_agent.Session`), set by the factory's
+        """The author-facing object over this engine (a [`Session`][acp_agent.Session]), set by the factory's
         ``wrap``; the engine never looks at it."""
         self.client = client
         """The client of the connection the session lives on."""
@@ -95,7 +95,7 @@ class SessionCore:
         self.persist: Callable[[], Awaitable[None]] | None = None
         """Saves the session's record; awaited when foreground work ends, before its ``idle``."""
         self.persist_now: Callable[[], bool] | None = None
-        """Saves the session's record at once if the store can (``False``: :attr:`persist` must be awaited)."""
+        """Saves the session's record at once if the store can (``False``: `persist` must be awaited)."""
         self._tg: TaskGroup | None = None
         self._stopped = anyio.Event()
         self.closing = False
@@ -201,7 +201,7 @@ class SessionCore:
             self.snapshots.list_changed()
 
     async def send(self, update: BaseModel) -> None:
-        """:meth:`emit`, then wait while the client is behind on reading."""
+        """`emit`, then wait while the client is behind on reading."""
         self.emit(update)
         if self.sink.full():
             await self.sink.backpressure()
@@ -226,7 +226,7 @@ class SessionCore:
         return SessionInfoUpdate(**fields)
 
     def check_may_talk(self) -> None:
-        """Raise :class:`~acp_agent.errors.NotInTurnError` unless foreground work runs (messages need a turn)."""
+        """Raise [`NotInTurnError`][acp_agent.NotInTurnError] unless foreground work runs (messages need a turn)."""
         if self.snapshots.foreground == "idle":
             raise NotInTurnError(
                 f"session {self.id} is idle: an agent message needs foreground work around it; "
@@ -242,7 +242,7 @@ class SessionCore:
     # -- the list --------------------------------------------------------------------------
 
     def own_entity(self, kind: Kind, item_id: str, handle: object) -> Entity:
-        """The registry entity behind ``handle``, an item of this session; :class:`ValueError` for another
+        """The registry entity behind ``handle``, an item of this session; `ValueError` for another
         session's handle."""
         entity = self.registry.get(kind, item_id)
         if entity is None or entity.handle is not handle:
@@ -278,7 +278,7 @@ class SessionCore:
         self.check_list_room({}, [shadow])
 
     def check_list_room(self, changes: Mapping[Entity, Mapping[str, Any]], new: Sequence[Entity] = ()) -> None:
-        """Raise :class:`~acp_agent.errors.LimitExceededError` if these entity changes would
+        """Raise [`LimitExceededError`][acp_agent.LimitExceededError] if these entity changes would
         grow the ``background`` list past ``limits.max_listed_items`` (nothing is changed)."""
         limit = self.limits.max_listed_items
         size = self.registry.size_after(changes, new)
@@ -295,7 +295,7 @@ class SessionCore:
     def set_detached(self, entity: Entity, detached: bool, *, also_tool_call: str | None = None) -> None:
         """Move an item between foreground and background work (and re-send the list).
 
-        Raises :class:`~acp_agent.errors.LimitExceededError` (changing nothing) if that would
+        Raises [`LimitExceededError`][acp_agent.LimitExceededError] (changing nothing) if that would
         grow the list past ``limits.max_listed_items``.
         """
         tool = self.registry.get("tool_call", also_tool_call) if also_tool_call is not None else None
@@ -323,8 +323,8 @@ class SessionCore:
 
     def _end_foreground_now(self, stop: StopReason) -> bool:
         """The end of foreground work made at once when it needs no waiting: no item that may need ending
-        (:meth:`_end_foreground_items`) and the save made without an await (:attr:`persist_now`). ``False``:
-        :meth:`_end_foreground_items` must be awaited."""
+        (`_end_foreground_items`) and the save made without an await (`persist_now`). ``False``:
+        `_end_foreground_items` must be awaited."""
         if self.registry.entities:
             return False
         if self.persist is None:
@@ -440,7 +440,7 @@ class SessionCore:
         ``idle`` / ``cancelled`` snapshot goes out; pending requests of the session are
         withdrawn with ``$/cancel_request`` as their tasks are cancelled. With ``finalize``
         (the end of the connection) every unfinished item is first stopped and reported
-        ended (see :meth:`wind_down`), all within ``timeout`` seconds.
+        ended (see `wind_down`), all within ``timeout`` seconds.
         """
         if self.closing:
             await self._stopped.wait()
@@ -477,10 +477,10 @@ class SessionCore:
 
 class SessionFactory:
     """Makes every session engine of one connection, top-level and child alike: the one place a
-    :class:`SessionCore` is built.
+    `SessionCore` is built.
 
     ``wrap`` puts the author-facing object over a new engine (the runtime passes one that makes a
-    :class:`~acp_agent.Session`); ``opened`` is told of each engine once it runs, and the runtime's index
+    [`Session`][acp_agent.Session]); ``opened`` is told of each engine once it runs, and the runtime's index
     of live sessions is kept from it (an engine removes itself through its ``on_closed`` callbacks).
     """
 

@@ -1,10 +1,10 @@
 """The ``BackgroundRegistry``: every terminal, tool call and child a session knows.
 
-It sees each entity update before it reaches the wire (:meth:`BackgroundRegistry.observe`),
-refuses illegal moves there (R97), and computes the ``background`` list from entity state
-alone (:meth:`BackgroundRegistry.listing`). The session asks it for the list whenever it
-builds a snapshot, and re-sends its state whenever the list changed. Because an entity's
-update is sent before the registry reflects it, and the list is always recomputed from
+It sees each entity update before it reaches the wire
+([`BackgroundRegistry.observe`][acp_agent.BackgroundRegistry.observe]), refuses illegal moves there (R97), and computes
+the ``background`` list from entity state alone ([`BackgroundRegistry.listing`][acp_agent.BackgroundRegistry.listing]).
+The session asks it for the list whenever it builds a snapshot, and re-sends its state whenever the list changed.
+Because an entity's update is sent before the registry reflects it, and the list is always recomputed from
 what was sent, the ordering rules hold by construction:
 
 - announce before listing (R93): only announced entities can be listed;
@@ -155,7 +155,7 @@ class BackgroundRegistry:
     # -- the gate every entity update passes --------------------------------------------
 
     def check(self, update: BaseModel) -> None:
-        """Raise :class:`ToolCallStateError` if sending ``update`` would break R97 / R71."""
+        """Raise [`ToolCallStateError`][acp_agent.ToolCallStateError] if sending ``update`` would break R97 / R71."""
         if isinstance(update, ToolCallUpdate):
             self._check_tool_call(update)
         elif isinstance(update, ToolCallContentChunk):
@@ -283,7 +283,8 @@ class BackgroundRegistry:
         return self.refresh(entity)
 
     def refresh(self, entity: Entity) -> bool:
-        """Recompute whether ``entity`` is listed; True (and a new :attr:`version`) if that changed."""
+        """Recompute whether ``entity`` is listed; True (and a new [`version`][acp_agent.BackgroundRegistry.version]) if
+        that changed."""
         key = (entity.kind, entity.id)
         member = self._is_member(entity)
         if member == (key in self._members):

@@ -1,9 +1,9 @@
 """The one path from a session to the wire.
 
-Every ``session/update`` a session sends goes through its :class:`SessionSink`: complete
-updates (:meth:`SessionSink.send`), already-recorded ones (:meth:`SessionSink.resend`) and the
-two hot paths, streamed message text (:meth:`SessionSink.text`) and terminal output
-(:meth:`SessionSink.output`). The sink owns the framing (the session's prefix bytes), the
+Every ``session/update`` a session sends goes through its `SessionSink`: complete
+updates (`SessionSink.send`), already-recorded ones (`SessionSink.resend`) and the
+two hot paths, streamed message text (`SessionSink.text`) and terminal output
+(`SessionSink.output`). The sink owns the framing (the session's prefix bytes), the
 replayable history and back-pressure, and it gates the wire:
 
 - after the session closed nothing goes out (``send`` raises, ``resend`` drops);
@@ -38,7 +38,7 @@ class SessionSink:
         self._root: SessionSink = parent._root if parent is not None else self  # where output is held
         self.session_id = session_id
         self.history = history
-        """The session's replayable history; everything sent through :meth:`send` is folded in."""
+        """The session's replayable history; everything sent through `send` is folded in."""
         self.prefix = templates.update_prefix(session_id)
         """The bytes every ``session/update`` of this session starts with."""
         self.closed = False
@@ -60,7 +60,7 @@ class SessionSink:
                 self._writer.send_nowait(data)  # a child's output held here was queued after its announcement
 
     def check_open(self) -> None:
-        """Raise :class:`SessionClosedError` if nothing may be sent any more."""
+        """Raise [`SessionClosedError`][acp_agent.SessionClosedError] if nothing may be sent any more."""
         if self.closed:
             raise SessionClosedError(f"session {self.session_id} is closed")
 
@@ -87,7 +87,7 @@ class SessionSink:
         self._write(self.record(update) if record else self.frame(update))
 
     def record(self, update: BaseModel) -> bytes:
-        """Fold ``update`` into the history now and return its line, for :meth:`resend_line` later.
+        """Fold ``update`` into the history now and return its line, for `resend_line` later.
 
         The history keeps the serialized update too, so a store writes those bytes instead of
         serializing it again.
@@ -99,12 +99,12 @@ class SessionSink:
         return self.prefix + body + UPDATE_TAIL
 
     def record_plain(self, kind: type[BaseModel], message_id: str, content: list[ContentBlock]) -> bytes | None:
-        """:meth:`record` of the message ``kind(message_id=message_id, content=content)`` without building it.
+        """`record` of the message ``kind(message_id=message_id, content=content)`` without building it.
 
         For a user message, agent message or thought whose blocks are all plain text (no annotations,
         ``_meta`` or extra keys): its line, framed by ``orjson`` into the bytes the model serializes to, and
         the history keeps the fields it would keep. ``None`` for anything else (nothing recorded): build
-        the model and :meth:`record` it.
+        the model and `record` it.
         """
         head = plain_message_head(kind)
         if head is None or type(message_id) is not str:
@@ -116,9 +116,9 @@ class SessionSink:
         return self.prefix + body + UPDATE_TAIL
 
     def send_plain(self, kind: type[BaseModel], message_id: str, content: list[ContentBlock]) -> bool:
-        """:meth:`send` of the message :meth:`record_plain` takes, if it takes it; whether it was sent.
+        """`send` of the message `record_plain` takes, if it takes it; whether it was sent.
 
-        Raises :class:`SessionClosedError` once the session is closed, like :meth:`send`.
+        Raises [`SessionClosedError`][acp_agent.SessionClosedError] once the session is closed, like `send`.
         """
         self.check_open()
         line = self.record_plain(kind, message_id, content)
@@ -133,20 +133,20 @@ class SessionSink:
             self._write(self.frame(update))
 
     def resend_line(self, data: bytes) -> None:
-        """Queue an already framed line that is not new history (see :meth:`resend`); dropped once closed."""
+        """Queue an already framed line that is not new history (see `resend`); dropped once closed."""
         if not self.closed:
             self._write(data)
 
     # -- hot paths -------------------------------------------------------------------------
 
     def text_frame(self, thought: bool, message_id: str) -> TextFrame:
-        """The framing of the plain-text chunks of one streamed message (or thought), for :meth:`text`."""
+        """The framing of the plain-text chunks of one streamed message (or thought), for `text`."""
         return TextFrame(templates.text_chunk_head(self.prefix, thought, message_id), TEXT_TAIL)
 
     def text(self, frame: TextFrame, thought: bool, message_id: str, text: str) -> bool:
-        """One text chunk of a streamed message; ``frame`` is :meth:`text_frame` of it.
+        """One text chunk of a streamed message; ``frame`` is `text_frame` of it.
 
-        Returns :meth:`full` (the caller awaits :meth:`backpressure` if true): the hot path of a
+        Returns `full` (the caller awaits `backpressure` if true): the hot path of a
         stream is this one call per chunk. ASCII text is framed by the writer, a batch at a time.
         """
         if self.closed:
@@ -176,7 +176,7 @@ class SessionSink:
     # -- back-pressure ---------------------------------------------------------------------
 
     def full(self) -> bool:
-        """Whether the client is behind on reading (a producer should await :meth:`backpressure`)."""
+        """Whether the client is behind on reading (a producer should await `backpressure`)."""
         return self._writer.full()
 
     def flush(self) -> None:

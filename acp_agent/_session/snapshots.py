@@ -1,9 +1,9 @@
 """A session's ``state_update`` snapshots: built in one place, sent in one place.
 
-:meth:`StatePublisher.snapshot` is the only builder of a session's snapshots, and every
+`StatePublisher.snapshot` is the only builder of a session's snapshots, and every
 snapshot carries the complete ``background`` list computed by the registry from what was
 already sent (R91), so it can only name announced, live items (R93, R94). A changed list is
-re-sent as a repeated snapshot without a stop reason (R62, R92); :meth:`StatePublisher.batch`
+re-sent as a repeated snapshot without a stop reason (R62, R92); `StatePublisher.batch`
 coalesces the list changes one task makes into at most one such snapshot, sent after the
 entity updates it depends on. A child session's snapshots are mirrored into its parent's
 ``subagent_update`` (R80) by the ``mirror`` callback.
@@ -125,7 +125,7 @@ class StatePublisher:
             self.repeat()
 
     def mark_dirty(self, changed: bool) -> None:
-        """Note a list change made inside :meth:`batch` (sent when the batch ends)."""
+        """Note a list change made inside `batch` (sent when the batch ends)."""
         self._dirty |= changed
 
     @contextlib.contextmanager

@@ -7,7 +7,7 @@ and nowhere else. Prompts are inserted in arrival order (R56): answered with the
 ``messageId``, then echoed as ``user_message``, then reported ``running`` (R52, R53).
 When a job ends, whatever it left unfinished is finalized before its ``idle`` (R68).
 
-What the client sees when a hook raises: a :class:`~acp_agent.errors.RequestError` keeps its
+What the client sees when a hook raises: a [`RequestError`][acp_agent.RequestError] keeps its
 code, message and data; any other exception becomes ``-32603`` "Internal error" (its text
 may hold paths, tokens or user data), and its traceback is logged on stderr.
 """
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 
 FOREGROUND: Final[contextvars.ContextVar[Turns | None]] = contextvars.ContextVar("acp_foreground", default=None)
-"""The :class:`Turns` whose foreground work the current task is running, if any."""
+"""The `Turns` whose foreground work the current task is running, if any."""
 
 Work = Callable[[], Awaitable["StopReason | None"]]
 

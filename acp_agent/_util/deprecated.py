@@ -1,6 +1,6 @@
 """Old module paths that still import, for one release, with a ``DeprecationWarning`` naming the new one.
 
-:data:`MOVED` is the one table. :func:`install` puts a finder on ``sys.meta_path`` that answers only for those
+`MOVED` is the one table. `install` puts a finder on ``sys.meta_path`` that answers only for those
 names: importing one imports the new module and makes the old name the very same module object, so
 ``from acp_agent.core import SessionCore`` is ``acp_agent._session.core.SessionCore``. Nothing is imported
 until an old path is used (the spec class comes from the already loaded ``importlib`` bootstrap).
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Final
 
-__all__ = ["MOVED", "attribute", "install"]
+__all__ = ["MOVED", "attribute", "install", "parameter"]
 
 MOVED: Final = {
     "acp_agent.ids": "acp_agent._util.ids",
@@ -41,13 +41,20 @@ MOVED: Final = {
 """Old module path -> the module that replaced it."""
 
 
+def parameter(call: str, name: str, advice: str, *, removed_in: str = "0.3.0") -> None:
+    """Warn, from the caller's caller's line, that ``call``'s parameter ``name`` is deprecated; ``advice`` says
+    what to write instead."""
+    warnings.warn(f"{call}({name}=...) is deprecated and will be removed in {removed_in}: {advice}",
+                  DeprecationWarning, stacklevel=3)
+
+
 def _warn(old: str, new: str) -> None:
     warnings.warn(f"{old} is deprecated and will be removed in the next release; use {new}",
                   DeprecationWarning, stacklevel=3)
 
 
 class _Alias:
-    """Finder and loader for the names in :data:`MOVED` (duck-typed: ``importlib.abc`` costs start-up time)."""
+    """Finder and loader for the names in `MOVED` (duck-typed: ``importlib.abc`` costs start-up time)."""
 
     @classmethod
     def find_spec(cls, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None) -> Any:

@@ -1,6 +1,6 @@
 """The event loop an agent process runs on: the anyio backend, and uvloop under asyncio.
 
-:func:`~acp_agent.run_stdio` and :func:`~acp_agent.http.run_http` start their loop with :func:`run`.
+[`run_stdio`][acp_agent.run_stdio] and [`run_http`][acp_agent.http.run_http] start their loop with `run`.
 The backend is ``asyncio`` unless the code or ``ACP_AGENT_BACKEND`` says ``trio``. On asyncio the
 loop is asyncio's own unless uvloop is asked for: ``uvloop=True`` in the code, or ``ACP_AGENT_UVLOOP=1``
 (``on``/``true``/``yes``), with the ``uvloop`` extra installed. uvloop takes about 8 % less of the
@@ -64,8 +64,8 @@ def backend_options(backend: str, uvloop: bool | None = None) -> dict[str, Any]:
 
 
 def run(main: Callable[[], Awaitable[T]], *, backend: str | None = None, uvloop: bool | None = None) -> T:
-    """Run ``main`` to completion on a new event loop: the backend of :func:`choose_backend`, with uvloop
-    on asyncio as :func:`backend_options` decides."""
+    """Run ``main`` to completion on a new event loop: the backend of `choose_backend`, with uvloop
+    on asyncio as `backend_options` decides."""
     chosen = choose_backend(backend)
     return anyio.run(main, backend=chosen, backend_options=backend_options(chosen, uvloop))
 

@@ -2,7 +2,7 @@
 
 A package writes each lazily loaded name once, as an ordinary import inside ``with LazyImports(globals()) as
 lazy:``. Type checkers and readers see a plain import; at run time the block binds nothing and only records
-which submodule each name comes from, which :func:`lazy_attributes` then imports on first use. The recording
+which submodule each name comes from, which `lazy_attributes` then imports on first use. The recording
 costs a swap of ``builtins.__import__`` for the block (no source parsing, no extra module). A stdio agent that
 only talks never loads elicitation, permissions, tool calls, the v1 translation or the rarely used schema
 modules, yet every public name stays where it was (``tests/unit/test_exports.py`` pins both).
@@ -108,7 +108,7 @@ def _publish_one(package: str, name: str, value: Any,
 def publish(package: str, names: Iterable[str]) -> None:
     """Set ``__module__`` of the classes and functions ``package`` exports (and has loaded) to their public path,
     as httpx does: ``acp_agent.Session``, not ``acp_agent.session.Session``. Names still to load are set when
-    they load (:func:`lazy_attributes`); constants and type aliases keep theirs."""
+    they load (`lazy_attributes`); constants and type aliases keep theirs."""
     namespace = vars(sys.modules[package])
     exporters = _exporters(package)
     for name in names:

@@ -3,7 +3,7 @@
 Every session of a connection shares one event loop. A hook that calls ``time.sleep(3)``,
 ``requests.get(...)`` or a long computation without awaiting freezes all of them: other
 sessions' prompts wait, and a ``session/cancel`` cannot take effect until it returns.
-:func:`monitor_event_loop` (or :func:`watch_event_loop`, the same as a task) notices such a
+[`monitor_event_loop`][acp_agent.testing.monitor_event_loop] (or `watch_event_loop`, the same as a task) notices such a
 stall and logs one warning on the ``acp_agent._util.loop_monitor`` logger naming the function that
 blocked and for how long, much like asyncio's debug-mode slow-callback warning, but on
 asyncio and trio alike and cheap enough to stay on::
@@ -132,8 +132,8 @@ async def monitor_event_loop(
     else 0.5; ``0`` turns the monitor off). ``interval``: heartbeat and check period (default
     ``threshold / 5``, at most ``threshold / 4``). ``still_blocked_after``: when a loop still
     blocked is reported from the thread (default ``max(5, 10 * threshold)``; ``math.inf``:
-    never). ``on_block`` receives each :class:`BlockReport` in the event loop (default
-    :func:`log_block`); what it raises is logged. Exceptions of the block pass through as
+    never). ``on_block`` receives each `BlockReport` in the event loop (default
+    `log_block`); what it raises is logged. Exceptions of the block pass through as
     they are (never wrapped in an ``ExceptionGroup``).
     """
     monitor = _Monitor.create(threshold, interval, still_blocked_after, on_block)
@@ -167,11 +167,12 @@ async def watch_event_loop(
     on_block: Callable[[BlockReport], object] | None = None,
     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Watch the running event loop until cancelled: the task form of :func:`monitor_event_loop`.
+    """Watch the running event loop until cancelled: the task form of
+    [`monitor_event_loop`][acp_agent.testing.monitor_event_loop].
 
     Start it in a task group that is cancelled when serving ends
     (``tg.start_soon(watch_event_loop)``); it returns at once if the monitor is turned off.
-    Arguments as for :func:`monitor_event_loop`.
+    Arguments as for [`monitor_event_loop`][acp_agent.testing.monitor_event_loop].
     """
     monitor = _Monitor.create(threshold, interval, still_blocked_after, on_block)
     if monitor is None:

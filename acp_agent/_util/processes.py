@@ -11,7 +11,7 @@ POSIX only (it relies on sessions, process groups and ``killpg``).
 Output path
     The child's stdout and stderr are the write end of one pipe we create
     ourselves (stderr is ``STDOUT``), so bytes keep the order a terminal would
-    show.  We read the non-blocking read end with :func:`anyio.wait_readable`
+    show.  We read the non-blocking read end with `anyio.wait_readable`
     instead of an anyio byte stream: that way the event loop's subprocess
     machinery holds no pipe of its own, so reaping the child never waits for
     the pipe to close (on asyncio, ``Process.wait()`` otherwise blocks until
@@ -20,20 +20,20 @@ Output path
 
 Safety net
     Every process group started here is recorded in a module-level registry
-    until it is known to have no live members.  An :mod:`atexit` hook sends
+    until it is known to have no live members.  An `atexit` hook sends
     ``SIGKILL`` to every recorded group, so no group started by the SDK
     outlives a normal interpreter exit (return from main, ``sys.exit``, an
     uncaught exception).  ``atexit`` does not run when the agent is killed by a
     signal whose default action is to terminate (``SIGTERM``, ``SIGHUP``...),
     on ``os._exit`` or on a crash; agents that want the same guarantee there
     should turn those signals into a normal exit, or call
-    :func:`kill_all_process_groups` from their own handler.  A forked child
+    `kill_all_process_groups` from their own handler.  A forked child
     starts with an empty registry so it never kills its parent's groups.
 
 Known limits
     Processes that leave the group on purpose (``setsid``, ``setpgid``, shells
     with job control such as ``set -m``) are out of reach of group signals.
-    If such a process keeps the output pipe open, :meth:`ManagedProcess.terminate`
+    If such a process keeps the output pipe open, `ManagedProcess.terminate`
     stops waiting for end-of-file after a short drain period instead of
     hanging.
 """
@@ -85,7 +85,7 @@ DEFAULT_TAIL_LIMIT: Final = 1024 * 1024
 """Default number of trailing output bytes kept for snapshots."""
 
 DEFAULT_TERMINATE_GRACE: Final = 3.0
-"""Default seconds between SIGTERM and SIGKILL in :meth:`ManagedProcess.terminate`."""
+"""Default seconds between SIGTERM and SIGKILL in `ManagedProcess.terminate`."""
 
 # Largest single read(2); pipes rarely hold more than this anyway.
 _MAX_READ: Final = 256 * 1024
@@ -127,7 +127,7 @@ def kill_all_process_groups(*, wait: float = 0.0) -> int:
     that cannot await.  With *wait*, block up to that many seconds until the signalled
     groups have no live members (a killed process takes a moment to die), so a caller
     about to exit leaves nothing behind.  Returns how many groups were signalled.  This
-    is what the :mod:`atexit` safety net calls.
+    is what the `atexit` safety net calls.
     """
     with _registry_lock:
         groups = sorted(_registered_groups)
@@ -243,7 +243,7 @@ def shell_argv(command: str, *, shell: str = "/bin/sh") -> list[str]:
 class ManagedProcess:
     """A command running in its own session whose merged output is pumped to a callback.
 
-    Create instances with :meth:`start` or :meth:`start_shell`.  Two tasks run in the
+    Create instances with `start` or `start_shell`.  Two tasks run in the
     task group given at start: an output pump and a reaper.  If that task group is
     cancelled while either task is still running, the whole process group is killed.
     """
@@ -259,7 +259,7 @@ class ManagedProcess:
         flush_interval: float,
         tail_limit: int,
     ) -> None:
-        """Wrap an already started process; use :meth:`start` instead of calling this."""
+        """Wrap an already started process; use `start` instead of calling this."""
         self._process = process
         self._pid = process.pid
         self._pgid = process.pid  # start_new_session: the child leads its session and group
@@ -301,7 +301,7 @@ class ManagedProcess:
         into stdout.  Output is delivered to *on_output* in order, in chunks of at most
         *flush_bytes*, each sent once *flush_bytes* are buffered or *flush_interval*
         seconds after its first byte arrived.  Spawn errors (for example
-        :class:`FileNotFoundError` for a missing executable or cwd) propagate.
+        `FileNotFoundError` for a missing executable or cwd) propagate.
         """
         if isinstance(argv, str | bytes):
             raise TypeError("argv must be a sequence of strings; use start_shell() for a command line")
@@ -390,7 +390,7 @@ class ManagedProcess:
         tail_limit: int = DEFAULT_TAIL_LIMIT,
         shell: str = "/bin/sh",
     ) -> ManagedProcess:
-        """Like :meth:`start`, running the command line *command* with ``shell -c``."""
+        """Like `start`, running the command line *command* with ``shell -c``."""
         return await cls.start(
             shell_argv(command, shell=shell),
             cwd=cwd,
@@ -411,7 +411,7 @@ class ManagedProcess:
 
     @property
     def pgid(self) -> int:
-        """Process group id (equal to :attr:`pid`, since the child leads a new session)."""
+        """Process group id (equal to `pid`, since the child leads a new session)."""
         return self._pgid
 
     @property
@@ -431,7 +431,7 @@ class ManagedProcess:
 
     @property
     def exit_status(self) -> ExitStatus | None:
-        """The direct child's :class:`ExitStatus`, or ``None`` while it runs."""
+        """The direct child's [`ExitStatus`][acp_agent.ExitStatus], or ``None`` while it runs."""
         returncode = self.returncode
         return None if returncode is None else ExitStatus.from_returncode(returncode)
 
@@ -447,13 +447,13 @@ class ManagedProcess:
 
     @property
     def tail_limit(self) -> int:
-        """Maximum number of bytes :meth:`tail` returns."""
+        """Maximum number of bytes `tail` returns."""
         return self._tail_limit
 
     def tail(self) -> bytes:
         """The last ``tail_limit`` bytes handed to ``on_output``.
 
-        A chunk is counted here (and in :attr:`total_bytes`) just before ``on_output``
+        A chunk is counted here (and in `total_bytes`) just before ``on_output``
         is awaited with it, so a snapshot is always a suffix of the concatenation of
         the chunks delivered so far, the chunk in flight included.
         """
@@ -469,9 +469,9 @@ class ManagedProcess:
     async def wait(self) -> ExitStatus:
         """Wait until the output has been fully delivered and the child reaped.
 
-        Without :meth:`terminate` this waits for end-of-file on the output, which a
+        Without `terminate` this waits for end-of-file on the output, which a
         background grandchild can hold open after the child exits.  Once
-        :meth:`terminate` has been called it returns within a bounded time, unless
+        `terminate` has been called it returns within a bounded time, unless
         ``on_output`` itself blocks.
         """
         await self._pump_done.wait()
@@ -486,7 +486,7 @@ class ManagedProcess:
         Safe to call at any time and any number of times; concurrent callers share one
         shutdown.  The group is signalled even if the direct child already exited (its
         descendants may live on).  On return the group has no live members (bounded
-        wait), the child is reaped and the output pump has finished, so :meth:`wait`
+        wait), the child is reaped and the output pump has finished, so `wait`
         returns immediately.  If this call is cancelled, the group is killed with
         SIGKILL on the way out.
         """

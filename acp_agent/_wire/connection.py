@@ -1,10 +1,10 @@
 """JSON-RPC 2.0 over newline-delimited JSON, on any pair of anyio byte streams.
 
-Incoming calls are classified here, then dispatched through :mod:`acp_agent._wire.dispatch`
+Incoming calls are classified here, then dispatched through `acp_agent._wire.dispatch`
 (the adapter over ``jsonrpcserver``); each request runs in its own task so
 nothing blocks a cancel. Outgoing requests, response correlation and
 ``$/cancel_request`` in both directions are handled here too. Every byte goes out
-through the one :class:`~acp_agent._wire.framing.Writer`.
+through the one `Writer`.
 """
 
 from __future__ import annotations
@@ -60,16 +60,16 @@ _FLOAT_EXACT: Final = 2**53
 class Method:
     """One incoming method: its parameter model (or ``None`` for a raw dict) and handler.
 
-    ``params`` may also name a model of :mod:`acp_agent.schema` (``"NewSessionRequest"``): it is looked up
-    when the method is first called, so the model's module loads only then.
+    ``params`` may also name a model of [`acp_agent.schema`][acp_agent.schema] (``"NewSessionRequest"``): it is looked
+    up when the method is first called, so the model's module loads only then.
 
     The handler receives the validated params and returns the result: a pydantic model,
     a plain dict, or ``None`` for ``{}``. Handlers run in their own tasks, so their start
     order is up to the scheduler; work that must happen in arrival order (queueing a
     prompt, applying a cancel) goes in ``prepare``, a plain function called while the
     message is dispatched. Its return value is what ``handler`` then receives (or, with no
-    handler, the result, answered at once); returning :class:`Reply` answers at once
-    too, skipping the handler. A :class:`RequestError` it raises is the answer.
+    handler, the result, answered at once); returning `Reply` answers at once
+    too, skipping the handler. A [`RequestError`][acp_agent.RequestError] it raises is the answer.
     """
 
     handler: Callable[[Any], Awaitable[Any]] | None
@@ -95,9 +95,9 @@ class Reply:
 class Routes:
     """What a connection serves, handed to it at construction.
 
-    ``requests`` and ``notifications`` map method names to :class:`Method` entries;
+    ``requests`` and ``notifications`` map method names to `Method` entries;
     ``guard`` is called for every incoming call before dispatch (raising
-    :class:`RequestError` rejects a request and silently drops a notification);
+    [`RequestError`][acp_agent.RequestError] rejects a request and silently drops a notification);
     ``on_close`` hooks run, shielded, when the connection begins to shut down.
     """
 
@@ -125,7 +125,7 @@ class _Outgoing:
 
 
 IdKey = tuple[bool, Any]
-"""A JSON-RPC id as a dictionary key (see :func:`id_key`)."""
+"""A JSON-RPC id as a dictionary key (see `id_key`)."""
 
 
 def id_key(value: Any) -> IdKey | None:
@@ -188,8 +188,8 @@ def _identity(request: Any) -> Any:
 class Connection:
     """One JSON-RPC peer connection.
 
-    Give it the :class:`Routes` it serves, then ``await run()``: it serves until the input
-    ends or :meth:`close` is called, and answers every request it received exactly once
+    Give it the `Routes` it serves, then ``await run()``: it serves until the input
+    ends or `close` is called, and answers every request it received exactly once
     before returning.
     """
 
@@ -218,23 +218,23 @@ class Connection:
 
     @property
     def requests(self) -> dict[str, Method]:
-        """The request methods served (:attr:`Routes.requests`)."""
+        """The request methods served (`Routes.requests`)."""
         return self.routes.requests
 
     @property
     def notifications(self) -> dict[str, Method]:
-        """The notification methods served (:attr:`Routes.notifications`)."""
+        """The notification methods served (`Routes.notifications`)."""
         return self.routes.notifications
 
     @property
     def on_close(self) -> list[Callable[[], Awaitable[None]]]:
-        """Hooks run, shielded, when the connection begins to shut down (:attr:`Routes.on_close`)."""
+        """Hooks run, shielded, when the connection begins to shut down (`Routes.on_close`)."""
         return self.routes.on_close
 
     # -- serving -------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Serve until end of input or :meth:`close`, then shut down cleanly."""
+        """Serve until end of input or `close`, then shut down cleanly."""
         async with anyio.create_task_group() as outer:
             outer.start_soon(self.writer.run)
             try:
@@ -272,7 +272,7 @@ class Connection:
 
     @property
     def task_group(self) -> TaskGroup:
-        """The connection's task group (valid while :meth:`run` is serving)."""
+        """The connection's task group (valid while `run` is serving)."""
         if self._tg is None:
             raise RuntimeError("connection is not running")
         return self._tg
@@ -493,7 +493,7 @@ class Connection:
     async def request(self, method: str, params: BaseModel | Mapping[str, Any]) -> Any:
         """Send a request and wait for its result.
 
-        Raises :class:`RequestError` when the peer answers with an error, or ``-32800``
+        Raises [`RequestError`][acp_agent.RequestError] when the peer answers with an error, or ``-32800``
         when the connection closes first. If the waiting task is cancelled, the request
         is withdrawn with ``$/cancel_request`` and its late answer is dropped.
         """
@@ -597,7 +597,7 @@ class _Batch(_Replies):
 
 
 def _binder(method: Method) -> dispatch.BoundMethod:
-    """``method`` as a bound method of :mod:`.dispatch`: validates, prepares and leaves its handler in the call."""
+    """``method`` as a bound method of `dispatch`: validates, prepares and leaves its handler in the call."""
     model = method.params
 
     def bind(call: _Call, /, **params: Any) -> None:

@@ -1,16 +1,16 @@
 """The one adapter over ``jsonrpcserver``: the only module of the library that imports it.
 
 A *bound method* here is a plain callable ``fn(context, /, **params) -> None`` that raises
-:class:`~acp_agent.errors.RequestError` to refuse a call. Two ways in:
+[`RequestError`][acp_agent.RequestError] to refuse a call. Two ways in:
 
-- :func:`call`, the hot path: a known method with object params (every ACP request that
+- `call`, the hot path: a known method with object params (every ACP request that
   reaches a handler). The connection has parsed and checked the message already and every
   bound method takes any keyword params, so what is left of jsonrpcserver's pipeline is its
   call step: run the method, turn what it raises into a JSON-RPC error. That step is done here
   directly, with jsonrpcserver's mapping (a refusal keeps its code, message and data; any other
   exception is ``-32603`` with its text as data): the full pipeline costs about 40 µs a request
   (``bench/dispatch_overhead.py``), more than the rest of the dispatch.
-- :func:`dispatch`, everything else (an unknown method, by-position params): the message goes
+- `dispatch`, everything else (an unknown method, by-position params): the message goes
   through jsonrpcserver's public ``dispatch_to_serializable``, which looks the method up, binds
   the params to its signature and answers what does not fit.
 
@@ -33,7 +33,8 @@ __all__ = ["BoundMethod", "call", "dispatch"]
 logger = logging.getLogger(__name__)
 
 BoundMethod = Callable[..., None]
-"""``fn(context, /, **params)``: runs (or schedules) one call; raises :class:`RequestError` to refuse it."""
+"""``fn(context, /, **params)``: runs (or schedules) one call; raises [`RequestError`][acp_agent.RequestError] to refuse
+it."""
 
 _INTERNAL_ERROR_MESSAGE: Final = "Internal error"  # jsonrpcserver's text for a method that raised
 _SIGNATURE_MISFIT: Final = "Invalid params: params do not fit the method"

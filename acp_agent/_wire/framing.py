@@ -29,11 +29,11 @@ DEFAULT_MAX_MESSAGE_BYTES: Final = 32 * 1024 * 1024
 """Default limit for one incoming message (32 MiB, as in the TypeScript SDK)."""
 
 DIRECT_WRITE_BYTES: Final = 64 * 1024
-"""Most queued bytes :meth:`Writer.flush_now` writes itself (a pipe's default buffer): more is left to the
+"""Most queued bytes `Writer.flush_now` writes itself (a pipe's default buffer): more is left to the
 writer task, so a client slow to read never makes it copy big remainders."""
 
 DEFAULT_HIGH_WATER_BYTES: Final = 4 * 1024 * 1024
-"""Default number of queued output bytes above which :meth:`Writer.backpressure` waits."""
+"""Default number of queued output bytes above which `Writer.backpressure` waits."""
 
 _READ_SIZE: Final = 256 * 1024
 _SEPARATOR: Final = "\x80"
@@ -51,7 +51,7 @@ class _Lines(bytes):
 class TextFrame:
     """The framing of one stream of text messages: the bytes before a text's JSON string and after it.
 
-    :meth:`Writer.send_text` queues a text with its frame and leaves the framing to the batch: a run
+    `Writer.send_text` queues a text with its frame and leaves the framing to the batch: a run
     of texts of one frame is encoded in one call, to exactly the lines framing each text would give.
     """
 
@@ -67,7 +67,7 @@ class TextFrame:
 
 
 class Oversized:
-    """Marker yielded by :class:`LineReader` in place of a line that exceeded the limit."""
+    """Marker yielded by `LineReader` in place of a line that exceeded the limit."""
 
     __slots__ = ()
 
@@ -82,7 +82,7 @@ class LineReader:
     """Split a byte stream into lines, enforcing a per-line size limit.
 
     Yields each non-blank line without its terminator (``\\n`` or ``\\r\\n``), or
-    :data:`OVERSIZED` for a line longer than ``max_bytes``. A final line without a
+    `OVERSIZED` for a line longer than ``max_bytes``. A final line without a
     newline is still yielded at end of stream.
     """
 
@@ -155,16 +155,16 @@ def _clean(line: bytes) -> bytes:
 class Writer:
     """The single, ordered exit for every message the process sends.
 
-    :meth:`send_nowait` enqueues synchronously, so the order of calls is the order on
-    the wire no matter which task makes them. :meth:`send` additionally waits while
+    `send_nowait` enqueues synchronously, so the order of calls is the order on
+    the wire no matter which task makes them. `send` additionally waits while
     more than ``high_water`` messages or ``high_water_bytes`` bytes are queued, which
     pushes back on producers when the peer stops reading (a stalled client therefore
     holds at most about ``high_water_bytes`` plus one message per producer here).
-    :meth:`run` drains the queue, joining queued messages into one write, and lets
+    `run` drains the queue, joining queued messages into one write, and lets
     producers go on as soon as it has taken a batch, so producing and writing overlap.
     A stream that can write without waiting (``write_now``) lets the queue skip the
-    writer task: :meth:`flush_now` at the end of a turn, and a producer over the mark
-    first writing its batch itself (:meth:`backpressure`). A streamed text (:meth:`send_text`) joins the
+    writer task: `flush_now` at the end of a turn, and a producer over the mark
+    first writing its batch itself (`backpressure`). A streamed text (`send_text`) joins the
     open run of texts of its frame, framed when the run is sealed: by the next other message, a batch or a flush.
     The small message mark (256) is what makes a fast producer hand over to the writer
     often enough for that overlap; with thousands queued before each write, the client
@@ -203,8 +203,8 @@ class Writer:
         return self._broken
 
     def send_nowait(self, data: bytes) -> bool:
-        """Queue one serialized message (it must end with a newline); returns :meth:`full`, so a
-        producer knows in the same call whether to await :meth:`backpressure`."""
+        """Queue one serialized message (it must end with a newline); returns `full`, so a
+        producer knows in the same call whether to await `backpressure`."""
         if self._broken:
             return False
         if self._run:
@@ -221,11 +221,11 @@ class Writer:
 
     def send_text(self, frame: TextFrame, text: str) -> bool:
         """Queue the line ``frame.head + JSON string of text + frame.tail`` for an ASCII ``text``; returns
-        :meth:`full`, as :meth:`send_nowait` does.
+        `full`, as `send_nowait` does.
 
         The hot path of a streamed message: the text joins the open run of its frame and the run is
         framed in one go when it is sealed (the wire bytes are those of framing each text alone).
-        Non-ASCII text must be framed by the caller and given to :meth:`send_nowait`.
+        Non-ASCII text must be framed by the caller and given to `send_nowait`.
         """
         run = self._run
         if (not run or frame is not self._run_frame) and not self._open_run(frame):
@@ -275,7 +275,7 @@ class Writer:
         return self._queued_bytes
 
     def full(self) -> bool:
-        """Whether the queue is over a high-water mark (a producer should await :meth:`backpressure`)."""
+        """Whether the queue is over a high-water mark (a producer should await `backpressure`)."""
         return ((len(self._queue) + self._extra + len(self._run) > self._high_water
                  or self._queued_bytes > self._high_water_bytes) and not self._broken)
 
@@ -302,7 +302,7 @@ class Writer:
 
         For the end of a turn: the ``idle`` goes out now instead of when the writer task next runs
         (an event-loop pass later). Only a stream with a non-blocking ``write_now(data) -> int``
-        (bytes taken, ``0`` if it would block) can, such as :class:`~acp_agent.stdio.FdSendStream`;
+        (bytes taken, ``0`` if it would block) can, such as `FdSendStream`;
         with others, or while the writer task is writing, this does nothing. What the stream does
         not take stays queued for the writer task, in order.
         """
@@ -343,12 +343,12 @@ class Writer:
             await self._drained.wait()
 
     def close(self) -> None:
-        """Ask :meth:`run` to finish once the queue is empty."""
+        """Ask `run` to finish once the queue is empty."""
         self._closing = True
         self._data.set()
 
     async def run(self) -> None:
-        """Write queued messages until :meth:`close` is called and the queue is empty."""
+        """Write queued messages until `close` is called and the queue is empty."""
         queue = self._queue
         # Made once: anyio.Event() looks the backend up at every call, and the writer renews
         # its wake-up event at every pass.

@@ -97,7 +97,7 @@ def output_chunk_head(prefix: bytes, terminal_id: str) -> bytes:
 
 
 def output_chunk_line(head: bytes, data: bytes) -> bytes:
-    """The line of raw output ``data`` (``head``: :func:`output_chunk_head`); base64 needs no JSON escaping."""
+    """The line of raw output ``data`` (``head``: `output_chunk_head`); base64 needs no JSON escaping."""
     return head + base64.b64encode(data) + OUTPUT_TAIL
 
 
@@ -142,7 +142,7 @@ _TEXT_FIELDS: Final = frozenset({"type", "text"})
 
 
 def plain_message_json(head: bytes, message_id: str, content: list[Any], text: str | None = None) -> bytes | None:
-    """The JSON of a message (``head``: its :func:`plain_message_head`) whose blocks are all plain text
+    """The JSON of a message (``head``: its `plain_message_head`) whose blocks are all plain text
     (no annotations, ``_meta`` or extra keys), ``text`` (if given) as one more text block, else ``None``.
 
     Written by ``orjson``: the bytes the message's model serializes to (unset fields omitted), without

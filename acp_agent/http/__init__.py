@@ -5,7 +5,7 @@ Starlette/FastAPI app; ``run_http(agent)`` serves it on uvicorn (the ``acp-agent
 Each client connection gets its own runtime, exactly as a stdio connection; all of them keep their
 sessions in one store, so a client resumes its session on a new connection (or on another replica
 sharing a PostgreSQL store), and a session is active on one connection at a time
-(:mod:`acp_agent.http.sessions`). Nothing here is imported by ``import acp_agent`` or by a stdio agent.
+(`acp_agent.http.sessions`). Nothing here is imported by ``import acp_agent`` or by a stdio agent.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ __all__ = ["DEFAULT_PATH", "AcpApp", "HttpOptions", "TokenCheck", "asgi_app", "r
 
 def asgi_app(agent: Agent | Callable[[], Agent], *, store: SessionStore | None = None, **options: Any) -> AcpApp:
     """The ASGI application serving ``agent`` (an instance shared by all connections, or a factory
-    called once per connection); ``options`` are the fields of :class:`HttpOptions`.
+    called once per connection); ``options`` are the fields of [`HttpOptions`][acp_agent.http.HttpOptions].
 
     ``store`` keeps the sessions of every connection (default: ``agent.store``, else the agent's
-    SQLite file, as for :func:`~acp_agent.run_stdio`): a client can resume its session on a new
+    SQLite file, as for [`run_stdio`][acp_agent.run_stdio]): a client can resume its session on a new
     connection, and servers sharing a PostgreSQL store resume each other's sessions.
     """
     return AcpApp(agent, HttpOptions(**options), store=store)
@@ -37,11 +37,11 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
              uvloop: bool | None = None, **options: Any) -> None:
     """Serve ``agent`` at ``http://host:port/acp`` on uvicorn until SIGINT/SIGTERM (loopback by default).
 
-    ``options`` are the fields of :class:`HttpOptions`, plus ``store`` (as for :func:`asgi_app`),
-    ``ready`` (called with the URL once the server listens) and ``uvicorn_settings`` (a dict of
-    extra ``uvicorn.Config`` settings, e.g. ``ssl_certfile``). It runs on asyncio, on uvloop's event loop
-    if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1`` (as for :func:`~acp_agent.run_stdio`). Logging goes to
-    stderr. Needs the ``http`` extra (``pip install 'acp-agent[http]'``).
+    ``options`` are the fields of [`HttpOptions`][acp_agent.http.HttpOptions], plus ``store`` (as for
+    [`asgi_app`][acp_agent.http.asgi_app]), ``ready`` (called with the URL once the server listens) and
+    ``uvicorn_settings`` (a dict of extra ``uvicorn.Config`` settings, e.g. ``ssl_certfile``). It runs on asyncio, on
+    uvloop's event loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1`` (as for [`run_stdio`][acp_agent.run_stdio]).
+    Logging goes to stderr. Needs the ``http`` extra (``pip install 'acp-agent[http]'``).
     """
     from .server import run_http as _run
 
@@ -50,7 +50,7 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
 
 async def serve_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000,
                      **options: Any) -> None:
-    """Like :func:`run_http`, inside an already running asyncio event loop."""
+    """Like [`run_http`][acp_agent.http.run_http], inside an already running asyncio event loop."""
     from .server import serve_http as _serve
 
     await _serve(agent, host=host, port=port, **options)

@@ -9,8 +9,8 @@ connection instead. Statuses and headers follow the TypeScript SDK's server (the
 409 for a stream that already has a reader, 413, 415, and 401/403 for the security checks.
 
 HTTP connections run in the app's task group, which lives as long as the ASGI lifespan (or
-:meth:`AcpApp.lifespan` when the app is mounted in another one); a WebSocket connection runs in
-its own request.
+[`AcpApp.lifespan`][acp_agent.http.AcpApp.lifespan] when the app is mounted in another one); a WebSocket connection runs
+in its own request.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ SESSION_SCOPED_METHODS: Final = frozenset({
 """Client methods whose POST must carry ``Acp-Session-Id``."""
 
 WEBSOCKET_SEND_TEXTS: Final = "acp.websocket.send_texts"
-"""An ASGI extension of this package's uvicorn protocol (:mod:`acp_agent.http.websocket`): when a
+"""An ASGI extension of this package's uvicorn protocol (`acp_agent.http.websocket`): when a
 WebSocket scope's ``extensions`` has it, the app sends a batch of messages as one event
 ``{"type": WEBSOCKET_SEND_TEXTS, "texts": [bytes, ...]}``, each item the UTF-8 text of one text
 message; on any other server it sends one ``websocket.send`` per message."""
@@ -91,14 +91,14 @@ class _SocketState:
 class AcpApp:
     """An ASGI application serving one agent over Streamable HTTP and WebSocket.
 
-    ``agent`` is an :class:`Agent` shared by every connection, or a callable returning a new one
+    ``agent`` is an [`Agent`][acp_agent.Agent] shared by every connection, or a callable returning a new one
     for each connection. Run it on any ASGI server with lifespan support, or mount it in another
-    app and enter :meth:`lifespan` from that app's lifespan.
+    app and enter [`lifespan`][acp_agent.http.AcpApp.lifespan] from that app's lifespan.
 
     Every connection keeps its sessions in one ``store`` (default: the agent's ``store``, else its
-    SQLite file, as :func:`~acp_agent.run_stdio` does), so a client can resume a session on a new
+    SQLite file, as [`run_stdio`][acp_agent.run_stdio] does), so a client can resume a session on a new
     connection, or on another server sharing the store; a session is active on one connection at
-    a time (see :mod:`acp_agent.http.sessions`). The store is closed when the lifespan ends.
+    a time (see `acp_agent.http.sessions`). The store is closed when the lifespan ends.
     """
 
     def __init__(self, agent: Agent | Callable[[], Agent], options: HttpOptions | None = None, *,
@@ -128,7 +128,7 @@ class AcpApp:
 
     async def _shared_store(self, agent: Agent) -> SessionStore:
         """The store, opened once for all connections (an unusable one is replaced by one
-        :class:`MemoryStore` for the whole server, never one per connection)."""
+        [`MemoryStore`][acp_agent.store.MemoryStore] for the whole server, never one per connection)."""
         if self.store is None:
             self._store = session_store(agent, durable=True)
         store = self._store

@@ -1,7 +1,7 @@
 """One remote client connection (its own runtime, as on stdio) and the registry of live ones.
 
-A :class:`RemoteConnection` runs an :class:`~acp_agent._runtime.runtime.AgentRuntime` over a
-:class:`~acp_agent.http.streams.MessageInbox` and an :class:`~acp_agent.http.streams.OutputStream`.
+A `RemoteConnection` runs an `AgentRuntime` over a
+`MessageInbox` and an `OutputStream`.
 Over HTTP every line the runtime writes goes, in order, to the connection's event stream: the
 RFD's single-stream model, so a client sees exactly the order a stdio client sees (answers, a
 session's updates and a subagent's updates interleave as the agent wrote them). The TypeScript
@@ -62,7 +62,7 @@ def credential_digest(authorization: str | None) -> bytes | None:
 
 
 class RemoteConnection:
-    """One client connection over HTTP or WebSocket, with its own :class:`AgentRuntime`."""
+    """One client connection over HTTP or WebSocket, with its own `AgentRuntime`."""
 
     def __init__(
         self,
@@ -117,7 +117,7 @@ class RemoteConnection:
     # -- running and closing ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Serve until :meth:`shutdown`; its sessions are closed as at the end of a stdio connection."""
+        """Serve until `shutdown`; its sessions are closed as at the end of a stdio connection."""
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._enforce_deadline, tg.cancel_scope)
@@ -272,7 +272,7 @@ class RemoteConnection:
     # -- HTTP streams --------------------------------------------------------------------------
 
     def check_id(self, label: str, value: str) -> None:
-        """Raise :class:`ConnectionLimitError` for an id over ``max_id_length``."""
+        """Raise `ConnectionLimitError` for an id over ``max_id_length``."""
         if len(value) > self.options.max_id_length:
             raise ConnectionLimitError(f"{label} exceeds max_id_length ({self.options.max_id_length})")
 

@@ -1,7 +1,7 @@
 """Which server process has a session active, for replicas sharing one PostgreSQL store.
 
-Within one process :class:`~acp_agent.http.sessions.ActiveSessions` keeps a session on one
-connection at a time. Across processes, :class:`PostgresLeases` holds a PostgreSQL advisory lock
+Within one process `ActiveSessions` keeps a session on one
+connection at a time. Across processes, `PostgresLeases` holds a PostgreSQL advisory lock
 (session level) per session this process has active, on a connection of its own to the store's
 database: another replica's ``session/resume`` of it is refused while it is held. The database
 releases the locks of a process that dies (its connection ends), so a crashed replica's sessions

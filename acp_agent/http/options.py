@@ -1,7 +1,7 @@
 """The settings of an HTTP/WebSocket agent server, in one frozen object.
 
-Every limit has a default that is safe on an open network; :func:`~acp_agent.http.asgi_app`
-and :func:`~acp_agent.http.run_http` take the fields as keyword arguments.
+Every limit has a default that is safe on an open network; [`asgi_app`][acp_agent.http.asgi_app]
+and [`run_http`][acp_agent.http.run_http] take the fields as keyword arguments.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class HttpOptions:
     """Browser origins allowed (``"https://app.example"``; ``"*"`` allows any). A request with an
     ``Origin`` header not listed is refused 403; requests without one (non-browser clients) pass."""
     allowed_hosts: Sequence[str] | None = None
-    """Host names the ``Host`` header may carry (any port); ``None`` accepts any. :func:`run_http`
+    """Host names the ``Host`` header may carry (any port); ``None`` accepts any. [`run_http`][acp_agent.http.run_http]
     sets the loopback names when it binds to loopback (a guard against DNS rebinding)."""
     max_connections: int = 1000
     """Client connections (HTTP and WebSocket) served at once; one more is refused 503."""

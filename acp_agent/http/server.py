@@ -90,12 +90,12 @@ FRAME_TRACE_LOGGER = "uvicorn.error"
 
 TESTED_UVICORN: Final = ((0, 54), (0, 54))
 """The uvicorn releases (lowest and highest ``(major, minor)``) whose sans-I/O WebSocket protocol
-:class:`~acp_agent.http.websocket.AcpWebSocketProtocol` was tested on: it uses that class's internals."""
+`AcpWebSocketProtocol` was tested on: it uses that class's internals."""
 
 
 def websocket_protocol() -> type | str:
-    """uvicorn's WebSocket protocol for the server: :class:`~acp_agent.http.websocket.AcpWebSocketProtocol`
-    on a uvicorn in :data:`TESTED_UVICORN`, else ``"auto"`` (uvicorn's own choice: the same wire, slower
+    """uvicorn's WebSocket protocol for the server: `AcpWebSocketProtocol`
+    on a uvicorn in `TESTED_UVICORN`, else ``"auto"`` (uvicorn's own choice: the same wire, slower
     with many busy connections)."""
     try:
         version = tuple(int(part) for part in uvicorn.__version__.split(".")[:2])
@@ -130,7 +130,7 @@ async def serve_http(
     store: SessionStore | None = None,
     **options: Any,
 ) -> None:
-    """Serve ``agent`` on uvicorn in the running asyncio loop until a signal (see :func:`run_http`)."""
+    """Serve ``agent`` on uvicorn in the running asyncio loop until a signal (see `run_http`)."""
     if "allowed_hosts" not in options and is_loopback(host):
         options["allowed_hosts"] = LOOPBACK_HOSTS
     settings = HttpOptions(**options)
@@ -170,8 +170,8 @@ async def serve_http(
 
 def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", port: int = 8000,
              uvloop: bool | None = None, **options: Any) -> None:
-    """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see :func:`acp_agent.http.run_http`), on asyncio
-    (uvloop's loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1``: :mod:`acp_agent._util.eventloop`)."""
+    """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see [`acp_agent.http.run_http`][acp_agent.http.run_http]), on
+    asyncio (uvloop's loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1``: `acp_agent._util.eventloop`)."""
     if not logging.getLogger().handlers:
         logging.basicConfig(
             stream=sys.stderr,

@@ -1,6 +1,6 @@
 """One session, one connection: which connection of a server has each session active.
 
-Every connection of an :class:`~acp_agent.http.AcpApp` keeps its sessions in the app's one store,
+Every connection of an [`AcpApp`][acp_agent.http.AcpApp] keeps its sessions in the app's one store,
 so a client that lost its connection can ``initialize`` again and ``session/resume`` its session
 on a new one (on any replica sharing the store). A session is active on one connection at a
 time; a ``session/resume`` (or ``session/delete``) naming a session active on another connection
@@ -13,15 +13,15 @@ of this server is handled so:
   credential: the session is closed there, as ``session/close`` would (its work stops, it is
   saved), then the request goes ahead: the new connection takes the session over;
 - otherwise (a client still reads the other connection, and it is not found gone within
-  :data:`LET_GO_GRACE` seconds: a client reconnecting at once may be ahead of the server noticing
+  `LET_GO_GRACE` seconds: a client reconnecting at once may be ahead of the server noticing
   that its old connection dropped): the request is refused ``-32002`` with
   the message "Session is active on another connection" and ``data: {"sessionId": ...}``, so two
   live clients never run one session side by side. The client closes it there first, or retries
   once the other connection is gone.
 
 Across processes (replicas sharing a PostgreSQL store) the process that has a session active holds
-its lease (:mod:`acp_agent.http.leases`): another process's ``session/resume`` or ``session/delete``
-waits up to :data:`LET_GO_GRACE` seconds for it, then is refused the same way. A process holds
+its lease (`acp_agent.http.leases`): another process's ``session/resume`` or ``session/delete``
+waits up to `LET_GO_GRACE` seconds for it, then is refused the same way. A process holds
 the lease from the moment a session becomes active on one of its connections (``session/new``,
 ``session/fork``, ``session/resume``) until no connection of it has the session any more (closed,
 deleted, or its connection ended: always after the session was saved).
@@ -60,8 +60,8 @@ def active_elsewhere(session_id: str) -> RequestError:
 
 
 class Holder(Protocol):
-    """What :class:`ActiveSessions` uses of a connection that may have sessions active
-    (:class:`~acp_agent.http.connections.Holder`, which imports this module, not the reverse)."""
+    """What `ActiveSessions` uses of a connection that may have sessions active
+    (`Holder`, which imports this module, not the reverse)."""
 
     @property
     def id(self) -> str:
@@ -91,7 +91,7 @@ class Holder(Protocol):
 
 class ActiveSessions:
     """The connections of one server that are not finished, and the sessions they are taking up (which
-    runtime has a session active is the store's :class:`~acp_agent._runtime.live.LiveSessions`)."""
+    runtime has a session active is the store's `LiveSessions`)."""
 
     def __init__(self, wait_limit: float, leases: Leases | None = None) -> None:
         self._connections: set[Holder] = set()
@@ -220,7 +220,7 @@ class ActiveSessions:
             raise active_elsewhere(session_id)  # active in another process
 
     async def _let_go(self, owner: Holder, asking: Holder) -> bool:
-        """Whether ``owner`` starts closing or loses its last reader within :data:`LET_GO_GRACE` seconds
+        """Whether ``owner`` starts closing or loses its last reader within `LET_GO_GRACE` seconds
         (a client that reconnects at once may be ahead of the server noticing its old connection drop)."""
         with anyio.move_on_after(LET_GO_GRACE):
             while not (owner.closing or self._abandoned(owner, asking)):

@@ -1,9 +1,9 @@
 """The byte streams a remote connection's runtime talks through, and the queues behind SSE streams.
 
 A runtime reads and writes newline-delimited JSON on anyio byte streams, exactly as on stdio.
-Over HTTP and WebSocket the transport hands it whole messages instead: :class:`MessageInbox`
-turns them into a byte stream (one message a line), :class:`OutputStream` hands the lines the
-runtime writes to its connection, and a :class:`Mailbox` holds the lines waiting for the client
+Over HTTP and WebSocket the transport hands it whole messages instead: `MessageInbox`
+turns them into a byte stream (one message a line), `OutputStream` hands the lines the
+runtime writes to its connection, and a `Mailbox` holds the lines waiting for the client
 that reads one SSE stream.
 """
 

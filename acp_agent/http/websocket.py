@@ -4,13 +4,13 @@ Under load most of a WebSocket server's own work is per message, not per byte: u
 protocol writes every frame to the socket on its own (a ``send`` system call each, though an
 agent's turn sends several messages at once), frames it through the general ``websockets``
 encoder, and pauses reading the socket after every incoming message until the application
-takes it (two ``epoll_ctl`` calls a message). :class:`AcpWebSocketProtocol` keeps uvicorn's
+takes it (two ``epoll_ctl`` calls a message). `AcpWebSocketProtocol` keeps uvicorn's
 protocol (handshake, keepalive pings, closing handshake, limits) and changes only that:
 
 - frames written in one pass of the event loop go to the socket in one write (at most
   ``FLUSH_BYTES`` held at a time, and a close or abort writes what is held first);
 - the application sends a batch of messages in one event (the ``acp.websocket.send_texts``
-  extension, :data:`~acp_agent.http.app.WEBSOCKET_SEND_TEXTS`), each framed here directly
+  extension, `WEBSOCKET_SEND_TEXTS`), each framed here directly
   (no extension is negotiated: the server turns per-message deflate off), after the same
   checks as before (the connection is open, the transport has room, else the application waits);
 - reading pauses once ``MAX_QUEUED`` messages wait for the application, and resumes when it has

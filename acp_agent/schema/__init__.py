@@ -1,8 +1,8 @@
 """Typed pydantic models of every ACP v2 wire shape (stable and unstable schema).
 
 Class names are the schema's ``$defs`` names; attributes are snake_case of the wire keys.
-Serialize with :func:`to_wire` (a dict) or :func:`to_json` (bytes): both omit unset fields and
-keep explicit ``None`` as ``null`` -- the tri-state the ``session/update`` patch model relies on.
+Serialize with [`to_wire`][acp_agent.schema.to_wire] (a dict) or [`to_json`][acp_agent.schema.to_json] (bytes): both
+omit unset fields and keep explicit ``None`` as ``null`` -- the tri-state the ``session/update`` patch model relies on.
 """
 
 from .._util.lazy import LazyImports, lazy_attributes, lazy_dir, publish

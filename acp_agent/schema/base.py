@@ -7,13 +7,13 @@ Three rules shape every model in this package:
   either spelling on input and always emit the wire spelling.
 * **Tri-state fields.** An optional field can be *omitted*, ``null`` or a value, and on
   ``session/update`` upserts the three mean different things. Optional attributes default
-  to ``None``, and :func:`to_wire` / :func:`to_json` serialize with ``exclude_unset``: a
-  field the caller never passed is left out, a field passed as ``None`` is sent as ``null``.
+  to ``None``, and [`to_wire`][acp_agent.schema.to_wire] / [`to_json`][acp_agent.schema.to_json] serialize with
+  ``exclude_unset``: a field the caller never passed is left out, a field passed as ``None`` is sent as ``null``.
   Discriminator constants (``type``, ``sessionUpdate``, ``state``, ...) are the exception:
-  they are always sent, see :class:`WireModel`.
+  they are always sent, see [`WireModel`][acp_agent.schema.WireModel].
 * **Never reject the unknown.** Unknown keys are kept (``extra="allow"``) and sent back out
   unchanged; unknown enum values validate as plain strings; unknown union tags land in a
-  fallback ``Unknown*`` variant (see :func:`discriminate_on`).
+  fallback ``Unknown*`` variant (see [`discriminate_on`][acp_agent.schema.discriminate_on]).
 """
 
 import types
@@ -129,7 +129,8 @@ class WireModel(BaseModel):
     collected once per class into the ``_wire_constants`` frozenset.
 
     A ``session/update`` variant therefore serializes standalone with its ``sessionUpdate``
-    tag; the few places that embed a variant without the tag use :data:`WithoutSessionUpdate`.
+    tag; the few places that embed a variant without the tag use
+    [`WithoutSessionUpdate`][acp_agent.schema.WithoutSessionUpdate].
     """
 
     model_config = ConfigDict(
@@ -163,7 +164,8 @@ def to_wire(model: BaseModel) -> dict[str, Any]:
 
 
 def to_json(model: BaseModel) -> bytes:
-    """Compact UTF-8 JSON bytes of ``model``; the same content as :func:`to_wire`, serialized in Rust."""
+    """Compact UTF-8 JSON bytes of ``model``; the same content as [`to_wire`][acp_agent.schema.to_wire], serialized in
+    Rust."""
     return model.__pydantic_serializer__.to_json(model, by_alias=True, exclude_unset=True)
 
 

@@ -1,6 +1,6 @@
 """The JSON-RPC error object and the structured ``data`` of ACP errors.
 
-The named error codes are in :class:`acp_agent.errors.ErrorCode`; any integer is a valid ``code``.
+The named error codes are in [`acp_agent.errors.ErrorCode`][acp_agent.ErrorCode]; any integer is a valid ``code``.
 """
 
 from typing import Any

@@ -50,7 +50,7 @@ class MessageMcpResponse(WireModel):
     """[unstable] Result of an ``mcp/message`` request: the inner MCP outcome, ``result`` or ``error``.
 
     ``result`` is opaque and counts once passed, even as ``None`` (sent as ``null``); ``error``
-    counts only when it is an :class:`McpError`. One of the two is required. A sender includes
+    counts only when it is an [`McpError`][acp_agent.schema.McpError]. One of the two is required. A sender includes
     exactly one; a response carrying both still validates, and receivers prefer ``result``.
     """
 

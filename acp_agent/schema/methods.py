@@ -1,7 +1,7 @@
 """The method tables: which params / result model belongs to each JSON-RPC method, and who handles it.
 
 The models themselves live in their topic modules and are re-exported here and from
-:mod:`acp_agent.schema`. Envelopes (``jsonrpc``, ``id``, ``method``) are not modelled.
+[`acp_agent.schema`][acp_agent.schema]. Envelopes (``jsonrpc``, ``id``, ``method``) are not modelled.
 """
 
 from collections.abc import Mapping

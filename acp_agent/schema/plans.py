@@ -27,8 +27,8 @@ PlanEntryStatus: TypeAlias = Literal["pending", "in_progress", "completed", "can
 
 
 class PlanEntry(WireModel):
-    """One step of a plan given as a list of items (:class:`PlanItems`): ``content`` says what the step is,
-    ``priority`` is ``"high"``, ``"medium"`` or ``"low"``, ``status`` is ``"pending"``, ``"in_progress"``,
+    """One step of a plan given as a list of items ([`PlanItems`][acp_agent.schema.PlanItems]): ``content`` says what
+    the step is, ``priority`` is ``"high"``, ``"medium"`` or ``"low"``, ``status`` is ``"pending"``, ``"in_progress"``,
     ``"completed"`` or ``"cancelled"`` (all three required)."""
 
     content: str

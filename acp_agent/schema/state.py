@@ -3,7 +3,7 @@
 The state classes carry ``session_update = "state_update"`` (always emitted) so they serialize
 as a complete ``session/update`` variant. The same snapshots also appear embedded, without
 the tag, as ``SubagentUpdate.state`` and ``SessionStatusResponse.state``: those fields are
-typed :data:`NestedStateUpdate`, which drops it.
+typed [`NestedStateUpdate`][acp_agent.schema.NestedStateUpdate], which drops it.
 """
 
 from typing import Annotated, Literal, TypeAlias
@@ -151,7 +151,7 @@ class UnknownStateUpdate(WireModel):
     """[unstable] ``state_update`` snapshot with ``state: "unknown"``: foreground activity is unobservable.
 
     This is the protocol's ``unknown`` state, not a fallback; states this SDK does not know
-    (``_custom`` or future ones) validate as :class:`OtherStateUpdate`.
+    (``_custom`` or future ones) validate as [`OtherStateUpdate`][acp_agent.schema.OtherStateUpdate].
     """
 
     session_update: Literal["state_update"] = "state_update"

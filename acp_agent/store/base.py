@@ -1,15 +1,15 @@
 """The ``SessionStore`` interface: where sessions live when they are not active.
 
 A store holds what ``session/list``, ``session/resume`` and replay need: each session's
-metadata (:class:`~acp_agent.records.SessionRecord` without its live parts) and its compact
+metadata (`SessionRecord` without its live parts) and its compact
 history. Every method is async (anyio): stores backed by blocking drivers run them in worker
 threads, so they work on asyncio and trio alike.
 
-Saving is incremental: :meth:`SessionStore.save` writes the metadata and only the history
+Saving is incremental: [`SessionStore.save`][acp_agent.store.SessionStore.save] writes the metadata and only the history
 entries that changed since the record was last saved (``History.take_changes``). Stores
-backed by blocking drivers run them with :meth:`SessionStore.in_thread` under
-:meth:`SessionStore.lock` (or, as the SQLite store does, queue them in order), so saves land in
-the order their changes were taken.
+backed by blocking drivers run them with [`SessionStore.in_thread`][acp_agent.store.SessionStore.in_thread] under
+[`SessionStore.lock`][acp_agent.store.SessionStore.lock] (or, as the SQLite store does, queue them in order), so saves
+land in the order their changes were taken.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ class StoredSession:
 class SessionStore(ABC):
     """Where sessions are kept between their active spells (and across restarts, if durable).
 
-    Subclass it to keep sessions elsewhere; :class:`~acp_agent.store.MemoryStore`,
-    :class:`~acp_agent.store.SqliteStore` and ``acp_agent.store.postgres.PostgresStore`` are
+    Subclass it to keep sessions elsewhere; [`MemoryStore`][acp_agent.store.MemoryStore],
+    [`SqliteStore`][acp_agent.store.SqliteStore] and ``acp_agent.store.postgres.PostgresStore`` are
     the stores that come with acp-agent. Session ids are unique, so one store can be shared
     by every connection (and, for a shared database, every process) of an agent; a session
     is active in one process at a time.
@@ -70,7 +70,7 @@ class SessionStore(ABC):
     async def open(self) -> None:
         """Make the store ready (create or migrate its schema); called before first use, idempotent.
 
-        Raises :class:`~acp_agent.errors.StoreUnusableError` for a store that must not be used.
+        Raises [`StoreUnusableError`][acp_agent.store.StoreUnusableError] for a store that must not be used.
         """
         return None
 
@@ -90,18 +90,20 @@ class SessionStore(ABC):
         """Write ``record``: its metadata, its ``data`` if JSON-serializable, and its history's changes.
 
         Also how an agent adds sessions of its own (e.g. imported from another tool's history):
-        build a :class:`~acp_agent.records.SessionRecord`, record its items into its history, and
+        build a `SessionRecord`, record its items into its history, and
         save it; ``session/list`` then offers it and ``session/resume`` replays it.
-        Raises :class:`~acp_agent.errors.StoreError` if it could not be written.
+        Raises [`StoreError`][acp_agent.store.StoreError] if it could not be written.
         """
 
     def save_now(self, record: SessionRecord) -> bool:
         """Save ``record`` at once, without awaiting anything, if this store can; ``False`` if it could not finish
-        the save so: :meth:`save` must then be awaited (it writes whatever this call left).
+        the save so: [`save`][acp_agent.store.SessionStore.save] must then be awaited (it writes whatever this call
+        left).
 
         The end of a turn tries this first, so a store that can (``SqliteStore`` appends a small save to its
         journal) saves a turn with no await and no cancel scope around it. The default returns ``False``: a
-        store that does not override this is saved with :meth:`save`. Raises like :meth:`save`.
+        store that does not override this is saved with [`save`][acp_agent.store.SessionStore.save]. Raises like
+        [`save`][acp_agent.store.SessionStore.save].
         """
         return False
 
@@ -109,7 +111,7 @@ class SessionStore(ABC):
         """Make every save so far visible to other processes sharing the store (a store that writes
         saves to a journal first commits them now; the others have nothing to do).
 
-        Called when a session leaves memory. Raises :class:`~acp_agent.errors.StoreError` if that failed.
+        Called when a session leaves memory. Raises [`StoreError`][acp_agent.store.StoreError] if that failed.
         """
         return None
 

@@ -67,14 +67,14 @@ _EMPTY_STATE: Final = orjson.dumps({"configOptions": [], "availableCommands": []
 
 
 def encode_info_text(record: SessionRecord) -> str:
-    """:func:`encode_info` as text; a session with none of those set (most) takes no serializing."""
+    """`encode_info` as text; a session with none of those set (most) takes no serializing."""
     if not record.additional_directories and record.meta is None and not record.client_title:
         return _EMPTY_INFO
     return encode_info(record).decode()
 
 
 def encode_state_text(record: SessionRecord) -> str:
-    """:func:`encode_state` as text; a session with no options, no commands and empty ``data`` takes no
+    """`encode_state` as text; a session with no options, no commands and empty ``data`` takes no
     serializing."""
     if not record.config_options and not record.available_commands and not record.data:
         return _EMPTY_STATE

@@ -10,7 +10,7 @@ Each store object writes its own files, named ``<database file>.journal-<owner>-
 exclusive ``flock`` on each for as long as it may need it (the lock goes with the process). Once
 the saves of a file are committed, the file is deleted: a journal only ever holds saves that may
 not be in the database yet. A file nobody holds a lock on belongs to a process that ended without
-committing it; :func:`orphans` finds those, the store replays them in order and deletes them.
+committing it; `orphans` finds those, the store replays them in order and deletes them.
 Processes looking for orphans take turns (an ``flock`` on ``<database file>.journal.lock``), so a
 file found locked is its live owner's, never one another process is replaying right then.
 A last line cut short by the kill (never answered with ``idle``) is ignored.
@@ -89,7 +89,7 @@ class Journal:
         self._count = 0
 
     def start(self) -> JournalFile:
-        """A new, empty, locked file (created under a name :func:`orphans` ignores, then renamed)."""
+        """A new, empty, locked file (created under a name `orphans` ignores, then renamed)."""
         assert fcntl is not None
         self._count += 1
         final = self.directory / f"{self.prefix}{self.owner}-{self._count:08d}"

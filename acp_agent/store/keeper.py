@@ -1,18 +1,18 @@
 """The runtime's side of a store: opening it (or falling back), batched saves, loading for resume.
 
-A :class:`RecordKeeper` serves one connection. Live sessions are objects in memory; the
-keeper writes them to its :class:`~acp_agent.store.SessionStore` off the hot path:
+A `RecordKeeper` serves one connection. Live sessions are objects in memory; the
+keeper writes them to its [`SessionStore`][acp_agent.store.SessionStore] off the hot path:
 
 - when foreground work ends, before its ``idle`` goes out (through ``SessionCore.persist_now``, or
   ``SessionCore.persist`` awaited when the store cannot save at once; the SQLite store journals such a
   small save with one write, with no await, and commits it in a batch shortly after);
-- every :data:`FLUSH_INTERVAL` seconds, for live sessions whose history changed (a long turn,
+- every `FLUSH_INTERVAL` seconds, for live sessions whose history changed (a long turn,
   background work reporting after the turn);
 - when a session is created, forked, closed, and at the end of the connection.
 
 A session whose save fails when it closes (disk full, a database locked too long, a store
 exception) does not leave memory: the keeper *holds* it, logs an error on stderr, and retries
-the save (:meth:`RecordKeeper.retry_held`) until it succeeds. Meanwhile this connection still
+the save (`RecordKeeper.retry_held`) until it succeeds. Meanwhile this connection still
 lists it, resumes it from memory and deletes it; a last attempt is made at the end of the
 connection, and if that fails too the error says what is lost.
 
@@ -41,7 +41,7 @@ FLUSH_INTERVAL: Final = 1.0
 """Seconds between saves of a live session whose history changed while no turn ended."""
 
 HELD_RETRY_MAX: Final = 60.0
-"""Seconds between retries of a held session's save, at most (the wait doubles from :data:`FLUSH_INTERVAL`)."""
+"""Seconds between retries of a held session's save, at most (the wait doubles from `FLUSH_INTERVAL`)."""
 
 
 class RecordKeeper:
@@ -49,7 +49,8 @@ class RecordKeeper:
 
     def __init__(self, store: SessionStore, *, terminal_tail: int | None = None) -> None:
         self.store = store
-        """The store in use (a fresh :class:`MemoryStore` if the given one could not be opened)."""
+        """The store in use (a fresh [`MemoryStore`][acp_agent.store.MemoryStore] if the given one could not be
+        opened)."""
         self._terminal_tail = terminal_tail
         self._ready = False
         self._opening: anyio.Event | None = None
@@ -61,9 +62,10 @@ class RecordKeeper:
         return self.store.durable
 
     async def ready(self) -> SessionStore:
-        """The store, opened on first use; an unusable one is replaced by a :class:`MemoryStore`.
+        """The store, opened on first use; an unusable one is replaced by a
+        [`MemoryStore`][acp_agent.store.MemoryStore].
 
-        Any other :class:`~acp_agent.errors.StoreError` (a database not reachable now) is raised,
+        Any other [`StoreError`][acp_agent.store.StoreError] (a database not reachable now) is raised,
         and the next call tries again.
         """
         while not self._ready:
@@ -90,8 +92,9 @@ class RecordKeeper:
         await self.write(record)
 
     def save_now(self, record: SessionRecord) -> bool:
-        """:meth:`save` without awaiting, where the store can (:meth:`SessionStore.save_now`); ``False`` if
-        :meth:`save` must be awaited instead. A failure is logged, never raised (it counts as done)."""
+        """`save` without awaiting, where the store can
+        ([`SessionStore.save_now`][acp_agent.store.SessionStore.save_now]); ``False`` if `save` must be awaited instead.
+        A failure is logged, never raised (it counts as done)."""
         if not self._ready:
             return False
         try:
@@ -103,8 +106,9 @@ class RecordKeeper:
         return True
 
     async def write(self, record: SessionRecord, *, sync: bool = False) -> bool:
-        """Save ``record`` (and with ``sync``, commit it where other processes see it: :meth:`SessionStore.sync`);
-        whether it was written (a failure is logged, never raised)."""
+        """Save ``record`` (and with ``sync``, commit it where other processes see it:
+        [`SessionStore.sync`][acp_agent.store.SessionStore.sync]); whether it was written (a failure is logged, never
+        raised)."""
         try:
             store = self.store if self._ready else await self.ready()
             await store.save(record)
@@ -130,7 +134,7 @@ class RecordKeeper:
 
     async def retry_held(self, interval: float = FLUSH_INTERVAL) -> None:
         """Until cancelled: retry the saves of held sessions, every ``interval`` seconds at first and
-        twice as long after each round that saved none of them (up to :data:`HELD_RETRY_MAX`)."""
+        twice as long after each round that saved none of them (up to `HELD_RETRY_MAX`)."""
         wait = interval
         while True:
             await anyio.sleep(wait)
@@ -167,7 +171,7 @@ class RecordKeeper:
         """A stored session brought back for ``session/resume``: what was live in it is reported ended.
 
         The process that ran that work is gone (closed or crashed): see
-        :func:`~acp_agent.history.finalize_live_items`.
+        `finalize_live_items`.
         """
         held = self._held.pop(session_id, None)
         if held is not None:
@@ -207,7 +211,8 @@ class RecordKeeper:
         return found
 
     async def list(self, cwd: str | None, offset: int, limit: int, archived: bool | None = None) -> list[StoredSession]:
-        """A page of stored sessions (see :meth:`SessionStore.list_sessions`)."""
+        """A page of stored sessions (see
+        [`SessionStore.list_sessions`][acp_agent.store.SessionStore.list_sessions])."""
         store = await self.ready()
         page = await store.list_sessions(cwd=cwd, offset=offset, limit=limit, archived=archived)
         if not self._held:
@@ -215,7 +220,8 @@ class RecordKeeper:
         return [StoredSession.of(self._held[s.session_id]) if s.session_id in self._held else s for s in page]
 
     async def find(self, session_id: str) -> StoredSession | None:
-        """The listing of one stored session, without loading it (see :meth:`SessionStore.find`)."""
+        """The listing of one stored session, without loading it (see
+        [`SessionStore.find`][acp_agent.store.SessionStore.find])."""
         held = self._held.get(session_id)
         if held is not None:
             return StoredSession.of(held)

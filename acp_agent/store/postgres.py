@@ -8,7 +8,7 @@ threads (one call at a time per store), so the store works on asyncio and trio.
 
 Tables: ``acp_sessions``, ``acp_history`` and ``acp_schema_migrations`` (the same schema and
 migration scheme as the SQLite store; a database whose newest migration is above
-:data:`SCHEMA_VERSION` is refused). Migrations run under an advisory lock, so replicas that
+[`SCHEMA_VERSION`][acp_agent.store.SCHEMA_VERSION] is refused). Migrations run under an advisory lock, so replicas that
 start together apply them once. A lost connection fails the call (``StoreError``) and is
 reopened on the next one.
 """
@@ -126,7 +126,7 @@ class PostgresStore(SessionStore):
             raise StoreUnusableError(f"cannot prepare the session database: {exc}") from exc
 
     def _call(self, what: str, func: Any, *args: Any) -> Any:
-        """Run ``func(db, *args)`` in one transaction; a failure becomes :class:`StoreError`."""
+        """Run ``func(db, *args)`` in one transaction; a failure becomes [`StoreError`][acp_agent.store.StoreError]."""
         import psycopg
 
         db = self._connect()

@@ -1,28 +1,28 @@
 """``SqliteStore``: sessions in one SQLite file per agent, the default of ``run_stdio``.
 
-stdlib :mod:`sqlite3`, so it works on asyncio and trio. The file is in WAL mode with
+stdlib `sqlite3`, so it works on asyncio and trio. The file is in WAL mode with
 ``synchronous=NORMAL``: a committed save survives the agent process being killed (SIGKILL); a
 power loss may lose the last saves but never corrupts the file. Several processes may share a
 file: writers wait for each other (``busy_timeout``) and every commit is one transaction.
 
 Where the calls run: every SQLite call runs in a worker thread (anyio's for opening, loading,
 listing and deleting; the store's own committer thread for batched saves), one at a time per store,
-so nothing waits for the database on the event loop. A small save (up to :data:`JOURNAL_BYTES`
+so nothing waits for the database on the event loop. A small save (up to `JOURNAL_BYTES`
 of history, as after a typical turn) is written to the store's journal
-(:mod:`acp_agent.store.journal`: one ``write``, which survives SIGKILL) and committed with the
-saves that follow it within :data:`COMMIT_DELAY` seconds, in one transaction, by the committer
+(`acp_agent.store.journal`: one ``write``, which survives SIGKILL) and committed with the
+saves that follow it within `COMMIT_DELAY` seconds, in one transaction, by the committer
 thread; so the end of a turn does not wait for a commit and the crash contract holds. A bigger
 save, or any save where journals cannot be used (no ``flock``, a journal that could not be
 written), commits at once in a worker thread, and so does a save behind such a save still uncommitted
 (a journaled one would land first after a kill). Everything this store object saved is committed
-before it loads, lists, finds or deletes (so it reads what it wrote), and by :meth:`SqliteStore.sync`
-and :meth:`SqliteStore.close`; journals left by a process that ended are replayed on those reads
-and when the file is opened.
+before it loads, lists, finds or deletes (so it reads what it wrote), and by
+[`SqliteStore.sync`][acp_agent.store.SqliteStore.sync] and [`SqliteStore.close`][acp_agent.store.SqliteStore.close];
+journals left by a process that ended are replayed on those reads and when the file is opened.
 
 The schema is versioned: ``schema_migrations`` lists the migrations applied, and opening a
 file applies the missing ones in one transaction. A file whose newest migration is above
-:data:`SCHEMA_VERSION` (a newer acp-agent wrote it), or that is not a readable SQLite
-database, is refused with :class:`~acp_agent.errors.StoreUnusableError` and left untouched.
+[`SCHEMA_VERSION`][acp_agent.store.SCHEMA_VERSION] (a newer acp-agent wrote it), or that is not a readable SQLite
+database, is refused with [`StoreUnusableError`][acp_agent.store.StoreUnusableError] and left untouched.
 """
 
 from __future__ import annotations
@@ -283,7 +283,7 @@ class SqliteStore(SessionStore):
 
         A small save is journaled and committed shortly after, in a batch; a bigger one commits
         before this returns (see the module docstring). Raises
-        :class:`~acp_agent.errors.StoreError` if a save committed at once failed (it stays queued
+        [`StoreError`][acp_agent.store.StoreError] if a save committed at once failed (it stays queued
         and is committed with a later save).
         """
         if self._db is None:
@@ -292,8 +292,9 @@ class SqliteStore(SessionStore):
             await self.in_thread(self._commit_open)  # from here on the save is queued: a failure retries it later
 
     def save_now(self, record: SessionRecord) -> bool:
-        """A save journaled at once (see :meth:`SessionStore.save_now`); ``False`` when the file is not open, journals
-        cannot be used, or the save is too big for the journal (then queued: :meth:`save` commits it)."""
+        """A save journaled at once (see [`SessionStore.save_now`][acp_agent.store.SessionStore.save_now]); ``False``
+        when the file is not open, journals cannot be used, or the save is too big for the journal (then queued:
+        [`save`][acp_agent.store.SqliteStore.save] commits it)."""
         if self._db is None or self._file is None or self._loose:
             return False  # nothing taken: save() opens the file, or commits at once behind a save in no journal
         return self._stage(record)
@@ -327,7 +328,8 @@ class SqliteStore(SessionStore):
 
     async def _read_prepared(self) -> None:
         """Before a read: open the file, and commit what the other store objects of this process saved
-        to it (this one's saves are committed in the read's thread, :meth:`_settle`)."""
+        to it (this one's saves are committed in the read's thread,
+        [`_settle`][acp_agent.store.SqliteStore._settle])."""
         await self.open()
         for sibling in list(self._siblings):
             if sibling is not self and sibling._db is not None:
@@ -363,7 +365,7 @@ class SqliteStore(SessionStore):
         return True
 
     def _commit_loop(self) -> None:
-        """The committer thread: commit what is pending every :data:`COMMIT_DELAY` seconds while there is some."""
+        """The committer thread: commit what is pending every `COMMIT_DELAY` seconds while there is some."""
         delay = RETRY_DELAY
         while True:
             self._wake.wait()

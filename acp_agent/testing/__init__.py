@@ -1,19 +1,21 @@
 """Tools for testing an ACP v2 agent: a scripted client, a wire-rule checker and schema validation.
 
-- :class:`Client` drives one agent connection and records every message in both directions
-  (:class:`TranscriptEntry`); :func:`connect_agent` serves an :class:`~acp_agent.Agent` in this
-  process, :func:`spawn_agent` launches an agent command and talks to it over its pipes (an agent
-  process that dies raises :class:`AgentExitedError`, with its exit status and stderr tail).
-- :class:`WireChecker` and :func:`check_transcript` judge a transcript against the protocol's
-  wire rules (:data:`RULES`), reporting each broken rule as a :class:`RuleViolation`.
-- :class:`SchemaValidator` checks agent-sent messages against the official v2 JSON Schema, which
-  ships inside this package (:func:`default_schema_path`); it needs ``jsonschema``, imported only
-  when a validator is built.
-- [unstable] :meth:`Client.host_mcp_server` hosts MCP servers for an agent that calls them over ACP
-  (``mcp/message``): a handler gets each :class:`HostedMcpRequest` and returns its MCP result or raises
-  :class:`McpErrorAnswer`.
-- :func:`monitor_event_loop` watches the event loop of a test that serves its agent in-process and warns
-  when agent code blocks it (``run_stdio`` does this by itself).
+- [`Client`][acp_agent.testing.Client] drives one agent connection and records every message in both directions
+  ([`TranscriptEntry`][acp_agent.testing.TranscriptEntry]); [`connect_agent`][acp_agent.testing.connect_agent] serves an
+  [`Agent`][acp_agent.Agent] in this process, [`spawn_agent`][acp_agent.testing.spawn_agent] launches an agent command
+  and talks to it over its pipes (an agent process that dies raises
+  [`AgentExitedError`][acp_agent.testing.AgentExitedError], with its exit status and stderr tail).
+- [`WireChecker`][acp_agent.testing.WireChecker] and [`check_transcript`][acp_agent.testing.check_transcript] judge a
+  transcript against the protocol's wire rules ([`RULES`][acp_agent.testing.RULES]), reporting each broken rule as a
+  [`RuleViolation`][acp_agent.testing.RuleViolation].
+- [`SchemaValidator`][acp_agent.testing.SchemaValidator] checks agent-sent messages against the official v2 JSON Schema,
+  which ships inside this package ([`default_schema_path`][acp_agent.testing.default_schema_path]); it needs
+  ``jsonschema``, imported only when a validator is built.
+- [unstable] [`Client.host_mcp_server`][acp_agent.testing.Client.host_mcp_server] hosts MCP servers for an agent that
+  calls them over ACP (``mcp/message``): a handler gets each [`HostedMcpRequest`][acp_agent.testing.HostedMcpRequest]
+  and returns its MCP result or raises [`McpErrorAnswer`][acp_agent.testing.McpErrorAnswer].
+- [`monitor_event_loop`][acp_agent.testing.monitor_event_loop] watches the event loop of a test that serves its agent
+  in-process and warns when agent code blocks it (``run_stdio`` does this by itself).
 - The pytest plugin (``acp_agent.testing.pytest_plugin``, registered on install) adds the
   ``acp_client`` and ``acp_connect`` fixtures.
 

@@ -1,10 +1,11 @@
 """A small ACP v2 client for tests, demos and scripted checks of an agent.
 
-It speaks to an :class:`~acp_agent.Agent` in the same process over in-memory pipes
-(:func:`connect_agent`) or to an agent subprocess over real pipes (:func:`spawn_agent`),
-records every message in both directions in :attr:`Client.transcript`, and keeps the
-client's view of each session (its updates and its latest state). An agent subprocess
-that dies is reported as :class:`AgentExitedError`, with its exit status and stderr tail.
+It speaks to an [`Agent`][acp_agent.Agent] in the same process over in-memory pipes
+([`connect_agent`][acp_agent.testing.connect_agent]) or to an agent subprocess over real pipes
+([`spawn_agent`][acp_agent.testing.spawn_agent]), records every message in both directions in
+[`Client.transcript`][acp_agent.testing.Client.transcript], and keeps the client's view of each session (its updates and
+its latest state). An agent subprocess that dies is reported as
+[`AgentExitedError`][acp_agent.testing.AgentExitedError], with its exit status and stderr tail.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ __all__ = [
 ]
 
 STDERR_TAIL_BYTES = 4096
-"""How many trailing bytes of an agent subprocess's stderr :class:`AgentExitedError` quotes (at most)."""
+"""How many trailing bytes of an agent subprocess's stderr [`AgentExitedError`][acp_agent.testing.AgentExitedError]
+quotes (at most)."""
 
 PermissionPolicy = Callable[[dict[str, Any]], dict[str, Any] | None]
 """Given ``session/request_permission`` params, return the result to send (``None``: wait for a hand answer)."""
@@ -159,13 +161,13 @@ def allow_first(params: dict[str, Any]) -> dict[str, Any]:
 
 
 class AgentExitedError(RequestError):
-    """The agent subprocess of :func:`spawn_agent` exited while the client still needed it.
+    """The agent subprocess of [`spawn_agent`][acp_agent.testing.spawn_agent] exited while the client still needed it.
 
     Raised instead of a bare "connection closed" by a client request whose answer never came
-    (``method`` names it) and by :meth:`Client.wait_for` when no more messages can arrive
+    (``method`` names it) and by [`Client.wait_for`][acp_agent.testing.Client.wait_for] when no more messages can arrive
     (``method`` is ``None``). It carries the exit status (``returncode``, negative for a signal)
-    and the last :data:`STDERR_TAIL_BYTES` bytes of the agent's stderr (``stderr_tail``). It is a
-    :class:`~acp_agent.errors.RequestError` with code ``-32800``, like the cancellation it replaces.
+    and the last `STDERR_TAIL_BYTES` bytes of the agent's stderr (``stderr_tail``). It is a
+    [`RequestError`][acp_agent.RequestError] with code ``-32800``, like the cancellation it replaces.
     """
 
     def __init__(self, returncode: int, stderr_tail: str, method: str | None = None) -> None:
@@ -333,8 +335,8 @@ class _TappedSend(ByteSendStream):
 class Client:
     """An ACP v2 client driving one agent connection.
 
-    Use it inside :func:`connect_agent` or :func:`spawn_agent`. Every request helper
-    raises :class:`~acp_agent.errors.RequestError` when the agent answers with an error.
+    Use it inside [`connect_agent`][acp_agent.testing.connect_agent] or [`spawn_agent`][acp_agent.testing.spawn_agent].
+    Every request helper raises [`RequestError`][acp_agent.RequestError] when the agent answers with an error.
     """
 
     def __init__(
@@ -350,7 +352,8 @@ class Client:
     ) -> None:
         self.transcript: list[TranscriptEntry] = []
         self.keep_transcript = keep_transcript
-        """Whether :attr:`transcript` records messages (turn off for bulk benchmarks)."""
+        """Whether [`transcript`][acp_agent.testing.Client.transcript] records messages (turn off for bulk
+        benchmarks)."""
         self.checker: WireChecker | None = WireChecker(raise_on_violation=False) if check else None
         """The wire-rule checker fed with every message (``check=False`` turns it off)."""
         self.on_message = on_message
@@ -362,13 +365,15 @@ class Client:
         )
         self.connection.requests["elicitation/create"] = Method(self._on_elicitation, prepare=self._hold_elicitation)
         self.mcp = McpHost(self.connection)
-        """[unstable] The MCP servers this client hosts for the agent (see :meth:`host_mcp_server`) and the
-        requests they received (``client.mcp.requests``)."""
+        """[unstable] The MCP servers this client hosts for the agent (see
+        [`host_mcp_server`][acp_agent.testing.Client.host_mcp_server]) and the requests they received
+        (``client.mcp.requests``)."""
         self.connection.requests["mcp/message"] = Method(self.mcp.serve, prepare=self.mcp.accept)
         self.elicitation_policy = elicitation_policy
         """Called with each ``elicitation/create``'s params: a returned result (e.g. ``{"action": "accept",
         "content": {...}}``) answers at once; ``None`` (or no policy) holds the question in
-        :attr:`pending_elicitations` for :meth:`answer_elicitation`."""
+        [`pending_elicitations`][acp_agent.testing.Client.pending_elicitations] for
+        [`answer_elicitation`][acp_agent.testing.Client.answer_elicitation]."""
         self.pending_elicitations: dict[int, dict[str, Any]] = {}
         """Elicitations waiting for a hand answer: arrival number (0, 1, 2, ...) -> ``{"params": ...}``."""
         self._elicitation_count = 0
@@ -378,12 +383,13 @@ class Client:
         """Permission requests waiting for a hand answer, by arrival number (0, 1, 2, ...)."""
         self._permission_count = 0
         self.returncode: int | None = None
-        """Exit code of an agent subprocess, once it ended (see :func:`spawn_agent`)."""
+        """Exit code of an agent subprocess, once it ended (see [`spawn_agent`][acp_agent.testing.spawn_agent])."""
         self._agent_process: _AgentProcess | None = None
         self._input_ended = False
         self.closed_at: int | None = None
-        """How many :attr:`transcript` entries came before the client closed its sending side (the
-        agent's end of input), once it did; pass it on with ``WireChecker.feed_transcript(..., end_at=)``."""
+        """How many [`transcript`][acp_agent.testing.Client.transcript] entries came before the client closed its
+        sending side (the agent's end of input), once it did; pass it on with ``WireChecker.feed_transcript(...,
+        end_at=)``."""
         self._changed = anyio.Event()
         self._clock = anyio.current_time
 
@@ -479,7 +485,8 @@ class Client:
         """Answer a held elicitation: ``accept`` (with ``content``), ``decline`` or ``cancel``.
 
         ``index`` is the question's arrival number on this connection (0 for the first question held,
-        1 for the second, ...): its key in :attr:`pending_elicitations`, not a position in it.
+        1 for the second, ...): its key in [`pending_elicitations`][acp_agent.testing.Client.pending_elicitations], not
+        a position in it.
         """
         slot = self.pending_elicitations[index]
         slot["result"] = {"action": action, **({"content": content} if content is not None else {})}
@@ -497,8 +504,8 @@ class Client:
     def host_mcp_server(self, name: str, handler: McpHandler, *, server_id: str | None = None) -> dict[str, Any]:
         """[unstable] Host an MCP server for the agent, reached over ACP (``mcp/message``).
 
-        ``handler`` (a plain or ``async`` function) gets each :class:`~acp_agent.testing.HostedMcpRequest`
-        and returns its MCP result (or raises :class:`~acp_agent.testing.McpErrorAnswer`). Returns the
+        ``handler`` (a plain or ``async`` function) gets each [`HostedMcpRequest`][acp_agent.testing.HostedMcpRequest]
+        and returns its MCP result (or raises [`McpErrorAnswer`][acp_agent.testing.McpErrorAnswer]). Returns the
         ``{"type": "acp", "name", "serverId"}`` entry to pass in ``mcpServers``.
         """
         return self.mcp.add(name, handler, server_id)
@@ -512,16 +519,18 @@ class Client:
 
     @property
     def agent_pid(self) -> int | None:
-        """The process id of the agent subprocess (:func:`spawn_agent`); ``None`` for an agent in this process."""
+        """The process id of the agent subprocess ([`spawn_agent`][acp_agent.testing.spawn_agent]); ``None`` for an
+        agent in this process."""
         return self._agent_process.process.pid if self._agent_process is not None else None
 
     async def kill_agent(self, sig: signal.Signals = signal.SIGKILL) -> int:
         """Send ``sig`` to the agent subprocess (default SIGKILL: no shutdown, no last save, as in a crash)
-        and wait until it has ended; returns its exit status (:attr:`returncode`: minus the signal).
+        and wait until it has ended; returns its exit status ([`returncode`][acp_agent.testing.Client.returncode]: minus
+        the signal).
 
-        For crash tests: start the agent again with another :func:`spawn_agent` on the same data
-        directory and check what it kept. Raises ``RuntimeError`` for an agent served in this process
-        (:func:`connect_agent`), which has no process of its own.
+        For crash tests: start the agent again with another [`spawn_agent`][acp_agent.testing.spawn_agent] on the same
+        data directory and check what it kept. Raises ``RuntimeError`` for an agent served in this process
+        ([`connect_agent`][acp_agent.testing.connect_agent]), which has no process of its own.
         """
         agent = self._agent_process
         if agent is None:
@@ -536,7 +545,8 @@ class Client:
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         """Wait until ``predicate()`` holds (checked after every message), or time out.
 
-        Raises :class:`AgentExitedError` when an agent subprocess exited with it still false.
+        Raises [`AgentExitedError`][acp_agent.testing.AgentExitedError] when an agent subprocess exited with it still
+        false.
         """
         with anyio.fail_after(timeout):
             while not predicate():
@@ -552,7 +562,8 @@ class Client:
     async def request(self, method: str, params: Mapping[str, Any]) -> Any:
         """Send any request and return its result.
 
-        Raises :class:`AgentExitedError` when an agent subprocess exited before answering.
+        Raises [`AgentExitedError`][acp_agent.testing.AgentExitedError] when an agent subprocess exited before
+        answering.
         """
         try:
             return await self.connection.request(method, params)
@@ -626,7 +637,8 @@ class Client:
 
     async def set_config_option(self, session_id: str, config_id: str, value: str | bool) -> list[dict[str, Any]]:
         """``session/set_config_option`` (``type`` ``"boolean"`` for a bool, ``"id"`` for a select value);
-        returns the complete option list the agent answered with (also in :attr:`SessionView.config_options`)."""
+        returns the complete option list the agent answered with (also in
+        [`SessionView.config_options`][acp_agent.testing.SessionView.config_options])."""
         kind = "boolean" if isinstance(value, bool) else "id"
         result = await self.request("session/set_config_option",
                                     {"sessionId": session_id, "configId": config_id, "type": kind, "value": value})
@@ -690,13 +702,13 @@ class Client:
 @asynccontextmanager
 async def connect_agent(agent: Any, *, limits: Limits | None = None, store: SessionStore | None = None,
                         **client_options: Any) -> AsyncIterator[Client]:
-    """Serve ``agent`` in this process and yield a :class:`Client` connected to it.
+    """Serve ``agent`` in this process and yield a [`Client`][acp_agent.testing.Client] connected to it.
 
-    ``limits`` and ``store`` are passed to :func:`~acp_agent.serve` (defaults: ``agent.limits``;
+    ``limits`` and ``store`` are passed to [`serve`][acp_agent.serve] (defaults: ``agent.limits``;
     ``agent.store``, else a fresh in-memory store).
 
     When the block ends normally, the transcript is judged by the client's
-    :class:`~acp_agent.testing.checker.WireChecker` (pass ``check=False`` to skip).
+    [`WireChecker`][acp_agent.testing.WireChecker] (pass ``check=False`` to skip).
     """
     from ..stdio import serve
 
@@ -731,15 +743,15 @@ async def spawn_agent(
     command: Sequence[str], *, env: Mapping[str, str] | None = None, limits: Limits | None = None,
     **client_options: Any,
 ) -> AsyncIterator[Client]:
-    """Launch an agent subprocess and yield a :class:`Client` talking to it over its pipes.
+    """Launch an agent subprocess and yield a [`Client`][acp_agent.testing.Client] talking to it over its pipes.
 
     ``env`` adds to (and overrides) this process's environment for the agent.
 
     The agent's stderr is copied to this process's ``sys.stderr`` (so pytest shows it with the
     test). If the agent exits while a request waits for its answer, that request raises
-    :class:`AgentExitedError` (exit status and stderr tail) rather than a bare cancellation;
-    so does :meth:`Client.wait_for`, and the error leaves this block as itself, not wrapped in
-    an exception group.
+    [`AgentExitedError`][acp_agent.testing.AgentExitedError] (exit status and stderr tail) rather than a bare
+    cancellation; so does [`Client.wait_for`][acp_agent.testing.Client.wait_for], and the error leaves this block as
+    itself, not wrapped in an exception group.
 
     On exit the client closes the agent's stdin and waits for the process to end
     (killing it after 10 seconds); its exit code is then in ``client.returncode``.

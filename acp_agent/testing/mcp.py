@@ -1,7 +1,7 @@
 """[unstable] MCP servers hosted by the test client, for agents that call them over ACP (``mcp/message``).
 
-:meth:`Client.host_mcp_server` registers a handler under a fresh ``serverId`` and returns the
-``mcpServers`` entry to pass to ``session/new``. The host plays the client's side of the
+[`Client.host_mcp_server`][acp_agent.testing.Client.host_mcp_server] registers a handler under a fresh ``serverId`` and
+returns the ``mcpServers`` entry to pass to ``session/new``. The host plays the client's side of the
 MCP-over-ACP binding: an unknown ``serverId`` is answered ``-33001``, a duplicate active
 ``requestId`` ``-32602``, an inner request without the MCP version and capabilities in its
 ``_meta`` gets an inner MCP ``-32602`` (another version: ``-32022``), and a request the agent
@@ -71,7 +71,7 @@ class HostedMcpRequest:
 
 McpHandler = Callable[[HostedMcpRequest], Awaitable[Any] | Any]
 """Serves one hosted MCP request (a plain or ``async`` function): returns the MCP result, or raises
-:class:`McpErrorAnswer`."""
+[`McpErrorAnswer`][acp_agent.testing.McpErrorAnswer]."""
 
 
 class McpHost:

@@ -5,12 +5,12 @@ backend in use):
 
 ``acp_connect``
     A function ``acp_connect(target, **client_options)`` returning an async context
-    manager that yields a :class:`~acp_agent.testing.client.Client`: ``target`` is an
-    :class:`~acp_agent.Agent` instance (served in-process) or a command line (a list of
+    manager that yields a [`Client`][acp_agent.testing.Client]: ``target`` is an
+    [`Agent`][acp_agent.Agent] instance (served in-process) or a command line (a list of
     strings, launched as a subprocess). The client is **not initialized**: the test sends
     ``await client.initialize(...)`` itself (so it can choose the version and capabilities,
     or test what happens before or without it). On exit the transcript is checked by the
-    :class:`~acp_agent.testing.checker.WireChecker` and against the official schema that
+    [`WireChecker`][acp_agent.testing.WireChecker] and against the official schema that
     ships with the package; any problem fails the test.
 
 ``acp_client``
@@ -21,7 +21,7 @@ backend in use):
     callable argument as the decorated object.)
 
 A command-line agent that dies makes the waiting request fail with
-:class:`~acp_agent.testing.client.AgentExitedError` (exit status and stderr tail).
+[`AgentExitedError`][acp_agent.testing.AgentExitedError] (exit status and stderr tail).
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ annotations. Answers are matched to the client's requests by id.
 The official schemas ship inside this package (``schemas/acp-v2-schema.json`` and
 ``schemas/acp-v2-schema.unstable.json``, byte-identical copies of ``schema/v2/schema.json`` and
 ``schema/v2/schema.unstable.json`` from the ``@agentclientprotocol/sdk`` 2.4.0 npm package);
-:func:`default_schema_path` finds them. Needs the ``jsonschema`` package, imported when the first
-:class:`SchemaValidator` is built.
+[`default_schema_path`][acp_agent.testing.default_schema_path] finds them. Needs the ``jsonschema`` package, imported
+when the first [`SchemaValidator`][acp_agent.testing.SchemaValidator] is built.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def _packaged_schema(unstable: bool) -> Traversable:
 def default_schema_path(*, unstable: bool = True) -> Path:
     """The official v2 schema shipped in this package: the unstable one (with draft features) by default.
 
-    ``unstable=False`` gives the stable schema. :class:`SchemaValidator` uses the unstable one,
-    since it describes every feature this SDK speaks (background work, terminals, subagents).
+    ``unstable=False`` gives the stable schema. [`SchemaValidator`][acp_agent.testing.SchemaValidator] uses the unstable
+    one, since it describes every feature this SDK speaks (background work, terminals, subagents).
     """
     return Path(str(_packaged_schema(unstable)))
 

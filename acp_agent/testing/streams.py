@@ -10,7 +10,7 @@ __all__ = ["MemoryByteReceiveStream", "MemoryByteSendStream", "byte_pipe"]
 
 
 class MemoryByteSendStream(ByteSendStream):
-    """The writing end of :func:`byte_pipe`."""
+    """The writing end of [`byte_pipe`][acp_agent.testing.byte_pipe]."""
 
     def __init__(self, send: MemoryObjectSendStream[bytes]) -> None:
         self._send = send
@@ -29,7 +29,7 @@ class MemoryByteSendStream(ByteSendStream):
 
 
 class MemoryByteReceiveStream(ByteReceiveStream):
-    """The reading end of :func:`byte_pipe`."""
+    """The reading end of [`byte_pipe`][acp_agent.testing.byte_pipe]."""
 
     def __init__(self, receive: MemoryObjectReceiveStream[bytes]) -> None:
         self._receive = receive

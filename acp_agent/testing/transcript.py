@@ -1,4 +1,4 @@
-"""What a recorded wire looks like: :class:`TranscriptEntry` and the two directions.
+"""What a recorded wire looks like: [`TranscriptEntry`][acp_agent.testing.TranscriptEntry] and the two directions.
 
 The client records these and the checker and the schema validator read them; this module sits below all three so
 that none of them has to import another for the type.

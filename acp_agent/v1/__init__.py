@@ -1,11 +1,11 @@
 """Serve ACP v1 clients (today's editors) from the same v2 agent code.
 
-The bridge sits between the wire and the connection: :func:`negotiating_streams` wraps the
-byte streams a :class:`~acp_agent._wire.connection.Connection` reads and writes. Until the client's
+The bridge sits between the wire and the connection: `negotiating_streams` wraps the
+byte streams a `Connection` reads and writes. Until the client's
 ``initialize`` it only watches; ``initialize`` with ``protocolVersion: 1`` switches the whole
 connection to v1, any other version leaves it a plain pass-through (v2, unchanged bytes).
 
-In v1 mode every line is translated by :class:`V1Translator`: v1 requests become v2 calls of
+In v1 mode every line is translated by `V1Translator`: v1 requests become v2 calls of
 the unchanged runtime, and what the runtime sends becomes v1 shapes (or is dropped). Every
 ordering rule stays enforced by the v2 runtime; the bridge only re-encodes. What maps to what
 is listed in ``docs/v1-bridge.md``.
@@ -14,7 +14,7 @@ The modules, from the wire inwards:
 
 - ``streams``: the wrapped byte streams (watch, pass through, or translate line by line);
 - ``negotiation``: what a client's line says about the version it wants;
-- ``translator``: :class:`V1Translator`, routing each message to the module below that owns it;
+- ``translator``: `V1Translator`, routing each message to the module below that owns it;
 - ``requests``: v1 client requests as v2 calls (handlers return forward / answer / refuse);
 - ``answers``: the runtime's answers to those requests in v1 shape (held prompt answers);
 - ``updates``: v2 session updates as v1 ones (messages, turn end, plans, config and modes);

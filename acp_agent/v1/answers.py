@@ -1,9 +1,9 @@
 """The runtime's answers to translated client requests, in v1 shape.
 
-Only answers to requests :mod:`.requests` forwarded are changed (the translator remembers their
+Only answers to requests `requests` forwarded are changed (the translator remembers their
 v1 method and context); any other answer passes unchanged. A ``session/prompt`` answer is held:
 v1 answers a prompt with its stop reason, which is known when the turn ends (see
-:mod:`.updates`), so the client gets it then, or at once if the turn already ended.
+`updates`), so the client gets it then, or at once if the turn already ended.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Version negotiation: what a client's line says about the protocol it wants.
 
 Functions over raw lines, used by the streams while they still watch (before the mode is
-chosen). :func:`probe` and :func:`old_initialize` never raise on the client's input: a line that
+chosen). `probe` and `old_initialize` never raise on the client's input: a line that
 is not JSON, not an ``initialize`` request or carries no integer version decides nothing.
-:func:`list_version_1` reads the runtime's own output (whole JSON lines) and changes nothing but
+`list_version_1` reads the runtime's own output (whole JSON lines) and changes nothing but
 the ``supported`` list of the answers it was asked to amend.
 """
 
@@ -60,7 +60,7 @@ def old_initialize(line: bytes) -> str | None:
 def list_version_1(item: bytes, refused: set[str]) -> bytes:
     """Add 1 to ``supported`` in the runtime's -32022 answers to those requests: the bridge serves it.
 
-    ``refused`` holds the ids :func:`old_initialize` found; an id is dropped once its answer was amended.
+    ``refused`` holds the ids `old_initialize` found; an id is dropped once its answer was amended.
     """
     lines = item.splitlines(keepends=True)
     for index, line in enumerate(lines):

@@ -2,10 +2,10 @@
 
 A handler never raises to report an outcome. It returns one of:
 
-- :class:`Forward`: send the runtime this v2 call (its answer is translated back with ``context``);
-- :class:`Answer` / :class:`Refuse`: the bridge answers the client itself, with a result or an
+- `Forward`: send the runtime this v2 call (its answer is translated back with ``context``);
+- `Answer` / `Refuse`: the bridge answers the client itself, with a result or an
   error (a notification gets nothing);
-- :data:`UNCHANGED`: the message goes to the runtime as the client sent it.
+- `UNCHANGED`: the message goes to the runtime as the client sent it.
 
 Handlers may note what they learn in the translator's state (client capabilities, a session
 being loaded); they send nothing themselves.
@@ -56,7 +56,7 @@ class Unchanged:
 
 
 UNCHANGED: Final = Unchanged()
-"""The one :class:`Unchanged` outcome."""
+"""The one `Unchanged` outcome."""
 
 Handled = Forward | Answer | Refuse | Unchanged
 """What a handler decided about a client message."""

@@ -1,6 +1,6 @@
 """What the translator remembers about one v1 connection.
 
-Plain data and no I/O: the connection-wide :class:`TranslatorState` (client capabilities, the
+Plain data and no I/O: the connection-wide `TranslatorState` (client capabilities, the
 requests in flight both ways, the sessions) and, per session, the turn in progress, each tool
 call as last sent, each terminal's output tail, the live plans, the config options and the AIR
 async tasks announced. The translator's modules read and change it; nothing else does.
@@ -34,7 +34,7 @@ class TerminalShown:
     decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
 
     def append(self, data: bytes) -> None:
-        """Add output bytes (UTF-8 decoded across calls), keeping the last :data:`TERMINAL_TAIL` characters."""
+        """Add output bytes (UTF-8 decoded across calls), keeping the last `TERMINAL_TAIL` characters."""
         self.text += self.decoder.decode(data)
         if len(self.text) > TERMINAL_TAIL:
             self.text = self.text[-TERMINAL_TAIL:]

@@ -1,9 +1,9 @@
 """The byte streams of a connection that may speak v1: watch, then pass through or translate.
 
-:func:`negotiating_streams` wraps the streams a :class:`~acp_agent._wire.connection.Connection` reads
-and writes. Until the client's ``initialize`` they only watch (see :mod:`.negotiation`);
+`negotiating_streams` wraps the streams a `Connection` reads
+and writes. Until the client's ``initialize`` they only watch (see `negotiation`);
 version 1 switches the connection to v1, 2 or more to v2. In v2 mode bytes pass through
-untouched. In v1 mode whole lines go through a :class:`~.translator.V1Translator` both ways,
+untouched. In v1 mode whole lines go through a `V1Translator` both ways,
 and what the bridge answers the client itself is written under the same lock as the
 runtime's output, so lines never interleave. A line that is not JSON reaches the runtime as
 is (it answers -32700). An unfinished last line at end of input is still delivered.
@@ -131,7 +131,7 @@ class _BridgeSend(ByteSendStream):
 
     def write_now(self, item: bytes) -> int:
         """In v2 mode, what the client's stream takes of ``item`` without waiting (see
-        :meth:`~acp_agent._wire.framing.Writer.flush_now`); otherwise ``0``: nothing is written here."""
+        `flush_now`); otherwise ``0``: nothing is written here."""
         if self._b.mode != "v2":
             return 0
         write_now = getattr(self._b.outer_send, "write_now", None)

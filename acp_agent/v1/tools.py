@@ -2,7 +2,7 @@
 
 v1 has no agent-owned terminals, so a terminal's output is shown as a text block inside the
 tool calls it belongs to (a terminal of its own gets a made-up tool call named after its
-command). :func:`emit` is the one place a tool call reaches the client: the first time as a
+command). `emit` is the one place a tool call reaches the client: the first time as a
 ``tool_call`` with every field, afterwards as a ``tool_call_update`` with only the fields that
 changed, and nothing when nothing did. A tool call handed off to a still-running terminal stays
 ``in_progress`` until that terminal exits.

@@ -1,8 +1,8 @@
 """The translator of one v1 connection: routes each message to the module that translates it.
 
-Pure bookkeeping, no I/O, one instance per connection: :meth:`V1Translator.incoming` takes a
+Pure bookkeeping, no I/O, one instance per connection: `V1Translator.incoming` takes a
 client message and returns what goes to the runtime and what the bridge answers the client
-itself; :meth:`V1Translator.outgoing` takes a runtime message and returns what the client gets.
+itself; `V1Translator.outgoing` takes a runtime message and returns what the client gets.
 Messages the bridge does not translate pass unchanged in both directions, so the runtime still
 judges (and answers) malformed input, and the client sees any message v1 and v2 share as is.
 """
@@ -24,8 +24,8 @@ __all__ = ["V1Translator"]
 class V1Translator:
     """Translates one v1 connection: client messages to v2 calls, runtime messages to v1 shapes.
 
-    Pure bookkeeping (no I/O): :meth:`incoming` returns what goes to the runtime and what the
-    bridge answers the client itself; :meth:`outgoing` returns what the client gets.
+    Pure bookkeeping (no I/O): `incoming` returns what goes to the runtime and what the
+    bridge answers the client itself; `outgoing` returns what the client gets.
     """
 
     def __init__(self) -> None:

@@ -1,6 +1,6 @@
 """v2 session updates as v1 ones (or nothing, when v1 has no form for them).
 
-:func:`session_update` routes each update of a known session to its translation: messages and
+`session_update` routes each update of a known session to its translation: messages and
 thoughts become one chunk per content block, plans merge into v1's single plan, config options
 also drive v1 modes, and the ``idle`` state ends the turn (answering the held ``session/prompt``).
 Tool calls, terminals, subagents and AIR tasks have modules of their own. An update of an

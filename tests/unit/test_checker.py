@@ -946,7 +946,7 @@ def test_a_rule_without_an_entry_still_reports_readably() -> None:
 # -- docs/rules.md --------------------------------------------------------------------------------
 
 RULES_DOC = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
-_ENTRY = re.compile(r"^- \*\*([RS]\d+)\*\* · (MUST|SHOULD|MAY) · ", re.MULTILINE)
+_ENTRY = re.compile(r"^- (?:<span id=\"[rs]\d+\"></span>)?\*\*([RS]\d+)\*\* · (MUST|SHOULD|MAY) · ", re.MULTILINE)
 
 
 def _doc_entries() -> list[tuple[str, str, str]]:

@@ -64,17 +64,6 @@ BACKGROUND = Path(__file__).resolve().parents[2] / "examples" / "background_agen
 
 
 @pytest.mark.acp_agent(agent=[sys.executable, str(BACKGROUND)])
-async def test_readme_background_example(acp_client: Client) -> None:
-    sid = await acp_client.new_session("/tmp")
-    await acp_client.prompt_and_wait(sid, "/watch 30")
-    view = acp_client.view(sid)
-    [item] = view.background or []
-    assert item["type"] == "tool_call"
-    await acp_client.request("tool_call/cancel", {"sessionId": sid, "toolCallId": item["toolCallId"]})
-    await acp_client.wait_for(lambda: view.background == [])
-
-
-@pytest.mark.acp_agent(agent=[sys.executable, str(BACKGROUND)])
 async def test_client_view_tracks_entities_and_helpers(acp_client: Client) -> None:
     sid = await acp_client.new_session("/tmp")
     view = acp_client.view(sid)

@@ -49,6 +49,8 @@ from acp_agent.store import (
 from acp_agent.store.codec import encode_info, encode_info_text, encode_state, encode_state_text
 from acp_agent.store.journal import Journal, decode_line, encode_line, orphans
 from acp_agent.testing.client import connect_agent
+from docs_src.import_threads import import_threads as import_site_threads
+from docs_src.resume_context import ContextAgent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
 from tests.helpers.sqlite_files import committed_texts, journal_lines, journaled_texts, write_locked
 
@@ -776,48 +778,25 @@ async def test_agents_starting_together_on_a_new_file_all_open_it(tmp_path: Path
 # -- the author's side: importing, listing, deleting, reading the history -------------------------
 
 
-class Rebuilding(ScriptedAgent):
-    """The README's agent: rebuilds a model context from ``session.history`` on resume."""
+class Rebuilding(ScriptedAgent, ContextAgent):
+    """The site's agent (docs_src/resume_context.py): rebuilds a model context from ``session.history`` on
+    resume; and remembers the sessions a client deleted."""
 
     name = "readme-agent"
 
     def __init__(self) -> None:
         super().__init__()
-        self.contexts: dict[str, list[dict[str, str]]] = {}
+        ContextAgent.__init__(self)  # ScriptedAgent's __init__ does not pass it on
         self.deleted: list[str] = []
-
-    async def resume_session(self, session: Session) -> None:
-        context = []
-        for item in session.history:
-            if isinstance(item, UserMessage):
-                context.append({"role": "user", "content": text(item)})
-            elif isinstance(item, AgentMessage):
-                context.append({"role": "assistant", "content": text(item)})
-            elif isinstance(item, ToolCallUpdate):
-                context.append({"role": "tool", "content": f"{item.title}: {item.status}"})
-        self.contexts[session.id] = context
 
     async def delete_session(self, session_id: str) -> None:
         self.deleted.append(session_id)
 
 
-def text(item: UserMessage | AgentMessage) -> str:
-    return "".join(block.text for block in item.content or [] if isinstance(block, TextContent))
-
-
 async def import_threads(folder: Path) -> None:
-    """The README's import, as written there."""
+    """The site's import (docs_src/import_threads.py), into the file run_stdio would use."""
     store = SqliteStore.for_agent(Rebuilding.name)
-    for path in sorted(folder.glob("*.json")):
-        thread = json.loads(path.read_text())
-        sid = f"sess_imported_{thread['id']}"
-        if await store.load(sid) is not None:
-            continue
-        record = SessionRecord(session_id=sid, cwd=thread["cwd"], title=thread["title"])
-        for n, (asked, answered) in enumerate(thread["turns"]):
-            record.history.record(UserMessage(message_id=f"u{n}", content=[TextContent(text=asked)]))
-            record.history.record(AgentMessage(message_id=f"a{n}", content=[TextContent(text=answered)]))
-        await store.save(record)
+    await import_site_threads(folder, store)
     await store.close()
 
 

@@ -1,36 +1,37 @@
-"""An independent second opinion on an agent's wire: :class:`WireChecker`.
+"""An independent second opinion on an agent's wire: [`WireChecker`][acp_agent.testing.WireChecker].
 
 Feed it every message of one connection, in both directions and in wire order
-(:meth:`WireChecker.feed`, or :meth:`WireChecker.feed_transcript` with the entries that
-:class:`~acp_agent.testing.client.Client` records), tell it when the client closed its
-sending side (:meth:`WireChecker.feed_end`), then call :meth:`WireChecker.finish`.
-Each broken rule is reported as a :class:`RuleViolation` whose text reads
-``R94 [MUST] <the rule in words>: <what happened>``, followed by the offending messages.
-Rule ids ``R1``..``R113`` are the reference's (``ACP-V2-AGENT-REFERENCE.md`` §15); ``S1``,
-``S2``, ... are rules this SDK adds where the reference leaves a gap. ``docs/rules.md``
-states every one of them in words.
-By default the first violation is raised; ``WireChecker(raise_on_violation=False)``
-collects them all in :attr:`WireChecker.violations`.
+([`WireChecker.feed`][acp_agent.testing.WireChecker.feed], or
+[`WireChecker.feed_transcript`][acp_agent.testing.WireChecker.feed_transcript] with the entries that
+[`Client`][acp_agent.testing.Client] records), tell it when the client closed its sending side
+([`WireChecker.feed_end`][acp_agent.testing.WireChecker.feed_end]), then call
+[`WireChecker.finish`][acp_agent.testing.WireChecker.finish]. Each broken rule is reported as a
+[`RuleViolation`][acp_agent.testing.RuleViolation] whose text reads ``R94 [MUST] <the rule in words>: <what happened>``,
+followed by the offending messages. Rule ids ``R1``..``R113`` are the reference's (``ACP-V2-AGENT-REFERENCE.md`` §15);
+``S1``, ``S2``, ... are rules this SDK adds where the reference leaves a gap. ``docs/rules.md`` states every one of them
+in words. By default the first violation is raised; ``WireChecker(raise_on_violation=False)``
+collects them all in [`WireChecker.violations`][acp_agent.testing.WireChecker.violations].
 
 The checker knows nothing about the SDK: it rebuilds what a client can know from the
 messages alone (requests in flight both ways, initialization, sessions, foreground
 state, background lists, tool calls, terminals, children, permission requests) and
-judges only what the wire shows. :data:`RULES` lists every rule it judges with the exact
-judgement; SHOULD rules (:data:`SHOULD_RULES`) are reported with ``level == "SHOULD"``
+judges only what the wire shows. [`RULES`][acp_agent.testing.RULES] lists every rule it judges with the exact
+judgement; SHOULD rules ([`SHOULD_RULES`][acp_agent.testing.SHOULD_RULES]) are reported with ``level == "SHOULD"``
 and can be switched off with ``ignore=SHOULD_RULES``.
 
 Wire order matters. A transcript recorded at the client sees its own messages before
 the agent can react to them, which is what the judgements assume: an agent message that
 precedes a client message on the wire was sent before the agent could have seen it.
 
-The package, bottom up: :mod:`.constants` (the vocabulary, read from the bundled schema where it has it),
-:mod:`.rules` (:data:`RULES` and :class:`RuleViolation`), :mod:`.model` (the client-side model of the
-connection and its sessions), then one layer of judges per family, each a mixin over the ones below:
-:mod:`.items` (tool calls, terminals, permission requests), :mod:`.background` (background lists, children),
-:mod:`.turns` (prompts, messages, foreground states, cancels), :mod:`.sessions` (initialize and the session
-lifecycle) and :mod:`.jsonrpc` (framing, ids, requests and answers, routing); :class:`WireChecker` adds the feed.
+The package, bottom up: `constants` (the vocabulary, read from the bundled schema where it has it),
+`rules` ([`RULES`][acp_agent.testing.RULES] and [`RuleViolation`][acp_agent.testing.RuleViolation]), `model` (the
+client-side model of the connection and its sessions), then one layer of judges per family, each a mixin over the ones
+below: `items` (tool calls, terminals, permission requests), `background` (background lists, children),
+`turns` (prompts, messages, foreground states, cancels), `sessions` (initialize and the session
+lifecycle) and `jsonrpc` (framing, ids, requests and answers, routing); [`WireChecker`][acp_agent.testing.WireChecker]
+adds the feed.
 
-Judged with approximations (details in :data:`RULES`):
+Judged with approximations (details in [`RULES`][acp_agent.testing.RULES]):
 
 - R13: only structurally broken params (not an object, a required field missing or of the
   wrong JSON type) answered with a success; ``-32603`` for handler failures is invisible.
@@ -77,8 +78,8 @@ Judged with approximations (details in :data:`RULES`):
 - R105: ``output`` cleared, or a referencing tool call set to ``cancelled``, after a
   ``terminal/cancel``; an idle ``cancelled`` for work during which only per-item cancels (no
   ``session/cancel``/``close``, no answered permission request) happened. A ``session/close``
-  in flight, the end of the client's input (:meth:`WireChecker.feed_end`), a ``session/cancel``
-  the client sent while it saw the session idle followed directly by ``running`` (the work may
+  in flight, the end of the client's input ([`WireChecker.feed_end`][acp_agent.testing.WireChecker.feed_end]), a
+  ``session/cancel`` the client sent while it saw the session idle followed directly by ``running`` (the work may
   have started before the agent read the cancel), or a
   ``session/cancel`` sent after a prompt that is echoed only after it (the agent inserted the
   prompt before reading the cancel), counts as such a cancel.
@@ -126,7 +127,7 @@ __all__ = ["RULES", "SHOULD_RULES", "RuleViolation", "WireChecker", "check_trans
 
 
 class WireChecker(JsonRpcRules):
-    """Judges one connection's messages against the rules in :data:`RULES`.
+    """Judges one connection's messages against the rules in [`RULES`][acp_agent.testing.RULES].
 
     ``ignore`` names rules not to report (e.g. ``SHOULD_RULES``).
     """
@@ -184,10 +185,11 @@ class WireChecker(JsonRpcRules):
             self.client_ended = True
 
     def feed_transcript(self, entries: Iterable[TranscriptEntry], *, end_at: int | None = None) -> None:
-        """Judge recorded :class:`~acp_agent.testing.client.TranscriptEntry` items, in order.
+        """Judge recorded [`TranscriptEntry`][acp_agent.testing.TranscriptEntry] items, in order.
 
         ``end_at``: the client closed its sending side after that many entries
-        (:attr:`Client.closed_at <acp_agent.testing.client.Client.closed_at>`, see :meth:`feed_end`).
+        ([`Client.closed_at`][acp_agent.testing.Client.closed_at], see
+        [`feed_end`][acp_agent.testing.WireChecker.feed_end]).
         """
         for n, entry in enumerate(entries):
             if n == end_at:
@@ -220,7 +222,7 @@ class WireChecker(JsonRpcRules):
 def check_transcript(entries: Iterable[TranscriptEntry], *, ignore: Collection[str] = (),
                      end_at: int | None = None) -> list[RuleViolation]:
     """Judge a whole recorded transcript and return every violation (``end_at``: see
-    :meth:`WireChecker.feed_transcript`)."""
+    [`WireChecker.feed_transcript`][acp_agent.testing.WireChecker.feed_transcript])."""
     checker = WireChecker(raise_on_violation=False, ignore=ignore)
     checker.feed_transcript(entries, end_at=end_at)
     checker.finish()

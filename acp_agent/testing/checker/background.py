@@ -1,7 +1,7 @@
 """Judges of background lists (R85..R95, R110, R112) and subagent children (R79, R80, R90).
 
-:class:`BackgroundRules` is one layer of :class:`~acp_agent.testing.checker.WireChecker`; it may call the judges of
-the layers below it (:class:`ItemRules` and its bases), never those above.
+`BackgroundRules` is one layer of [`WireChecker`][acp_agent.testing.WireChecker]; it may call the judges of
+the layers below it (`ItemRules` and its bases), never those above.
 """
 
 from __future__ import annotations

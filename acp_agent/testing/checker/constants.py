@@ -1,9 +1,9 @@
 """The fixed vocabulary the checker judges against: states, statuses, kinds, methods, required params.
 
-What the bundled official schema (the unstable v2 one, see :func:`~acp_agent.testing.default_schema_path`)
-enumerates is read from it on first use and cached: :func:`foreground_states`, :func:`tool_call_statuses`,
-:func:`tool_kinds`, :func:`update_kinds` and :func:`agent_methods`. The rest is stated by the reference in prose
-(or is this checker's own bookkeeping) and is written out here.
+What the bundled official schema (the unstable v2 one, see
+[`default_schema_path`][acp_agent.testing.default_schema_path]) enumerates is read from it on first use and cached:
+`foreground_states`, `tool_call_statuses`, `tool_kinds`, `update_kinds` and `agent_methods`. The rest is stated by the
+reference in prose (or is this checker's own bookkeeping) and is written out here.
 """
 
 from __future__ import annotations

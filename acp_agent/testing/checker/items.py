@@ -1,7 +1,7 @@
 """Judges of tool calls, terminals and the questions (permission requests, elicitations) about them.
 
-:class:`ItemRules` is one layer of :class:`~acp_agent.testing.checker.WireChecker`; it may call the judges of
-the layers below it (:class:`CheckerModel` and its bases), never those above.
+`ItemRules` is one layer of [`WireChecker`][acp_agent.testing.WireChecker]; it may call the judges of
+the layers below it (`CheckerModel` and its bases), never those above.
 """
 
 from __future__ import annotations

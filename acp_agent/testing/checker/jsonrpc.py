@@ -1,7 +1,7 @@
 """Judges of JSON-RPC framing, ids, requests, notifications and answers; routes each message on.
 
-:class:`JsonRpcRules` is one layer of :class:`~acp_agent.testing.checker.WireChecker`; it may call the judges of
-the layers below it (:class:`SessionRules` and its bases), never those above.
+`JsonRpcRules` is one layer of [`WireChecker`][acp_agent.testing.WireChecker]; it may call the judges of
+the layers below it (`SessionRules` and its bases), never those above.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The rules the checker judges (:data:`RULES`, :data:`SHOULD_RULES`) and how a broken one is reported."""
+"""The rules the checker judges ([`RULES`][acp_agent.testing.RULES], [`SHOULD_RULES`][acp_agent.testing.SHOULD_RULES])
+and how a broken one is reported."""
 
 from __future__ import annotations
 
@@ -115,11 +116,22 @@ SHOULD_RULES: frozenset[str] = frozenset({
 })
 
 
+RULES_PAGE = "docs/rules.md"
+"""The page that states every rule in words (the site's "Wire rules"); each rule has the anchor ``#r94``."""
+
+
+def rule_link(rule: str) -> str:
+    """Where ``rule`` is stated in words: `RULES_PAGE` and the rule's anchor (``docs/rules.md#r94``)."""
+    return f"{RULES_PAGE}#{rule.lower()}"
+
+
 class RuleViolation(AssertionError):
     """One broken rule: ``rule`` (e.g. ``"R94"``), its ``level`` (MUST/SHOULD), ``statement``
-    (the rule in words, from :data:`RULES`), ``text`` (what happened) and the offending ``messages``.
+    (the rule in words, from [`RULES`][acp_agent.testing.RULES]), ``text`` (what happened) and the offending
+    ``messages``.
 
-    ``level`` defaults to the rule's own level (SHOULD for :data:`SHOULD_RULES`, else MUST).
+    ``level`` defaults to the rule's own level (SHOULD for [`SHOULD_RULES`][acp_agent.testing.SHOULD_RULES], else MUST).
+    The text of a known rule ends with where the site states it: ``(see docs/rules.md#r94)``.
     """
 
     def __init__(self, rule: str, text: str, messages: Sequence[Any] = (), level: str | None = None) -> None:
@@ -129,7 +141,10 @@ class RuleViolation(AssertionError):
         self.statement = RULES.get(rule, "")
         self.messages: list[Any] = list(messages)
         quoted = "".join(f"\n  > {quote(m)}" for m in self.messages)
-        head = f"{rule} [{self.level}] {self.statement}: {text}" if self.statement else f"{rule} [{self.level}] {text}"
+        if self.statement:
+            head = f"{rule} [{self.level}] {self.statement}: {text} (see {rule_link(rule)})"
+        else:
+            head = f"{rule} [{self.level}] {text}"
         super().__init__(head + quoted)
 
 

@@ -1,7 +1,7 @@
 """Judges of initialize and the session lifecycle answers (new, fork, resume, close, list, delete, config).
 
-:class:`SessionRules` is one layer of :class:`~acp_agent.testing.checker.WireChecker`; it may call the judges of
-the layers below it (:class:`TurnRules` and its bases), never those above.
+`SessionRules` is one layer of [`WireChecker`][acp_agent.testing.WireChecker]; it may call the judges of
+the layers below it (`TurnRules` and its bases), never those above.
 """
 
 from __future__ import annotations

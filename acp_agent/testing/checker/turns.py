@@ -1,7 +1,7 @@
 """Judges of prompts, message updates, foreground states, idles and session/cancel.
 
-:class:`TurnRules` is one layer of :class:`~acp_agent.testing.checker.WireChecker`; it may call the judges of
-the layers below it (:class:`BackgroundRules` and its bases), never those above.
+`TurnRules` is one layer of [`WireChecker`][acp_agent.testing.WireChecker]; it may call the judges of
+the layers below it (`BackgroundRules` and its bases), never those above.
 """
 
 from __future__ import annotations

@@ -1,0 +1,102 @@
+"""The site's own rules: every example is a docs_src/ file that a page shows and a test runs, and the nav lists
+every page. (`make docs` builds the site strictly; `make test` runs that build.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+SOURCES = ROOT / "docs_src"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+SNIPPET = re.compile(r'^--8<-- "(docs_src/[^"]+)"$')
+# Fenced blocks that are no code example: shell commands to type, and diagrams.
+NOT_EXAMPLES = {"sh", "text"}
+
+
+def pages() -> dict[str, str]:
+    return {str(p.relative_to(DOCS)): p.read_text() for p in sorted(DOCS.rglob("*.md"))}
+
+
+def examples() -> list[Path]:
+    return sorted(p for p in SOURCES.iterdir() if p.is_file() and p.name != "__init__.py")
+
+
+def included() -> set[str]:
+    found: set[str] = set()
+    for text in pages().values():
+        for _, body in FENCE.findall(text):
+            for line in body.splitlines():
+                match = SNIPPET.match(line.strip())
+                if match:
+                    found.add(match[1].split(":")[0])
+    return found
+
+
+def test_every_code_block_is_a_docs_src_file() -> None:
+    inline = []
+    for name, text in pages().items():
+        for lang, body in FENCE.findall(text):
+            lines = [line.strip() for line in body.strip().splitlines()]
+            if lang in NOT_EXAMPLES and not any(SNIPPET.match(line) for line in lines):
+                continue
+            if not lines or not all(SNIPPET.match(line) for line in lines):
+                inline.append(f"{name}: ```{lang} {lines[:1]}")
+    assert not inline, "code examples written inline (make them docs_src/ files):\n" + "\n".join(inline)
+
+
+def test_every_example_is_shown_and_run() -> None:
+    here = Path(__file__).name
+    tests = "\n".join(p.read_text() for p in (ROOT / "tests" / "docs").glob("test_*.py") if p.name != here)
+    shown = included()
+    for path in examples():
+        relative = f"docs_src/{path.name}"
+        assert relative in shown, f"{relative} is on no page"
+        module = f"docs_src.{path.stem}"
+        assert module in tests or path.name in tests, f"{relative} is run by no test under tests/docs/"
+    missing = [name for name in shown if not (ROOT / name).is_file()]
+    assert not missing, missing
+
+
+def test_the_nav_lists_every_page() -> None:
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+
+    def walk(node: object) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, dict):
+            return [page for value in node.values() for page in walk(value)]
+        if isinstance(node, list):
+            return [page for value in node for page in walk(value)]
+        return []
+
+    listed = set(walk(config["nav"]))
+    assert set(pages()) - listed == set(), "pages missing from the nav in mkdocs.yml"
+    assert listed - set(pages()) == set(), "nav entries without a page"
+
+
+def test_the_readme_is_a_front_page() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 400
+    sources = {p.read_text() for p in examples()}
+    blocks = [body for lang, body in FENCE.findall(readme) if lang == "python"]
+    assert blocks, "the README shows an agent"
+    for body in blocks:  # GitHub shows no snippets: the README's code is a docs_src/ file, verbatim
+        assert body in sources, f"README code that is no docs_src/ file:\n{body}"
+    links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, f"README links to missing files: {missing}"
+
+
+def test_every_checker_rule_links_to_its_entry_on_the_rules_page() -> None:
+    from acp_agent.testing import RULES, RuleViolation
+
+    page = (DOCS / "rules.md").read_text()
+    anchors = set(re.findall(r'<span id="([rs]\d+)"></span>\*\*([RS]\d+)\*\*', page))
+    assert {rule.lower() for rule in RULES} <= {anchor for anchor, _ in anchors}
+    assert all(anchor == rule.lower() for anchor, rule in anchors)
+    violation = RuleViolation("R94", "something happened")
+    assert "(see docs/rules.md#r94)" in str(violation).splitlines()[0]
