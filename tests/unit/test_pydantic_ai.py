@@ -336,3 +336,18 @@ def test_an_agent_without_the_bridge_never_imports_it() -> None:
                             env={"PYTHONPATH": str(ROOT), "ACP_AGENT_DATA_DIR": os.environ["ACP_AGENT_DATA_DIR"]})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_a_run_under_trio_is_refused_with_a_clear_error() -> None:
+    agent = PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream_nothing)))
+    async with checked(agent) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        view = await client.prompt_and_wait(sid, "hi")
+        assert view.stop_reason == "error"
+        assert view.updates[-1]["error"]["message"].startswith("pydantic-ai runs on asyncio only")
+
+
+async def stream_nothing(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+    yield "never"

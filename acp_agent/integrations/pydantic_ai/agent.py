@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UsageLimitExceeded, UserError
+from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior, UsageLimitExceeded, UserError
 from pydantic_ai.messages import UserContent
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
@@ -89,6 +90,17 @@ async def _call(factory: SessionFactory | None, session: Session, default: Any) 
     return await value if inspect.isawaitable(value) else value
 
 
+def _on_trio() -> bool:
+    trio = sys.modules.get("trio")
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
 def model_error(exc: BaseException) -> RequestError:
     """The turn's error for a failed run, saying what failed and never what the provider sent back
     (a provider's error body or headers may echo credentials)."""
@@ -101,6 +113,8 @@ def model_error(exc: BaseException) -> RequestError:
     elif isinstance(exc, ModelAPIError):
         message = f"The request to the model {exc.model_name} failed ({type(exc).__name__})"
         data["model"] = exc.model_name
+    elif isinstance(exc, UnexpectedModelBehavior):
+        message = f"The model behaved unexpectedly: {exc.message}"
     elif isinstance(exc, UserError):
         message = f"The agent is misconfigured: {exc.message}"
     else:
@@ -321,6 +335,9 @@ class PydanticAIAgent(Agent):
     async def run_turn(self, session: Session, content: Sequence[UserContent] | str) -> StopReason:
         """One pydantic-ai run on ``content`` with the session's history; the history is saved even when
         the run is cancelled or fails (what the model had said so far stays its context)."""
+        if _on_trio():
+            raise RequestError(ErrorCode.INTERNAL_ERROR, "pydantic-ai runs on asyncio only: serve this agent "
+                               "with the asyncio backend (the default)")
         history = load_history(session)
         bridge = TurnBridge(session, presenter=self.tool_presenter, policy=self.permission_policy,
                             background_tools=self.background_tools,

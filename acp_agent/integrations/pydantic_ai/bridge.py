@@ -102,7 +102,7 @@ _CURRENT: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar("a
 def current_tool() -> ToolContext:
     """The ACP session and tool call of the tool running now (call it from a tool's body).
 
-    Raises :class:`RuntimeError` outside a tool served by a ``PydanticAIAgent``.
+    Raises `RuntimeError` outside a tool served by a `PydanticAIAgent`.
     """
     context = _CURRENT.get()
     if context is None:

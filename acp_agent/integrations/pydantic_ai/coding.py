@@ -16,6 +16,7 @@ Paths are confined to the session's cwd (symlinks resolved) unless ``confine=Fal
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import fnmatch
 import os
@@ -86,7 +87,8 @@ class CodingTools:
         async def read_file(path: str, offset: int = 1, limit: int = 2000) -> str:
             """Read a text file: lines ``offset`` to ``offset + limit - 1`` (1-based)."""
             target = resolve(path)
-            text = await anyio.Path(target).read_text(errors="replace")
+            with _told(path):
+                text = await anyio.Path(target).read_text(errors="replace")
             lines = text.splitlines()[max(offset, 1) - 1:max(offset, 1) - 1 + limit]
             return _clip("\n".join(lines))
 
@@ -113,10 +115,11 @@ class CodingTools:
             """Create or overwrite a text file with ``content``."""
             target = resolve(path)
             file = anyio.Path(target)
-            old = await file.read_text(errors="replace") if await file.exists() else None
-            await _show_diff(target, old, content)
-            await file.parent.mkdir(parents=True, exist_ok=True)
-            await file.write_text(content)
+            with _told(path):
+                old = await file.read_text(errors="replace") if await file.exists() else None
+                await _show_diff(target, old, content)
+                await file.parent.mkdir(parents=True, exist_ok=True)
+                await file.write_text(content)
             return f"wrote {len(content)} characters to {path}"
 
         @tools.tool_plain(requires_approval=True)
@@ -126,13 +129,15 @@ class CodingTools:
             file = anyio.Path(target)
             if not await file.exists():
                 raise ModelRetry(f"{path} does not exist")
-            old = await file.read_text(errors="replace")
+            with _told(path):
+                old = await file.read_text(errors="replace")
             count = old.count(old_text)
             if count != 1:
                 raise ModelRetry(f"old_text occurs {count} times in {path}; it must occur exactly once")
             new = old.replace(old_text, new_text, 1)
             await _show_diff(target, old, new)
-            await file.write_text(new)
+            with _told(path):
+                await file.write_text(new)
             return f"edited {path}"
 
         @tools.tool_plain(requires_approval=True)
@@ -205,6 +210,15 @@ async def _show_diff(path: str, old: str | None, new: str) -> None:
     diff = Diff(changes=[change], patch=DiffPatch(format="git_patch", text=patch_text(path, old, new)))
     await tool.update(locations=[ToolCallLocation(path=path)])
     await tool.append(diff)
+
+
+@contextlib.contextmanager
+def _told(path: str) -> Iterator[None]:
+    """A file system error becomes a retry the model reads (``No such file or directory: a.txt``)."""
+    try:
+        yield
+    except OSError as exc:
+        raise ModelRetry(f"{exc.strerror or type(exc).__name__}: {path}") from None
 
 
 def _clip(text: str) -> str:
