@@ -253,12 +253,18 @@ async def test_usage_limits_end_the_turn_with_an_error() -> None:
 
     agent = PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)),
                             usage_limits=UsageLimits(request_limit=0))
+    assert (await turn_error(agent))["message"].startswith("Usage limit exceeded")
+
+
+async def turn_error(agent: PydanticAIAgent) -> dict[str, Any]:
+    """The error on the idle that ends the first turn of a new session with ``agent`` (which must end ``error``)."""
     async with checked(agent) as client:
         await client.initialize()
         sid = await client.new_session()
         view = await client.prompt_and_wait(sid, "hi")
         assert view.stop_reason == "error"
-        assert view.updates[-1]["error"]["message"].startswith("Usage limit exceeded")
+        error: dict[str, Any] = view.updates[-1]["error"]
+        return error
 
 
 async def test_history_across_turns_resume_and_fork() -> None:
@@ -341,12 +347,7 @@ def test_an_agent_without_the_bridge_never_imports_it() -> None:
 @pytest.mark.parametrize("anyio_backend", ["trio"])
 async def test_a_run_under_trio_is_refused_with_a_clear_error() -> None:
     agent = PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream_nothing)))
-    async with checked(agent) as client:
-        await client.initialize()
-        sid = await client.new_session()
-        view = await client.prompt_and_wait(sid, "hi")
-        assert view.stop_reason == "error"
-        assert view.updates[-1]["error"]["message"].startswith("pydantic-ai runs on asyncio only")
+    assert (await turn_error(agent))["message"].startswith("pydantic-ai runs on asyncio only")
 
 
 async def stream_nothing(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
