@@ -22,6 +22,7 @@ from acp_agent.integrations.pydantic_ai import (
     background_tool,
     delegate,
 )
+from acp_agent.testing import HostedMcpRequest, McpErrorAnswer
 from acp_agent.testing.client import Client
 from tests.helpers.pydantic_ai_models import checked, last_tool_return, scripted
 
@@ -183,6 +184,30 @@ async def test_mcp_servers_from_session_new_become_toolsets(tmp_path: Path) -> N
         (tool,) = view.tool_calls.values()
         assert tool["name"] == "files_shout" and tool["status"] == "completed"
         assert last_tool_return(seen[1]) == "HI"
+
+
+def shout_server(request: HostedMcpRequest) -> dict[str, Any]:
+    """An MCP server the client hosts over ACP: one tool, ``shout``; ``whisper`` reports an error."""
+    if request.method == "tools/list":
+        schema = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+        return {"tools": [{"name": "shout", "description": "Upper-case a text", "inputSchema": schema}]}
+    if request.method != "tools/call":
+        raise McpErrorAnswer(-32601, f"Method not found: {request.method}")
+    return {"content": [{"type": "text", "text": str(request.arguments["text"]).upper()}]}
+
+
+async def test_mcp_servers_the_client_hosts_over_acp_when_opted_in() -> None:
+    seen: list[list[ModelMessage]] = []
+    agent = PydanticAIAgent(PydanticAgent(scripted([("loud_shout", {"text": "hey"}), "done"], seen)), mcp_acp=True)
+    async with checked(agent) as client:
+        answer = await client.initialize()
+        assert answer["capabilities"]["session"]["mcp"]["acp"] == {}
+        sid = await client.new_session(mcpServers=[client.host_mcp_server("loud", shout_server)])
+        view = await client.prompt_and_wait(sid, "shout")
+        (tool,) = view.tool_calls.values()
+        assert (tool["name"], tool["status"]) == ("loud_shout", "completed")
+        assert last_tool_return(seen[1]) == "HEY"
+        assert [r.method for r in client.mcp.requests] == ["tools/list", "tools/call"]
 
 
 async def test_mcp_servers_are_not_connected_when_opted_out() -> None:

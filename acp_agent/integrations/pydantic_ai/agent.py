@@ -40,7 +40,7 @@ from ...session import Session, StopReason
 from ...store import SessionStore
 from .bridge import TurnBridge
 from .content import clear_history, load_history, prompt_text, save_history, user_content
-from .mcp import mcp_toolsets
+from .mcp import acp_mcp_toolsets, mcp_toolsets
 from .permissions import PermissionPolicy
 from .presenter import ToolPresenter
 
@@ -152,7 +152,8 @@ class PydanticAIAgent(Agent):
     - ``commands``: slash commands by name ([`Command`][acp_agent.integrations.pydantic_ai.Command]);
       ``/clear`` (forget the model's history) and ``/model`` (with ``models``) are built in.
     - ``mcp``: connect the stdio/HTTP MCP servers the client offers as pydantic-ai MCP toolsets
-      (default ``True``; ``False`` neither advertises nor connects them).
+      (default ``True``; ``False`` neither advertises nor connects them); ``mcp_acp``: [unstable] also the
+      servers the client hosts over ACP (``mcp/message``; default ``False``).
     - ``accept_system_prompt``: accept the client's ``systemPrompt`` (append mode) as run instructions.
     - ``accepts_image``, ``accepts_audio``, ``accepts_embedded_context``: prompt capabilities (off by
       default, as the model may not take them).
@@ -183,6 +184,7 @@ class PydanticAIAgent(Agent):
         model_settings: Any = None,
         commands: Mapping[str, Command] | None = None,
         mcp: bool = True,
+        mcp_acp: bool = False,
         accept_system_prompt: bool = False,
         accepts_image: bool = False,
         accepts_audio: bool = False,
@@ -206,7 +208,7 @@ class PydanticAIAgent(Agent):
         self._from_provider: dict[str, list[str]] = {}
         # The Agent's class-level description, per instance (the base class reads these attributes).
         described: dict[str, Any] = {
-            "name": name or agent.name or "pydantic-ai-agent", "mcp_stdio": mcp, "mcp_http": mcp,
+            "name": name or agent.name or "pydantic-ai-agent", "mcp_stdio": mcp, "mcp_http": mcp, "mcp_acp": mcp_acp,
             "accepts_system_prompt": accept_system_prompt, "accepts_image": accepts_image,
             "accepts_audio": accepts_audio, "accepts_embedded_context": accepts_embedded_context,
         }
@@ -221,6 +223,7 @@ class PydanticAIAgent(Agent):
         for attribute, value in described.items():
             setattr(self, attribute, value)
         self.connect_mcp = mcp
+        self.connect_acp_mcp = mcp_acp
 
     # -- sessions -----------------------------------------------------------------------------
 
@@ -345,6 +348,8 @@ class PydanticAIAgent(Agent):
         toolsets: list[AbstractToolset[Any]] = list(await _call(self.toolsets, session, []))
         if self.connect_mcp:
             toolsets.extend(mcp_toolsets(session))
+        if self.connect_acp_mcp:
+            toolsets.extend(await acp_mcp_toolsets(session))
         options: dict[str, Any] = {
             "message_history": history, "deps": await _call(self.deps, session, None), "toolsets": toolsets,
             "usage_limits": self.usage_limits, "model_settings": self.model_settings, "capabilities": [bridge],

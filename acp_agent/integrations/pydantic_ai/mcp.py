@@ -11,12 +11,17 @@ cannot clash. Servers the client hosts over ACP (``type: "acp"``) are left to th
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic_ai import ModelRetry, Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from ...mcp import AcpMcpServer
 from ...schema import McpServerHttp, McpServerStdio
 from ...session import Session
 
-__all__ = ["mcp_toolsets"]
+__all__ = ["acp_mcp_toolsets", "mcp_toolsets"]
 
 
 def _prefix(name: str) -> str:
@@ -41,4 +46,29 @@ def mcp_toolsets(session: Session) -> list[Any]:
         else:
             transport = StreamableHttpTransport(server.url, headers={h.name: h.value for h in server.headers})
         toolsets.append(MCPToolset(transport, id=f"mcp-{_prefix(server.name)}").prefixed(_prefix(server.name)))
+    return toolsets
+
+
+def _caller(server: AcpMcpServer, name: str) -> Callable[..., Awaitable[str]]:
+    async def call(**arguments: Any) -> str:
+        result = await server.call_tool(name, arguments)
+        if result.is_error:  # the tool's own failure: the model reads it and may try again
+            raise ModelRetry(result.text or f"{name} failed")
+        return result.text
+
+    return call
+
+
+async def acp_mcp_toolsets(session: Session) -> list[FunctionToolset[Any]]:
+    """[unstable] One toolset per MCP server the client hosts over ACP (``type: "acp"``), tools listed now."""
+    toolsets: list[FunctionToolset[Any]] = []
+    for name, server in session.acp_mcp_servers.items():
+        prefix = _prefix(name)
+        tools = [
+            Tool.from_schema(_caller(server, tool.name), name=f"{prefix}_{tool.name}",
+                             description=tool.description or tool.title,
+                             json_schema=tool.input_schema or {"type": "object", "properties": {}})
+            for tool in await server.list_tools()
+        ]
+        toolsets.append(FunctionToolset(tools))
     return toolsets
