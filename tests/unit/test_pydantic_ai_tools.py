@@ -7,6 +7,7 @@ Scripted ``FunctionModel``s drive a real pydantic-ai agent; the checked client j
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import anyio
 import pytest
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from acp_agent.integrations.pydantic_ai import (
     CodingTools,
@@ -169,6 +171,33 @@ async def test_a_delegated_agent_runs_as_a_subagent() -> None:
         assert view.children[child_id]["title"] == "Research"
         assert list(client.view(child_id).messages().values()) == ["the answer is 42"]
         assert last_tool_return(seen[1]) == "the answer is 42"
+
+
+async def test_a_subagent_cancelled_alone_leaves_the_parent_turn_going() -> None:
+    async def slow(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        yield "thinking..."
+        await anyio.sleep(30)
+        yield "never"
+
+    researcher = PydanticAgent(FunctionModel(stream_function=slow), name="researcher")
+    seen: list[list[ModelMessage]] = []
+    agent = PydanticAgent(scripted([("research", {"question": "q"}), "gave up"], seen))
+
+    @agent.tool_plain
+    async def research(question: str) -> str:
+        return await delegate(researcher, question)
+
+    async with checked(PydanticAIAgent(agent)) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        await client.prompt(sid, "why")
+        await client.wait_for(lambda: any(client.view(c).messages() for c in client.view(sid).children))
+        (child_id,) = client.view(sid).children
+        client.cancel(child_id)
+        view = await client.wait_idle(sid)
+        assert view.stop_reason == "end_turn" and client.view(child_id).stop_reason == "cancelled"
+        assert last_tool_return(seen[1]) == "The subagent did not finish (cancelled)."
+        assert list(view.messages().values()) == ["gave up"]
 
 
 async def test_mcp_servers_from_session_new_become_toolsets(tmp_path: Path) -> None:
