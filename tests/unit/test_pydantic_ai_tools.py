@@ -200,6 +200,30 @@ async def test_a_subagent_cancelled_alone_leaves_the_parent_turn_going() -> None
         assert list(view.messages().values()) == ["gave up"]
 
 
+async def test_cancel_mid_tool_cancels_its_tool_call_and_the_next_turn_goes_on() -> None:
+    seen: list[list[ModelMessage]] = []
+    agent = PydanticAgent(scripted([("slow", {}), "after"], seen))
+
+    @agent.tool_plain
+    async def slow() -> str:
+        await anyio.sleep(30)
+        return "never"
+
+    async with checked(PydanticAIAgent(agent)) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        await client.prompt(sid, "go")
+        await client.wait_for(lambda: any(t.get("status") == "in_progress"
+                                          for t in client.view(sid).tool_calls.values()))
+        client.cancel(sid)
+        view = await client.wait_idle(sid)
+        assert view.stop_reason == "cancelled"
+        assert [t["status"] for t in view.tool_calls.values()] == ["cancelled"]
+        view = await client.prompt_and_wait(sid, "next")  # the open tool call is closed out in the history
+        assert view.stop_reason == "end_turn" and list(view.messages().values()) == ["after"]
+        assert [m.kind for m in seen[-1]] == ["request", "response", "request"]
+
+
 async def test_mcp_servers_from_session_new_become_toolsets(tmp_path: Path) -> None:
     server = tmp_path / "server.py"
     server.write_text(MCP_SERVER)
