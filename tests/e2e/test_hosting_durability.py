@@ -16,9 +16,9 @@ import anyio
 import pytest
 
 from acp_agent import RequestError
-from acp_agent._runtime.runtime import ACTIVE_IN_ANOTHER_PROCESS
 from acp_agent._session.turns import NOT_SAVED
 from acp_agent._util.reaper import start_time, stat_fields
+from acp_agent.store.keeper import ACTIVE_IN_ANOTHER_PROCESS
 from acp_agent.testing.client import Client, spawn_agent
 from tests.e2e.test_store_e2e import STORE_AGENT, kill
 
@@ -141,7 +141,8 @@ async def test_a_session_active_in_one_process_is_refused_in_another(tmp_path: P
     cwd = str(tmp_path)
 
     async def refused(client: Client, method: str, sid: str) -> None:
-        params = {"sessionId": sid, "cwd": cwd} if method == "session/resume" else {"sessionId": sid}
+        params: dict[str, str] = {"sessionId": sid, **({"cwd": cwd} if method == "session/resume" else {}),
+                                  **({"title": "t"} if method == "session/set_title" else {})}
         with pytest.raises(RequestError) as caught:
             await client.request(method, params)
         assert (caught.value.code, caught.value.message) == (-32002, ACTIVE_IN_ANOTHER_PROCESS)
@@ -154,6 +155,8 @@ async def test_a_session_active_in_one_process_is_refused_in_another(tmp_path: P
         await first.prompt_and_wait(sid, "one")
         await refused(second, "session/resume", sid)
         await refused(second, "session/delete", sid)
+        await refused(second, "session/archive", sid)  # a stored change would be saved over by the first
+        await refused(second, "session/set_title", sid)
         await first.prompt_and_wait(sid, "two")
         await first.close_session(sid)  # saved, then let go
         await second.resume_session(sid, cwd)
