@@ -17,10 +17,11 @@ import pytest
 
 from acp_agent import RequestError
 from acp_agent._session.turns import NOT_SAVED
-from acp_agent._util.reaper import start_time, stat_fields
+from acp_agent._util.reaper import start_time
 from acp_agent.store.keeper import ACTIVE_IN_ANOTHER_PROCESS
 from acp_agent.testing.client import Client, spawn_agent
 from tests.e2e.test_store_e2e import STORE_AGENT, kill
+from tests.helpers.remote import children_of, is_watchdog
 
 pytestmark = pytest.mark.anyio
 
@@ -214,15 +215,8 @@ async def wait_gone(pids: list[int], seconds: float) -> float:
 
 def watchdog_of(agent_pid: int) -> int:
     """The pid of the watchdog the agent ``agent_pid`` started (its child running ``reaper.py``)."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            parent = int(stat_fields(Path(f"/proc/{name}/stat").read_bytes())[1])
-            if parent == agent_pid and any(arg.endswith(b"reaper.py") for arg in argv):
-                return int(name)
-    raise AssertionError(f"agent {agent_pid} has no watchdog")
+    (watchdog,) = [pid for pid in children_of(agent_pid) if is_watchdog(pid)]
+    return watchdog
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watchdog needs /proc (Linux)")
