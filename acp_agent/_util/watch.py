@@ -16,16 +16,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
+import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from . import reaper
 from .paths import data_dir
 
-if TYPE_CHECKING:
-    import subprocess
+# Loaded with the first terminal of a process (``processes`` imports this module then), never at start-up.
 
 __all__ = ["LEDGER_DIR", "current", "ended", "ledger_dir", "mark", "reap_left_behind", "started", "stop"]
 
@@ -78,8 +79,6 @@ def mark() -> str | None:
         return None
     with _lock:
         if _mark is None:
-            import secrets
-
             reap_left_behind()
             _mark = secrets.token_hex(16)
             _open_ledger(_mark)
@@ -107,8 +106,6 @@ def _open_ledger(name: str) -> None:
 
 def _start_watchdog(name: str, ledger: Path | None) -> None:
     global _watchdog
-    import subprocess
-
     try:
         _watchdog = subprocess.Popen(
             [sys.executable, "-I", "-S", reaper.__file__, name, *([str(ledger)] if ledger else [])],
@@ -152,13 +149,18 @@ def ended(pgid: int) -> None:
             _record(f"-{pgid}\n".encode())
 
 
-def stop() -> None:
-    """A normal exit (after every group was killed): delete the ledger and let the watchdog finish."""
+def stop(wait: float = 1.0) -> None:
+    """A normal exit (after every group was killed): delete the ledger and let the watchdog finish (waiting up to
+    ``wait`` seconds for it to reap what left the groups and exit)."""
     with _lock:
         if _ledger_path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(_ledger_path)
+        watchdog = _watchdog
         _close()
+    if watchdog is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            watchdog.wait(wait)
 
 
 def _close() -> None:
