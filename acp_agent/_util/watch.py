@@ -21,26 +21,21 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Final
 
 from . import reaper
-from .paths import data_dir
+from .paths import ledger_dir
 
 # Loaded with the first terminal of a process (``processes`` imports this module then), never at start-up.
 
-__all__ = ["LEDGER_DIR", "current", "ended", "ledger_dir", "mark", "reap_left_behind", "started", "stop"]
+__all__ = ["current", "ended", "mark", "reap_left_behind", "started", "stop"]
 
 logger = logging.getLogger(__name__)
-
-LEDGER_DIR: Final = "processes"
-"""The directory of the ledgers, in [`data_dir`][acp_agent.store.data_dir]."""
 
 _lock = threading.Lock()
 _mark: str | None = None
 _watchdog: subprocess.Popen[bytes] | None = None
 _ledger: int | None = None
 _ledger_path: Path | None = None
-_reaped = False
 _retired: list[subprocess.Popen[bytes]] = []  # watchdogs let go (kept referenced: they end on their own)
 
 
@@ -48,18 +43,11 @@ def _supported() -> bool:
     return sys.platform.startswith("linux")
 
 
-def ledger_dir() -> Path:
-    """Where the ledgers are (``<data dir>/processes``)."""
-    return data_dir() / LEDGER_DIR
-
-
 def reap_left_behind() -> int:
-    """Once per process: reap the ledgers of agents that died with their watchdog (see `reaper`); how many
-    processes were signalled."""
-    global _reaped
-    if _reaped or not _supported():
+    """Reap the ledgers of agents that died with their watchdog (see `acp_agent._util.reaper`); how many processes
+    were signalled."""
+    if not _supported():
         return 0
-    _reaped = True
     killed = reaper.reap_ledgers(ledger_dir())
     if killed:
         logger.warning("acp: killed %d process(es) left by terminals of an agent that died", killed)
