@@ -19,7 +19,9 @@ watchdog) left running (`acp_agent._util.watch.reap_left_behind`: a look at one 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Callable
 from typing import Final
 
@@ -47,10 +49,15 @@ _done = False
 
 
 def _reap_left_behind() -> None:
-    """Reap what terminals of agents that died left running (the module loads here, not at start-up)."""
-    from .._util.watch import reap_left_behind
+    """Reap what terminals of agents that died left running: a look at a directory that is usually absent or empty
+    (the reaping loads only if it is not)."""
+    from .._util.paths import ledger_dir
 
-    reap_left_behind()
+    with contextlib.suppress(OSError):
+        if os.listdir(ledger_dir()):
+            from .._util.watch import reap_left_behind
+
+            reap_left_behind()
 
 
 def _load_session_modules() -> None:
