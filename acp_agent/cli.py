@@ -25,7 +25,7 @@ from typing import Any
 from .agent import Agent
 from .store import MemoryStore, SessionStore, SqliteStore
 
-__all__ = ["AgentSource", "affinity_header", "load_agent", "main", "parse_store"]
+__all__ = ["AgentSource", "affinity_header", "load_agent", "load_tokens", "main", "parse_store"]
 
 AgentSource = Agent | Callable[[], Agent]
 """An agent instance (shared by every connection) or a class (one instance per connection)."""
@@ -111,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--path", default="/acp", help="endpoint path (default /acp)")
     serve.add_argument("--token", default=None,
                        help="bearer token every request must carry (default: $ACP_AGENT_TOKEN; none if unset)")
+    serve.add_argument("--tokens", default=None, metavar="FILE",
+                       help="a file of 'principal:token' lines ('#' comments), one per user: each user sees only "
+                            "their own sessions (the file must not be readable by group or others)")
     serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                        help="browser origin allowed to connect (repeatable; '*' allows any)")
     serve.add_argument("--max-connections", type=int, default=1000,
@@ -156,6 +159,38 @@ def parse_store(spec: str) -> SessionStore:
     raise LoadError(f"unknown store {spec!r}: use sqlite:PATH, postgres:DSN or memory")
 
 
+def load_tokens(path: str) -> dict[str, str]:
+    """The principals and their tokens in a ``--tokens`` file: ``principal:token`` lines, blank lines and
+    ``#`` comments ignored. Refused (`LoadError`, saying why) when the file is readable or writable by
+    group or others, a line is malformed, or a principal or a token repeats."""
+    try:
+        mode = os.stat(path).st_mode
+        with open(path, encoding="utf-8") as file:
+            lines = file.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LoadError(f"cannot read the tokens file {path}: {exc}") from None
+    if mode & 0o077:
+        raise LoadError(f"the tokens file {path} is accessible to group or others (mode {mode & 0o777:04o}); "
+                        f"run: chmod 600 {path}")
+    tokens: dict[str, str] = {}
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        principal, sep, token = line.partition(":")
+        principal, token = principal.strip(), token.strip()
+        if not sep or not principal or not token:
+            raise LoadError(f"{path}:{number}: expected 'principal:token'")
+        if principal in tokens:
+            raise LoadError(f"{path}:{number}: principal {principal!r} appears twice")
+        if token in tokens.values():
+            raise LoadError(f"{path}:{number}: the token of {principal!r} is another principal's too")
+        tokens[principal] = token
+    if not tokens:
+        raise LoadError(f"the tokens file {path} names no principal")
+    return tokens
+
+
 def affinity_header(spec: str) -> tuple[str, str]:
     """The ``Set-Cookie`` header of ``--affinity-cookie NAME=VALUE``."""
     name, sep, value = spec.partition("=")
@@ -177,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         store_spec = args.store if args.store is not None else os.environ.get("ACP_AGENT_STORE") or None
         store = parse_store(store_spec) if store_spec else None
         extra_headers = (affinity_header(args.affinity_cookie),) if args.affinity_cookie else ()
+        tokens = load_tokens(args.tokens) if args.tokens is not None else None
+        if tokens is not None and args.token is not None:
+            raise LoadError("give --token or --tokens, not both")
     except LoadError as exc:
         sys.stderr.write(f"acp: {exc}\n")
         return 2
@@ -196,7 +234,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings["ssl_certfile"] = args.ssl_certfile
     if args.ssl_keyfile:
         settings["ssl_keyfile"] = args.ssl_keyfile
-    token = args.token if args.token is not None else os.environ.get("ACP_AGENT_TOKEN") or None
+    token: Any = args.token if args.token is not None else os.environ.get("ACP_AGENT_TOKEN") or None
+    if tokens is not None:
+        from .http.security import token_table
+
+        token = token_table(tokens)
     options: dict[str, Any] = {
         "path": args.path, "token": token, "allowed_origins": tuple(args.allow_origin),
         "max_connections": args.max_connections, "idle_timeout": args.idle_timeout,

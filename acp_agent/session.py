@@ -147,6 +147,12 @@ class Session:
         return self._core.record.cwd
 
     @property
+    def principal(self) -> str:
+        """Who the session belongs to: the user the transport authenticated (a server's token or tokens
+        file), ``"default"`` over stdio and with a single token. Only that principal's connections see it."""
+        return self._core.record.principal
+
+    @property
     def additional_directories(self) -> list[str]:
         """Extra workspace roots the client gave this session."""
         return self._core.record.additional_directories
@@ -489,7 +495,8 @@ class Session:
         """Start a process in its own process group and announce it as a terminal.
 
         A string runs under ``sh -c``; a sequence is an argv. ``cwd`` defaults to the
-        session's (it must be absolute, R34); ``env`` is added to the agent's environment.
+        session's (it must be absolute, R34); ``env`` is added to the environment the process inherits
+        (the agent's, without any ``ACP_AGENT_*`` variable: see the hosting docs, "What a terminal inherits").
         With ``tool_call``, the terminal is added to that tool call's content, and with
         ``ends_tool_call`` the process's exit also ends that tool call (``completed`` on exit
         code 0, else ``failed``) in the same step (see [`ToolCall.finish_with`][acp_agent.ToolCall.finish_with]). Output

@@ -12,7 +12,8 @@ at most (the first, the imports, is the longest: 25-45 ms), and no step starts w
 answered (a ``session/new`` sent with ``initialize`` goes first; for `HOLD_LIMIT` at most). It stops
 once a turn runs or waits: a turn loads and builds what it needs itself, and a build between two prompts
 would delay the second. It runs once per process (again if its connection closed before it ended); a
-model already built is skipped.
+model already built is skipped. Its first step reaps what the terminals of an agent that died (with its
+watchdog) left running (`acp_agent._util.watch.reap_left_behind`: a look at one directory, usually empty).
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ HOLD_LIMIT: Final = 1.0
 something else (the user answering a question, a login), so the warm-up goes on beside it."""
 
 _done = False
+
+
+def _reap_left_behind() -> None:
+    """Reap what terminals of agents that died left running (the module loads here, not at start-up)."""
+    from .._util.watch import reap_left_behind
+
+    reap_left_behind()
 
 
 def _load_session_modules() -> None:
@@ -74,6 +82,7 @@ async def warm_up(busy: Callable[[], bool] | None = None, hold: Callable[[], boo
     try:
         await anyio.sleep(WARM_UP_DELAY)
         hold_until = anyio.current_time() + HOLD_LIMIT
+        await _step(_reap_left_behind, None, hold, hold_until)  # also when a turn runs: it is short
         if not await _step(_load_session_modules, busy, hold, hold_until):
             return
         for model in _first_turn_models():

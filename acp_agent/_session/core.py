@@ -92,8 +92,9 @@ class SessionCore:
                            touched=record.touch)
         self.on_closed: list[Callable[[], None]] = []
         """Called once the session closed."""
-        self.persist: Callable[[], Awaitable[None]] | None = None
-        """Saves the session's record; awaited when foreground work ends, before its ``idle``."""
+        self.persist: Callable[[], Awaitable[bool]] | None = None
+        """Saves the session's record (whether it was saved); awaited when foreground work ends, before its
+        ``idle``."""
         self.persist_now: Callable[[], bool] | None = None
         """Saves the session's record at once if the store can (``False``: `persist` must be awaited)."""
         self._tg: TaskGroup | None = None
@@ -162,7 +163,8 @@ class SessionCore:
         Returns the child's engine and its entity in this session's registry.
         """
         record = SessionRecord(session_id=new_id("sess"), cwd=self.record.cwd,
-                               additional_directories=list(self.record.additional_directories))
+                               additional_directories=list(self.record.additional_directories),
+                               principal=self.record.principal)
         child = self.factory.make(record, parent=self)
         announce: dict[str, Any] = {"session_id": child.id, "title": title, "state": child.snapshots.snapshot("idle")}
         if description is not None:
@@ -331,8 +333,8 @@ class SessionCore:
             return True
         return self.persist_now is not None and self.persist_now()
 
-    async def _end_foreground_items(self, stop: StopReason) -> None:
-        """Finalize what ended foreground work left unfinished (R68, R108).
+    async def _end_foreground_items(self, stop: StopReason) -> bool:
+        """Finalize what ended foreground work left unfinished (R68, R108), then save; whether the save landed.
 
         Detached (listed) work is untouched. Unfinished foreground tool calls get a final
         status, foreground processes are stopped and report their exit, all before ``idle``.
@@ -361,7 +363,8 @@ class SessionCore:
                         child.cancel()
                         tg.start_soon(child.wait_idle)  # its final updates precede our idle (R68)
         if self.persist is not None:
-            await self.persist()  # a turn the client saw end is kept (the store's crash contract)
+            return await self.persist()  # a turn the client saw end is kept (the store's crash contract)
+        return True
 
     def _end_raw_tool_call(self, entity: Entity, status: str) -> None:
         fields: dict[str, Any] = {"status": status}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 from pydantic import BaseModel
 
-from ..records import SessionRecord
+from ..records import DEFAULT_PRINCIPAL, SessionRecord
 
 if TYPE_CHECKING:
     from ..history import HistoryItem
@@ -22,6 +22,9 @@ __all__ = [
     "decode_item", "encode_info", "encode_info_text", "encode_state",
     "encode_state_text", "listing_filters", "record_from",
 ]
+
+LISTING_ORDER: Final = "ORDER BY updated_at DESC, session_id DESC"
+"""The order of a listing (most recently active first; ties by id): what `listing_filters`' ``after`` follows."""
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +99,9 @@ def record_from(
     info_doc = info if isinstance(info, dict) else orjson.loads(info)
     state_doc = state if isinstance(state, dict) else orjson.loads(state)
     history = History(terminal_tail) if terminal_tail is not None else History()
-    history.restore([(seq, decode_item(kind, item)) for seq, kind, item in entries])
+    rows = list(entries)
+    history.restore([(seq, decode_item(kind, item)) for seq, kind, item in rows])
+    history.size = sum(len(item) for _, _, item in rows)
     return SessionRecord(
         session_id=columns["session_id"],
         cwd=columns["cwd"],
@@ -111,14 +116,22 @@ def record_from(
         config_options=[SessionConfigOption.model_validate(o) for o in state_doc.get("configOptions") or []],
         available_commands=[AvailableCommand.model_validate(c) for c in state_doc.get("availableCommands") or []],
         data=dict(state_doc.get("data") or {}),
+        principal=columns.get("principal") or DEFAULT_PRINCIPAL,
     )
 
 
-def listing_filters(cwd: str | None, archived: bool | None, mark: str) -> tuple[str, list[Any]]:
-    """The ``WHERE`` clause of a listing filtered by ``cwd`` / ``archived`` (``mark`` is the driver's
-    placeholder) and its parameters."""
+def listing_filters(cwd: str | None, archived: bool | None, mark: str, principal: str | None = None,
+                    after: tuple[str, str] | None = None) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause of a listing filtered by ``cwd`` / ``archived`` / ``principal``, starting
+    ``after`` a key in `LISTING_ORDER` (``mark`` is the driver's placeholder), and its parameters."""
     conditions: list[str] = []
     params: list[Any] = []
+    if principal is not None:
+        conditions.append(f"principal = {mark}")
+        params.append(principal)
+    if after is not None:
+        conditions.append(f"(updated_at, session_id) < ({mark}, {mark})")  # a row value: the index serves it
+        params += [after[0], after[1]]
     if cwd is not None:
         conditions.append(f"cwd = {mark}")
         params.append(cwd)
