@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 INTEROP := tests/interop
 NPM_STAMP := $(INTEROP)/node_modules/.installed
 
-.PHONY: demo test test-uvicorn-lowest docs lint bench clean fuzz
+.PHONY: demo test test-uvicorn-lowest docs lint bench clean fuzz inspector-screenshots
 
 demo: $(STAMP)
 	$(BIN)/python -m acp_agent.demo
@@ -33,6 +33,11 @@ test-uvicorn-lowest: $(STAMP)
 # site/: a broken link, a missing cross-reference or a docstring warning fails the build.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# `make inspector-screenshots`: the inspector's images on the site (docs/images/inspector-*.png), made by driving
+# the examples in headless Chromium (Debian's chromium and chromium-driver).
+inspector-screenshots: $(STAMP)
+	$(BIN)/python tools/inspector_screenshots.py
 
 # `make fuzz`: the fuzz suite at full size against live agent processes (tests/fuzz/test_fuzz.py); it prints
 # the counts of inputs sent, crashes, hangs and wrong answers. ACP_FUZZ_EXAMPLES sets the number of

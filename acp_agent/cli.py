@@ -22,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ._util import environment
 from .agent import Agent
 from .store import MemoryStore, SessionStore, SqliteStore
 
@@ -98,7 +99,9 @@ def load_agent(spec: str) -> tuple[AgentSource, str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m acp_agent", description="acp-agent command line")
+    parser = argparse.ArgumentParser(
+        prog="python -m acp_agent", description="acp-agent command line",
+        epilog="python -m acp_agent dev --help: the inspector in the browser (the inspector extra)")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve", help="serve an agent over Streamable HTTP and WebSocket",
@@ -202,14 +205,19 @@ def affinity_header(spec: str) -> tuple[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
+    problems = environment.check()
+    if problems:  # one line each on stderr, exit status 2, as for a bad command line
+        for problem in problems:
+            sys.stderr.write(f"acp: {problem}\n")
+        return environment.EXIT_STATUS
     logging.basicConfig(
         stream=sys.stderr,
-        level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
+        level=environment.read(environment.LOG_LEVEL),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
         source, description = load_agent(args.agent)
-        store_spec = args.store if args.store is not None else os.environ.get("ACP_AGENT_STORE") or None
+        store_spec = args.store if args.store is not None else environment.read(environment.STORE)
         store = parse_store(store_spec) if store_spec else None
         extra_headers = (affinity_header(args.affinity_cookie),) if args.affinity_cookie else ()
         tokens = load_tokens(args.tokens) if args.tokens is not None else None
@@ -234,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings["ssl_certfile"] = args.ssl_certfile
     if args.ssl_keyfile:
         settings["ssl_keyfile"] = args.ssl_keyfile
-    token: Any = args.token if args.token is not None else os.environ.get("ACP_AGENT_TOKEN") or None
+    token: Any = args.token if args.token is not None else environment.read(environment.TOKEN)
     if tokens is not None:
         from .http.security import token_table
 

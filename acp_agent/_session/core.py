@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from .._util.ids import new_id
 from .._util.processes import DEFAULT_TERMINATE_GRACE
 from .._wire.connection import Connection
-from ..errors import NotInTurnError, SessionClosedError
+from ..errors import InvalidArgumentError, NotInTurnError, SessionClosedError
 from ..history import finalize_live_items
 from ..limits import Limits, ProcessSlots, limit_exceeded
 from ..peer import ClientPeer
@@ -193,7 +193,7 @@ class SessionCore:
         """
         self.sink.check_open()
         if isinstance(update, _STATE_UPDATES) or getattr(update, "session_update", None) == "state_update":
-            raise ValueError("the session reports its own state; agent code never sends state_update")
+            raise InvalidArgumentError("the session reports its own state; agent code never sends state_update")
         entity_update = isinstance(update, _ENTITY_UPDATES)
         if entity_update:
             self.registry.check(update)
@@ -244,11 +244,11 @@ class SessionCore:
     # -- the list --------------------------------------------------------------------------
 
     def own_entity(self, kind: Kind, item_id: str, handle: object) -> Entity:
-        """The registry entity behind ``handle``, an item of this session; `ValueError` for another
-        session's handle."""
+        """The registry entity behind ``handle``, an item of this session; `InvalidArgumentError` (a
+        `ValueError`) for another session's handle."""
         entity = self.registry.get(kind, item_id)
         if entity is None or entity.handle is not handle:
-            raise ValueError(f"that {kind.replace('_', ' ')} belongs to another session")
+            raise InvalidArgumentError(f"that {kind.replace('_', ' ')} belongs to another session")
         return entity
 
     def _check_new_item(self, update: BaseModel, detach: bool | None) -> None:

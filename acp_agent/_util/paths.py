@@ -6,16 +6,18 @@ import os
 from pathlib import Path
 from typing import Final
 
+from . import environment
+
 __all__ = ["DATA_DIR_ENV", "data_dir"]
 
-DATA_DIR_ENV: Final = "ACP_AGENT_DATA_DIR"
+DATA_DIR_ENV: Final = environment.DATA_DIR.name
 """The environment variable that overrides where agents keep their session files."""
 
 
 def data_dir() -> Path:
     """Where agents keep their session files: ``$ACP_AGENT_DATA_DIR``, else the user data directory
     (``~/.local/share/acp-agent`` on Linux, via ``platformdirs``)."""
-    chosen = os.environ.get(DATA_DIR_ENV)
+    chosen = environment.read(environment.DATA_DIR)
     if chosen:
         return Path(chosen).expanduser()
     try:

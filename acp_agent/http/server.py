@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
-import os
 import signal
 import socket
 import sys
@@ -22,7 +21,7 @@ import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
-from .._util import eventloop
+from .._util import environment, eventloop
 from .._util.episodes import EpisodeFilter
 from ..agent import Agent
 from ..store import SessionStore
@@ -33,7 +32,8 @@ from .options import HttpOptions
 from .security import LOOPBACK_HOSTS, is_loopback
 
 __all__ = [
-    "WEBSOCKET_PROTOCOL", "bind_socket", "describe_stack", "guard_bounds", "http_protocol", "run_http", "serve_http",
+    "WEBSOCKET_PROTOCOL", "bind_socket", "describe_stack", "exit_quietly_on_signals",
+    "guard_bounds", "http_protocol", "run_http", "serve_http",
     "server_url",
 ]
 
@@ -68,6 +68,21 @@ def server_url(host: str, port: int, path: str | None, *, tls: bool = False) -> 
     return f"{'https' if tls else 'http'}://{shown}:{port}{path or '/'}"
 
 
+@contextlib.contextmanager
+def exit_quietly_on_signals(server: uvicorn.Server) -> Iterator[None]:
+    """As uvicorn's ``Server.capture_signals``, without raising the signal again afterwards: SIGINT/SIGTERM
+    shut ``server`` down and the process exits 0 (a ``capture_signals`` override returns this)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    originals = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in originals.items():
+            signal.signal(sig, handler)
+
+
 class _Server(uvicorn.Server):
     """uvicorn, closing the ACP connections first when it shuts down and exiting 0 on a signal."""
 
@@ -85,18 +100,8 @@ class _Server(uvicorn.Server):
         await self._acp.close()
         await super().shutdown(sockets)
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        # As uvicorn's, without raising the signal again afterwards: a clean shutdown exits 0.
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        originals = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in originals.items():
-                signal.signal(sig, handler)
+    def capture_signals(self) -> contextlib._GeneratorContextManager[None]:
+        return exit_quietly_on_signals(self)
 
 
 # uvicorn hands this logger to the websockets library, which logs every frame at DEBUG with the start and the end of
@@ -225,10 +230,11 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
              uvloop: bool | None = None, **options: Any) -> None:
     """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see [`acp_agent.http.run_http`][acp_agent.http.run_http]), on
     asyncio (uvloop's loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1``: `acp_agent._util.eventloop`)."""
+    environment.exit_on_bad_environment()  # one line on stderr and exit status 2, before anything is served
     if not logging.getLogger().handlers:
         logging.basicConfig(
             stream=sys.stderr,
-            level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
+            level=environment.read(environment.LOG_LEVEL),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
     eventloop.run(lambda: serve_http(agent, host=host, port=port, **options), backend="asyncio", uvloop=uvloop)

@@ -18,7 +18,9 @@ from acp_agent import AcpMcpServer, Session, Subagent, Terminal, ToolCall
 EXPORTS = {
     "AcpAgentError", "Agent", "AgentMessage", "AgentThought", "AudioContent", "AuthMethodAgent", "AuthMethodTerminal",
     "AvailableCommand", "BackgroundRegistry", "ClientPeer", "ContentBlock", "ElicitationResult",
-    "ElicitationUnsupportedError", "EmbeddedResource", "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent",
+    "ElicitationUnsupportedError", "EmbeddedResource", "EnvironmentVariableError",
+    "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent",
+    "InvalidArgumentError",
     "LimitExceededError", "Limits", "Login", "MessageStream", "NotInTurnError", "PermissionOption",
     "PermissionOutcome", "PlanEntry", "ProcessStartError", "Provider", "ProviderSettings", "RequestError",
     "ResourceLink", "Session",
