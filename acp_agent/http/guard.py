@@ -15,7 +15,8 @@ transport interfaces and no uvicorn internals:
   connection, for the first request) closes the connection. The layer finds request boundaries
   from ``Content-Length``; after a chunked body or an upgrade (WebSocket) it steps aside.
 - **Writes are batched**: what the server writes during one pass of the event loop goes to the
-  socket in one write (a turn's several WebSocket frames or SSE events: one system call).
+  socket in one write (a turn's several WebSocket frames or SSE events: one system call), and a
+  pause of reading takes effect at the end of the pass, so one undone within it costs nothing.
 
 Refusals are logged once per episode (:mod:`acp_agent._util.episodes`), never once per peer.
 This module is an asyncio protocol because uvicorn's transports are asyncio's; it never awaits.
@@ -88,7 +89,8 @@ class BatchingTransport:
     """The socket's transport as the wrapped protocol sees it: writes of one loop pass go out as one,
     and ``set_protocol`` (an upgrade) replaces the protocol behind the guard, not the guard."""
 
-    __slots__ = ("_guard", "_loop", "_pending", "_scheduled", "_size", "transport", "written")
+    __slots__ = ("_guard", "_loop", "_pause_due", "_paused", "_pending", "_scheduled", "_size", "_want_paused",
+                 "transport", "written")
 
     def __init__(self, transport: asyncio.Transport, guard: GuardedProtocol, loop: asyncio.AbstractEventLoop) -> None:
         self.transport = transport
@@ -97,6 +99,7 @@ class BatchingTransport:
         self._pending: list[bytes] = []
         self._size = 0
         self._scheduled = False
+        self._want_paused = self._paused = self._pause_due = False
         self.written = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -147,6 +150,34 @@ class BatchingTransport:
         self._pending.clear()
         self._size = 0
         self.transport.abort()
+
+    def pause_reading(self) -> None:
+        """Stop reading at the end of this pass of the loop, unless reading resumes first.
+
+        uvicorn pauses reading after each WebSocket message until the application takes it, usually in the
+        next pass: deferred, the pause and its resume cost no system call then.
+        """
+        self._want_paused = True
+        if not self._pause_due:
+            self._pause_due = True
+            self._loop.call_soon(self._pause_now)
+
+    def resume_reading(self) -> None:
+        """Read again (at once if reading was paused)."""
+        self._want_paused = False
+        if self._paused:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        """Whether reading goes on (not paused, nor about to be)."""
+        return not self._want_paused and bool(self.transport.is_reading())
+
+    def _pause_now(self) -> None:
+        self._pause_due = False
+        if self._want_paused and not self._paused and not self.transport.is_closing():
+            self._paused = True
+            self.transport.pause_reading()
 
     def get_write_buffer_size(self) -> int:
         """Bytes not yet written to the socket, held here or in the transport."""
