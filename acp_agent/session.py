@@ -404,8 +404,12 @@ class Session:
         foreground work the session is ``requires_action`` while the question waits and ``session/cancel`` withdraws it;
         with ``tool_call`` the question names that tool call, and for a listed (background) tool call
         it is owned by that work instead. Never ask for a secret in a form: use [`ask_url`][acp_agent.Session.ask_url].
-        Raises [`ElicitationUnsupportedError`][acp_agent.ElicitationUnsupportedError] (nothing sent) if the
-        client did not advertise forms.
+
+        Raises:
+            ElicitationUnsupportedError: The client did not advertise forms. Nothing is sent.
+            InvalidArgumentError: A property asks for a secret (``"format": "password"``, R83), or
+                ``tool_call`` is another session's. Nothing is sent.
+            ValueError: ``schema`` is not a flat object schema. Nothing is sent.
         """
         from .questions import ask_form
 

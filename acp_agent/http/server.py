@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import uvicorn
 
-from .._util import environment, eventloop
+from .._util import awaiting, environment, eventloop
 from ..agent import Agent
 from ..store import SessionStore
 from .app import AcpApp
@@ -178,4 +178,5 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
             level=environment.read(environment.LOG_LEVEL),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+    awaiting.log_never_awaited()  # a forgotten `await session.say(...)`: one error naming the call
     eventloop.run(lambda: serve_http(agent, host=host, port=port, **options), backend="asyncio", uvloop=uvloop)
