@@ -18,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Unpack
 
+import orjson
 from anyio.abc import TaskGroup
 from pydantic import BaseModel
 
@@ -540,6 +542,8 @@ class Session:
         title: str = "Wake up",
         name: str | None = "schedule_wakeup",
         repeat: float | None = None,
+        durable: str | None = None,
+        payload: Any = None,
     ) -> ToolCall:
         """Schedule foreground work: a tool call that stays ``pending`` (listed) until it fires.
 
@@ -547,13 +551,48 @@ class Session:
         foreground work in the same step (R95). With ``repeat``, it fires every ``repeat``
         seconds after the first and stays ``pending`` until cancelled. Either way it offers
         ``tool_call/cancel``.
+
+        A wake-up ends with its session (close, shutdown, a crash): a replay shows it ``cancelled``
+        (or ``failed`` after a crash). A **durable** one (``durable=`` a name of your choosing,
+        ``payload=`` any JSON value) comes back: its name, payload, due time (wall clock) and
+        ``repeat`` are kept with the session in its store, and when the session is loaded again
+        (``session/resume``, in this process or after a restart) the SDK calls
+        [`Agent.rearm_wakeup`][acp_agent.Agent.rearm_wakeup]``(session, name, payload)`` right after
+        [`Agent.resume_session`][acp_agent.Agent.resume_session]; the work it returns is scheduled
+        again as a new ``pending`` tool call for the time left (at once if the due time passed). A
+        wake-up that fired for good or was cancelled is not kept.
+
+        Raises:
+            LimitExceededError: One more listed item would go past ``limits.max_listed_items``.
+                Nothing is sent.
+            TypeError: ``payload`` is not JSON-serializable (a durable wake-up is stored).
         """
         from .tool_calls import CANCEL_CAPABILITIES
 
+        entry: dict[str, Any] | None = None
+        if durable is not None:
+            orjson.dumps(payload)  # TypeError before anything is sent: it is stored with the session
+            entry = {"name": durable, "payload": payload, "due": time.time() + delay, "repeat": repeat,
+                     "title": title}
         tool = await self.start_tool_call(title, kind="other", name=name, detach=True,
                                           capabilities=CANCEL_CAPABILITIES)
-        tool.wake_up(delay, work, repeat=repeat)
+        tool.wake_up(delay, work, repeat=repeat, durable=entry)
         return tool
+
+    async def rearm_wakeups(self, agent: Any) -> int:
+        """Schedule again the durable wake-ups this session's store kept (see `schedule`), asking
+        ``agent.rearm_wakeup`` for each one's work; returns how many were re-armed. Called by the
+        SDK when the session is loaded."""
+        stored = dict(self._core.record.wakeups)
+        self._core.record.wakeups.clear()
+        rearmed = 0
+        for entry in stored.values():
+            work = await agent.rearm_wakeup(self, entry["name"], entry.get("payload"))
+            if work is not None:
+                await self.schedule(max(0.0, float(entry["due"]) - time.time()), work, title=entry["title"],
+                                    repeat=entry.get("repeat"), durable=entry["name"], payload=entry.get("payload"))
+                rearmed += 1
+        return rearmed
 
     async def spawn_subagent(
         self,

@@ -504,6 +504,8 @@ class AgentRuntime:
         if core is None:
             core = await self._open(record, request.mcp_servers)
             await self.agent.resume_session(_session(core))
+            if record.wakeups:
+                await _session(core).rearm_wakeups(self.agent)  # durable wake-ups it had pending
         else:
             _session(core).mcp_servers = list(request.mcp_servers or [])
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.

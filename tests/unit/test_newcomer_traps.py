@@ -7,7 +7,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -25,6 +27,7 @@ from acp_agent import (
 )
 from acp_agent._util import environment
 from acp_agent.schema import SessionConfigSelectGroup, SessionConfigSelectOption
+from acp_agent.store import SqliteStore
 from acp_agent.testing import WireChecker, connect_agent
 from tests.helpers.agents import one_turn
 
@@ -306,3 +309,80 @@ async def test_t4_wait_for_rechecks_a_condition_on_the_agents_state() -> None:
         sid = await client.new_session("/tmp")
         await client.prompt_and_wait(sid, "go")
         await client.wait_for(lambda: agent.done, timeout=5)  # no message follows: before the fix, a timeout
+
+
+# -- M1: wake-ups across a restart -------------------------------------------------------------------------------
+
+
+class DeployAgent(Agent):
+    """Schedules a durable deploy check; re-arms it when the session is loaded again."""
+
+    name = "deploy-agent"
+
+    def __init__(self) -> None:
+        self.rearmed: list[tuple[str, Any]] = []
+
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        async def check() -> StopReason:
+            await session.say("deploy check (first process)")
+            return "end_turn"
+
+        await session.schedule(0.3, check, title="Check the deploy", durable="deploy-check", payload={"env": "prod"})
+        return "end_turn"
+
+    async def rearm_wakeup(self, session: Session, name: str, payload: Any
+                           ) -> Callable[[], Awaitable[StopReason | None]] | None:
+        self.rearmed.append((name, payload))
+
+        async def check() -> StopReason:
+            await session.say(f"deploy check on {payload['env']}")
+            return "end_turn"
+
+        return check
+
+
+async def test_m1_a_durable_wakeup_comes_back_after_a_restart(tmp_path: Path) -> None:
+    store_file = tmp_path / "agent.sqlite3"
+    first = SqliteStore(store_file)
+    async with connect_agent(DeployAgent(), store=first) as client:  # the first process
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        view = await client.prompt_and_wait(sid, "deploy")
+        [pending] = view.background or []
+        assert view.tool_calls[pending["toolCallId"]]["status"] == "pending"
+    await first.close()  # the process ended before the wake-up fired: it was reported cancelled
+
+    agent = DeployAgent()
+    second = SqliteStore(store_file)
+    async with connect_agent(agent, store=second) as client:  # after the restart
+        await client.initialize()
+        await client.resume_session(sid, "/tmp", replay=True)
+        view = client.view(sid)
+        assert agent.rearmed == [("deploy-check", {"env": "prod"})]
+        [again] = view.background or []  # pending again, as a new tool call
+        assert again["toolCallId"] != pending["toolCallId"]
+        assert view.tool_calls[again["toolCallId"]]["status"] == "pending"
+        assert view.tool_calls[pending["toolCallId"]]["status"] == "cancelled"
+        await client.wait_for(lambda: "deploy check on prod" in view.messages().values())
+    await second.close()
+
+    third = SqliteStore(store_file)  # fired for good: not kept
+    record = await third.load(sid)
+    assert record is not None and record.wakeups == {}
+    await third.close()
+
+
+async def test_m1_a_cancelled_durable_wakeup_is_not_rearmed(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "agent.sqlite3")
+    agent = DeployAgent()
+    async with connect_agent(agent, store=store) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        view = await client.prompt_and_wait(sid, "deploy")
+        [pending] = view.background or []
+        await client.cancel_tool_call(sid, pending["toolCallId"])
+        await client.wait_for(lambda: view.background == [])
+        await client.close_session(sid)
+        await client.resume_session(sid, "/tmp")
+        assert agent.rearmed == []
+    await store.close()
