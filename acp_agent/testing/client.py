@@ -782,6 +782,12 @@ async def spawn_agent(
     (killing it after 10 seconds); its exit code is then in ``client.returncode``.
     ``limits`` cannot reach another process: the agent's own ``run_stdio(agent, limits=...)``
     (or its ``Agent.limits``) sets them, so passing one raises ``TypeError``.
+
+    When the block ends normally, the whole transcript is judged by the client's
+    [`WireChecker`][acp_agent.testing.WireChecker], as for [`connect_agent`][acp_agent.testing.connect_agent]: a
+    broken rule raises `AssertionError` listing every violation (``check=False`` skips it). Validation
+    against the official JSON Schema is not done here; the pytest fixtures (``acp_client``,
+    ``acp_connect``) do both.
     """
     if limits is not None:
         raise TypeError("an agent subprocess sets its own limits (run_stdio(agent, limits=...)); "

@@ -20,6 +20,7 @@ from docs_src.asking import MigrationAgent, SignInAgent
 from docs_src.background_work import DevAgent
 from docs_src.bookkeeping_test import test_title_archive_status
 from docs_src.config_options import MODE_OPTION, ModalAgent
+from docs_src.diff_edit import EditingAgent
 from docs_src.durable_wakeup import DeployWatcher
 from docs_src.extensions import IndexingAgent
 from docs_src.first_agent import EchoAgent
@@ -277,3 +278,20 @@ async def test_a_durable_wakeup_survives_a_restart(tmp_path: Path) -> None:
         await client.cancel_tool_call(sid, again["toolCallId"])
         await client.wait_for(lambda: view.background == [])
     await second.close()
+
+
+async def test_a_diff_reaches_the_client(tmp_path: Path) -> None:
+    (tmp_path / "greeting.txt").write_text("Hello\n")
+    async with connect_agent(EditingAgent()) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        view = await client.prompt_and_wait(sid, "greet the world")
+        [tool] = view.tool_calls.values()
+        assert tool["status"] == "completed" and tool["kind"] == "edit"
+        chunks = [u["content"] for u in view.updates if u["sessionUpdate"] == "tool_call_content_chunk"]
+        [diff] = [c for c in chunks if c["type"] == "diff"]
+        path = str(tmp_path / "greeting.txt")
+        assert diff["changes"] == [{"operation": "modify", "path": path, "fileType": "text"}]
+        assert diff["patch"]["format"] == "git_patch"
+        assert f"--- {path}\n+++ {path}\n" in diff["patch"]["text"] and "+Hello, world\n" in diff["patch"]["text"]
+    assert (tmp_path / "greeting.txt").read_text() == "Hello, world\n"

@@ -386,3 +386,27 @@ async def test_m1_a_cancelled_durable_wakeup_is_not_rearmed(tmp_path: Path) -> N
         await client.resume_session(sid, "/tmp")
         assert agent.rearmed == []
     await store.close()
+
+
+# -- the doc gaps ------------------------------------------------------------------------------------------------
+
+
+def test_doc_gaps_are_closed() -> None:
+    from acp_agent.testing import Client, spawn_agent
+
+    root = Path(__file__).resolve().parents[2]
+    site = {p.name: p.read_text() for p in (root / "docs").rglob("*.md")}
+    # MODE_OPTION is built on the site, with configId
+    config = (root / "docs_src" / "config_options.py").read_text()
+    assert "MODE_OPTION = SessionConfigOption(" in config and 'config_id="mode"' in config
+    # a diff example, and how v2's diff differs from v1's
+    assert '--8<-- "docs_src/diff_edit.py"' in site["talking-to-the-client.md"]
+    assert "oldText" in site["talking-to-the-client.md"]
+    # help(Client) lists the held questions and their shape
+    doc = Client.__doc__ or ""
+    assert "pending_permissions" in doc and "pending_elicitations" in doc and '{"params"' in doc
+    # the raw exchange shows what say() sends
+    raw = (root / "docs_src" / "raw_exchange.txt").read_text()
+    assert '"sessionUpdate":"agent_message"' in raw and "agent_message_chunk" not in raw
+    # spawn_agent says whether it checks the transcript at the end
+    assert "When the block ends normally, the whole transcript is judged" in (spawn_agent.__doc__ or "")
