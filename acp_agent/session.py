@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from .terminals import Terminal
     from .tool_calls import ToolCall, ToolCallExtras, ToolCallFields
 
-__all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "session_of"]
+__all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "rearm_wakeups",
+           "session_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -579,21 +580,6 @@ class Session:
         tool.wake_up(delay, work, repeat=repeat, durable=entry)
         return tool
 
-    async def rearm_wakeups(self, agent: Any) -> int:
-        """Schedule again the durable wake-ups this session's store kept (see `schedule`), asking
-        ``agent.rearm_wakeup`` for each one's work; returns how many were re-armed. Called by the
-        SDK when the session is loaded."""
-        stored = dict(self._core.record.wakeups)
-        self._core.record.wakeups.clear()
-        rearmed = 0
-        for entry in stored.values():
-            work = await agent.rearm_wakeup(self, entry["name"], entry.get("payload"))
-            if work is not None:
-                await self.schedule(max(0.0, float(entry["due"]) - time.time()), work, title=entry["title"],
-                                    repeat=entry.get("repeat"), durable=entry["name"], payload=entry.get("payload"))
-                rearmed += 1
-        return rearmed
-
     async def spawn_subagent(
         self,
         title: str,
@@ -797,3 +783,20 @@ def _blocks(content: str | Sequence[ContentBlock]) -> list[ContentBlock]:
     if isinstance(content, str):
         return [TextContent(text=content)]
     return list(content)
+
+
+async def rearm_wakeups(session: Session, agent: Any) -> int:
+    """Schedule again the durable wake-ups ``session``'s store kept (see
+    [`Session.schedule`][acp_agent.Session.schedule]), asking ``agent.rearm_wakeup`` for each one's work;
+    returns how many were re-armed. Called by the SDK when a session is loaded."""
+    record = session._core.record
+    stored = dict(record.wakeups)
+    record.wakeups.clear()
+    rearmed = 0
+    for entry in stored.values():
+        work = await agent.rearm_wakeup(session, entry["name"], entry.get("payload"))
+        if work is not None:
+            await session.schedule(max(0.0, float(entry["due"]) - time.time()), work, title=entry["title"],
+                                   repeat=entry.get("repeat"), durable=entry["name"], payload=entry.get("payload"))
+            rearmed += 1
+    return rearmed

@@ -44,7 +44,7 @@ from ..schema import (
     LoginAuthRequest,
     LogoutAuthRequest,
 )
-from ..session import Session
+from ..session import Session, rearm_wakeups
 from ..session import session_of as _session
 from ..store import SessionStore, StoredSession
 from ..store.keeper import RecordKeeper
@@ -212,7 +212,9 @@ class AgentRuntime:
         """Whether ``session_id`` is a session of this connection's principal (``False`` for an unknown one too).
 
         A session open on this connection is (it was opened or resumed here); otherwise the runtime that has
-        it open or active says whose it is, else the store's record does.
+        it open or active says whose it is, else the store's record does. A session another process has
+        active before its record is readable here (its first save still in that process's journal) is let
+        through, so the handler answers "active in another process" rather than "not found".
         """
         if session_id in self.sessions:
             return True
@@ -220,7 +222,9 @@ class AgentRuntime:
         if member is not None:
             return bool(member.principal == self.principal)
         found = await self.keeper.find(session_id)
-        return found is not None and found.principal == self.principal
+        if found is None:
+            return await self.keeper.held_elsewhere(session_id)
+        return found.principal == self.principal
 
     def _mcp_message(self, notification: Any) -> None:
         self.client.mcp.deliver(notification)  # in arrival order, before the answer it precedes
@@ -505,7 +509,7 @@ class AgentRuntime:
             core = await self._open(record, request.mcp_servers)
             await self.agent.resume_session(_session(core))
             if record.wakeups:
-                await _session(core).rearm_wakeups(self.agent)  # durable wake-ups it had pending
+                await rearm_wakeups(_session(core), self.agent)  # durable wake-ups it had pending
         else:
             _session(core).mcp_servers = list(request.mcp_servers or [])
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.

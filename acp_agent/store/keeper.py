@@ -142,6 +142,16 @@ class RecordKeeper:
         self._acquired.add(session_id)
         return True
 
+    async def held_elsewhere(self, session_id: str) -> bool:
+        """Whether another process has ``session_id`` active (a probe: nothing stays held here)."""
+        if session_id in self._acquired:
+            return False
+        store = await self.ready()
+        if not await store.acquire_session(session_id):
+            return True
+        await store.release_session(session_id)
+        return False
+
     async def release(self, session_id: str) -> None:
         """Give the hold back (the session left this connection, saved, or never became active)."""
         if session_id in self._acquired and session_id not in self._held:
