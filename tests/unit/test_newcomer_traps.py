@@ -239,7 +239,8 @@ def test_t2_in_a_test_it_fails_the_test_at_the_authors_line(tmp_path: Path) -> N
     (tmp_path / "test_forgetful.py").write_text(FORGETFUL_TEST)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_forgetful.py"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))})
     assert done.returncode == 1, done.stdout
     assert " failed" in done.stdout and " passed" not in done.stdout
     assert f"{tmp_path / 'forgetful_agent.py'}:9: Session.say(...) was never awaited" in done.stdout
