@@ -44,7 +44,7 @@ from ..schema import (
     LoginAuthRequest,
     LogoutAuthRequest,
 )
-from ..session import Session
+from ..session import Session, rearm_wakeups
 from ..session import session_of as _session
 from ..store import SessionStore, StoredSession
 from ..store.keeper import RecordKeeper
@@ -505,6 +505,8 @@ class AgentRuntime:
         if core is None:
             core = await self._open(record, request.mcp_servers)
             await self.agent.resume_session(_session(core))
+            if record.wakeups:
+                await rearm_wakeups(_session(core), self.agent)  # durable wake-ups it had pending
         else:
             _session(core).mcp_servers = list(request.mcp_servers or [])
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.

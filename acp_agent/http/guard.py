@@ -1,24 +1,24 @@
 """What a peer costs before the application sees it: sockets, request heads, and batched writes.
 
 uvicorn serves each TCP connection with an asyncio protocol of the class its ``http`` setting names
-(a documented setting that takes a class). :func:`guarded_protocol` makes such a class: it wraps the
+(a documented setting that takes a class). `guarded_protocol` makes such a class: it wraps the
 protocol uvicorn would have used (its own ``auto``/``httptools``/``h11``, created with the arguments
 uvicorn passes) and keeps it behind two thin layers, using only asyncio's public protocol and
 transport interfaces and no uvicorn internals:
 
-- **Sockets are counted** against :attr:`Bounds.max_sockets` from the moment they are accepted;
+- **Sockets are counted** against `Bounds.max_sockets` from the moment they are accepted;
   one more gets ``503`` and is closed at once, so idle or half-open TCP sockets cannot take the
   file descriptors real clients need (the limit stays below the process's descriptor limit).
 - **Request heads are bounded** before authentication: a head larger than
-  :attr:`Bounds.max_head_bytes` or with more than :attr:`Bounds.max_header_fields` fields gets
-  ``431``, and a head not complete within :attr:`Bounds.head_timeout` of its first byte (or of the
+  `Bounds.max_head_bytes` or with more than `Bounds.max_header_fields` fields gets
+  ``431``, and a head not complete within `Bounds.head_timeout` of its first byte (or of the
   connection, for the first request) closes the connection. The layer finds request boundaries
   from ``Content-Length``; after a chunked body or an upgrade (WebSocket) it steps aside.
 - **Writes are batched**: what the server writes during one pass of the event loop goes to the
   socket in one write (a turn's several WebSocket frames or SSE events: one system call), and a
   pause of reading takes effect at the end of the pass, so one undone within it costs nothing.
 
-Refusals are logged once per episode (:mod:`acp_agent._util.episodes`), never once per peer.
+Refusals are logged once per episode (`acp_agent._util.episodes`), never once per peer.
 This module is an asyncio protocol because uvicorn's transports are asyncio's; it never awaits.
 """
 
@@ -198,7 +198,7 @@ class BatchingTransport:
 class GuardedProtocol(asyncio.Protocol):
     """Counts the socket, bounds request heads and batches writes in front of uvicorn's protocol.
 
-    A subclass made by :func:`guarded_protocol` is given to uvicorn as its ``http`` class; uvicorn
+    A subclass made by `guarded_protocol` is given to uvicorn as its ``http`` class; uvicorn
     calls it with the arguments of its own protocols, which go to the wrapped protocol unchanged.
     """
 
