@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 INTEROP := tests/interop
 NPM_STAMP := $(INTEROP)/node_modules/.installed
 
-.PHONY: demo test docs lint bench clean fuzz inspector-screenshots
+.PHONY: demo test test-uvicorn-lowest docs lint bench clean fuzz inspector-screenshots
 
 demo: $(STAMP)
 	$(BIN)/python -m acp_agent.demo
@@ -17,6 +17,17 @@ test: $(STAMP) $(NPM_STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(MAKE) docs
 	$(BIN)/python -m pytest
+	$(MAKE) test-uvicorn-lowest
+
+# The HTTP server's tests again on the lowest uvicorn pyproject.toml allows (the suite above runs the newest).
+UVICORN_LOWEST := $(VENV)/uvicorn-lowest
+test-uvicorn-lowest: $(STAMP)
+	test -f $(UVICORN_LOWEST)/.installed || { $(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		--no-deps --target $(UVICORN_LOWEST) "uvicorn==$$(sed -n 's/.*"uvicorn>=\([0-9.]*\),.*/\1/p' pyproject.toml)" \
+		&& touch $(UVICORN_LOWEST)/.installed; }
+	PYTHONPATH=$(UVICORN_LOWEST) $(BIN)/python -c 'import uvicorn; print("uvicorn", uvicorn.__version__)'
+	PYTHONPATH=$(UVICORN_LOWEST) $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_http_guard.py \
+		tests/unit/test_http_server.py tests/e2e/test_http_bounds.py tests/e2e/test_http_faults.py
 
 # `make docs`: the site (mkdocs.yml, pages under docs/, the API reference from docstrings) built strictly into
 # site/: a broken link, a missing cross-reference or a docstring warning fails the build.
