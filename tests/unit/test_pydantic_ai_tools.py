@@ -77,6 +77,28 @@ async def test_files_show_diffs_and_stay_inside_the_cwd(tmp_path: Path) -> None:
         assert search["kind"] == "search" and last_tool_return(seen[4]) == "a.txt:2: TWO"
 
 
+async def test_the_coding_presenter_shows_the_diff_before_the_user_approves(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\n")
+    tools = CodingTools()
+    steps: list[Any] = [("edit_file", {"path": "a.txt", "old_text": "one", "new_text": "two"}), "done"]
+    agent = PydanticAIAgent(PydanticAgent(scripted(steps)), toolsets=tools.toolsets, tool_presenter=tools.presenter)
+    async with checked(agent, permission_policy=None) as client:
+        await client.initialize()
+        sid = await client.new_session(cwd=str(tmp_path))
+        await client.prompt(sid, "edit")
+        await client.wait_for(lambda: bool(client.pending_permissions))
+        (tool,) = client.view(sid).tool_calls.values()
+        assert (tool["title"], tool["kind"], tool["status"]) == ("Edit a.txt", "edit", "pending")
+        assert "-one\n+two\n" in tool["content"][0]["patch"]["text"]
+        assert (tmp_path / "a.txt").read_text() == "one\n"  # not yet
+        assert client.pending_permissions[0]["params"]["title"] == "Allow Edit a.txt?"
+        client.answer_permission(0, "allow_once")
+        view = await client.wait_idle(sid)
+        (tool,) = view.tool_calls.values()
+        assert [c["type"] for c in tool["content"]] == ["diff", "content"]  # the diff made, then the result
+        assert (tmp_path / "a.txt").read_text() == "two\n"
+
+
 async def test_a_command_runs_as_a_terminal_in_its_tool_call(tmp_path: Path) -> None:
     seen: list[list[ModelMessage]] = []
     steps: list[Any] = [("run_command", {"command": "echo out; echo err >&2; exit 3"}), "done"]

@@ -6,7 +6,8 @@ hooks only:
 
 - ``on_event``: text and thinking parts stream as agent message and thought chunks, in the order the
   model produced them (one ACP message per part); a function tool call is announced as an ACP tool
-  call (``pending``, with the presenter's title, kind and locations) and ended by its result
+  call (``pending``, with the presenter's title, kind, locations and content, such as a diff to approve)
+  and ended by its result
   (``completed``, or ``failed`` for a failure, a retry or a rejection);
 - ``wrap_tool_execute``: right before a tool's body runs its tool call goes ``in_progress``, and the
   body can reach the ACP session and its tool call ([`current_tool`][acp_agent.integrations.pydantic_ai.current_tool]);
@@ -20,9 +21,10 @@ hooks only:
 from __future__ import annotations
 
 import contextvars
+import inspect
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from pydantic_ai import RunContext
@@ -47,7 +49,7 @@ from ...schema import Content, TextContent, ToolCallLocation
 from ...session import MessageStream, Session
 from ...tool_calls import ToolCall
 from .permissions import PERMISSION_OPTIONS, PermissionPolicy, remember, remembered
-from .presenter import ToolPresenter, present_tool
+from .presenter import ToolPresentation, ToolPresenter, present_tool
 
 __all__ = ["BACKGROUND_METADATA_KEY", "FollowUp", "ToolContext", "TurnBridge", "background_tool", "current_tool"]
 
@@ -140,6 +142,7 @@ class TurnBridge(AbstractCapability[Any]):
     background_tools: Collection[str] = ()
     follow_up: FollowUp | None = None
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)
     _stream: MessageStream | None = None
 
     # -- the event stream ---------------------------------------------------------------------
@@ -180,23 +183,33 @@ class TurnBridge(AbstractCapability[Any]):
 
     # -- tool calls ---------------------------------------------------------------------------
 
+    async def present(self, tool_name: str, args: dict[str, Any]) -> ToolPresentation:
+        """The presenter's presentation of a call (awaited if it is async), else the default one."""
+        presentation: Any = None
+        if self.presenter is not None:
+            presentation = self.presenter(tool_name, args, self.session)
+            if inspect.isawaitable(presentation):
+                presentation = await presentation
+        if presentation is None:
+            presentation = present_tool(tool_name, args, self.session)
+        return cast(ToolPresentation, presentation)
+
     async def announce(self, part: ToolCallPart) -> ToolCall:
         """The ACP tool call of a pydantic-ai tool call, announced ``pending`` the first time."""
         tool = self.tool_calls.get(part.tool_call_id)
         if tool is not None:
             return tool
         args = _args(part)
-        presentation = None
-        if self.presenter is not None:
-            presentation = self.presenter(part.tool_name, args, self.session)
-        if presentation is None:
-            presentation = present_tool(part.tool_name, args, self.session)
+        presentation = await self.present(part.tool_name, args)
         extras: dict[str, Any] = {"raw_input": _jsonable(args)}
         if presentation.locations:
             extras["locations"] = [ToolCallLocation(path=path) for path in presentation.locations]
+        if presentation.content:
+            extras["content"] = list(presentation.content)
         tool = await self.session.start_tool_call(presentation.title, kind=presentation.kind,
                                                   name=part.tool_name, **extras)
         self.tool_calls[part.tool_call_id] = tool
+        self.titles[part.tool_call_id] = presentation.title
         return tool
 
     async def _result(self, part: Any) -> None:
@@ -283,17 +296,12 @@ class TurnBridge(AbstractCapability[Any]):
             decision = remembered(session, key)
         if decision == "ask":
             tool = await self.announce(call)
-            outcome = await tool.request_permission(f"Allow {tool_title(call, args, self)}?", PERMISSION_OPTIONS)
+            title = self.titles.get(call.tool_call_id, call.tool_name)
+            outcome = await tool.request_permission(f"Allow {title}?", PERMISSION_OPTIONS)
             if outcome.option_id in ("allow_always", "reject_always"):
                 remember(session, key, "allow" if outcome.allowed else "reject")
             decision = "allow" if outcome.allowed else "reject"
         return True if decision == "allow" else ToolDenied(REJECTED)
-
-
-def tool_title(call: ToolCallPart, args: Any, bridge: TurnBridge) -> str:
-    """The title shown for a call (the presenter's), used in the permission question."""
-    presentation = bridge.presenter(call.tool_name, args, bridge.session) if bridge.presenter else None
-    return (presentation or present_tool(call.tool_name, args, bridge.session)).title
 
 
 def background_tool(metadata: dict[str, Any] | None = None) -> dict[str, Any]:
