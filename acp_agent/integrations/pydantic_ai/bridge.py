@@ -33,6 +33,7 @@ from pydantic_ai.messages import (
     AgentStreamEvent,
     FunctionToolCallEvent,
     FunctionToolResultEvent,
+    ModelResponseOrigin,
     ModelResponsePart,
     PartDeltaEvent,
     PartStartEvent,
@@ -45,7 +46,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDefinition, ToolDenied
 
-from ...schema import Content, TextContent, ToolCallLocation
+from ...schema import AgentMessage, AgentThought, Content, TextContent, ToolCallLocation
 from ...session import MessageStream, Session
 from ...tool_calls import ToolCall
 from .permissions import PERMISSION_OPTIONS, PermissionPolicy, remember, remembered
@@ -144,11 +145,18 @@ class TurnBridge(AbstractCapability[Any]):
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
     _stream: MessageStream | None = None
+    _origins: dict[tuple[str, int], ModelResponseOrigin] = field(default_factory=dict)
+    """The latest attempt seen at each request step of the run (``(run_id, run_step)``)."""
+    _streamed: dict[Any, list[tuple[str, bool]]] = field(default_factory=dict)
+    """The messages and thoughts each response streamed, to clear when another attempt replaces it."""
+    _response: Any = None
 
     # -- the event stream ---------------------------------------------------------------------
 
     async def on_event(self, ctx: RunContext[Any], *, event: AgentStreamEvent) -> None:
         """Show one event of the run (text, thinking, tool calls and their results)."""
+        if isinstance(event, PartStartEvent | PartDeltaEvent) and not await self._current(event.origin):
+            return
         if isinstance(event, PartStartEvent):
             await self._start_part(event.part)
         elif isinstance(event, PartDeltaEvent):
@@ -162,6 +170,24 @@ class TurnBridge(AbstractCapability[Any]):
             await self.announce(event.part)
         elif isinstance(event, FunctionToolResultEvent):
             await self._result(event.part)
+
+    async def _current(self, origin: ModelResponseOrigin | None) -> bool:
+        """Whether an event of the response ``origin`` is shown: a response that another attempt replaced
+        (a retry, a fallback model) is dropped, and what it had streamed is cleared on the client."""
+        if origin is None:
+            return True
+        key = (origin.run_id, origin.run_step)
+        latest = self._origins.get(key)
+        if latest is not None and latest.supersedes(origin):
+            return False
+        if latest is None or origin.supersedes(latest):
+            self._origins[key] = origin
+            self._stream = None
+            for message_id, thought in self._streamed.pop(key, []):
+                kind = AgentThought if thought else AgentMessage
+                await self.session.send(kind(message_id=message_id, content=[]))
+        self._response = key
+        return True
 
     async def _start_part(self, part: ModelResponsePart) -> None:
         self._stream = None  # every text or thinking part is its own message
@@ -178,6 +204,9 @@ class TurnBridge(AbstractCapability[Any]):
         stream = self._stream
         if stream is None:
             stream = self._stream = self.session.thought() if thought else self.session.message()
+        streamed = self._streamed.setdefault(self._response, [])
+        if not streamed or streamed[-1][0] != stream.message_id:
+            streamed.append((stream.message_id, thought))
         for start in range(0, len(text), CHUNK_CHARS):
             await stream.write(text[start:start + CHUNK_CHARS])
 
