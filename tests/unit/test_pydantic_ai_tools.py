@@ -195,6 +195,31 @@ async def test_a_delegated_agent_runs_as_a_subagent() -> None:
         assert last_tool_return(seen[1]) == "the answer is 42"
 
 
+async def test_a_subagent_uses_the_calling_runs_permission_policy() -> None:
+    ran: list[str] = []
+    researcher = PydanticAgent(scripted([("note", {"text": "x"}), "noted"]), name="researcher")
+
+    @researcher.tool_plain(requires_approval=True)
+    def note(text: str) -> str:
+        ran.append(text)
+        return "ok"
+
+    agent = PydanticAgent(scripted([("research", {"question": "q"}), "done"]))
+
+    @agent.tool_plain
+    async def research(question: str) -> str:
+        return await delegate(researcher, question)
+
+    served = PydanticAIAgent(agent, permission_policy=PermissionPolicy(allow={"note"}))
+    async with checked(served, permission_policy=None) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        await client.prompt_and_wait(sid, "go")
+        assert ran == ["x"] and not client.pending_permissions  # allowed by the parent's policy, not asked
+        (child_id,) = client.view(sid).children
+        assert [t["status"] for t in client.view(child_id).tool_calls.values()] == ["completed"]
+
+
 async def test_a_subagent_cancelled_alone_leaves_the_parent_turn_going() -> None:
     async def slow(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
         yield "thinking..."

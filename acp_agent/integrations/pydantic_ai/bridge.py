@@ -77,6 +77,10 @@ class ToolContext:
     session: Session
     tool_call: ToolCall
     run_follow_up: FollowUp | None = None
+    presenter: ToolPresenter | None = None
+    """The run's tool presenter (a subagent started with ``delegate`` uses it too)."""
+    policy: PermissionPolicy | None = None
+    """The run's permission policy (a subagent started with ``delegate`` uses it too)."""
 
     def follow_up_work(self, text: str) -> Callable[[], Awaitable[Any]] | None:
         """The foreground work of a follow-up turn on ``text`` (``None`` when the agent offers none):
@@ -274,14 +278,17 @@ class TurnBridge(AbstractCapability[Any]):
             await tool.start()
         if self._is_background(tool_def):
             return await self._hand_off(call, tool, args, handler)
-        token = _CURRENT.set(ToolContext(self.session, tool, self.follow_up))
+        token = _CURRENT.set(self._context(tool))
         try:
             return await handler(args)
         finally:
             _CURRENT.reset(token)
 
+    def _context(self, tool: ToolCall) -> ToolContext:
+        return ToolContext(self.session, tool, self.follow_up, self.presenter, self.policy)
+
     async def _hand_off(self, call: ToolCallPart, tool: ToolCall, args: Any, handler: Any) -> str:
-        context = ToolContext(self.session, tool, self.follow_up)
+        context = self._context(tool)
         name = call.tool_name
 
         async def body(tool: ToolCall) -> None:
