@@ -117,6 +117,24 @@ async def test_text_and_thinking_stream_in_order_as_chunks() -> None:
         assert idle["usage"]["inputTokens"] > 0 and idle["usage"]["outputTokens"] > 0
 
 
+async def test_the_context_window_is_reported_when_the_model_knows_it() -> None:
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        yield "hello"
+
+    model = FunctionModel(stream_function=stream, profile={"context_window": 200_000})
+    async with checked(PydanticAIAgent(PydanticAgent(model))) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        view = await client.prompt_and_wait(sid, "hi")
+        (usage,) = updates(client, sid, "usage_update")
+        assert usage["size"] == 200_000 and 0 < usage["used"] < 200_000
+    async with checked(PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)))) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        view = await client.prompt_and_wait(sid, "hi")  # a window nobody knows: no usage_update
+        assert updates(client, sid, "usage_update") == [] and view.stop_reason == "end_turn"
+
+
 async def test_tool_call_shown_with_title_kind_and_result() -> None:
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
         if tool_returns(messages):

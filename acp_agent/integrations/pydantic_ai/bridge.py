@@ -44,6 +44,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
+from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDefinition, ToolDenied
 
 from ...schema import AgentMessage, AgentThought, Content, TextContent, ToolCallLocation
@@ -148,6 +149,8 @@ class TurnBridge(AbstractCapability[Any]):
     follow_up: FollowUp | None = None
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
+    model: Model | None = None
+    """The model of the run's latest request (for its context window)."""
     _stream: MessageStream | None = None
     _origins: dict[tuple[str, int], ModelResponseOrigin] = field(default_factory=dict)
     """The latest attempt seen at each request step of the run (``(run_id, run_step)``)."""
@@ -161,6 +164,8 @@ class TurnBridge(AbstractCapability[Any]):
         """Show one event of the run (text, thinking, tool calls and their results)."""
         if isinstance(event, PartStartEvent | PartDeltaEvent) and not await self._current(event.origin):
             return
+        if ctx is not None and isinstance(ctx.model, Model):
+            self.model = ctx.model
         if isinstance(event, PartStartEvent):
             await self._start_part(event.part)
         elif isinstance(event, PartDeltaEvent):
