@@ -495,7 +495,8 @@ class Session:
         """Start a process in its own process group and announce it as a terminal.
 
         A string runs under ``sh -c``; a sequence is an argv. ``cwd`` defaults to the
-        session's (it must be absolute, R34); ``env`` is added to the agent's environment.
+        session's (it must be absolute, R34); ``env`` is added to the environment the process inherits
+        (the agent's, without any ``ACP_AGENT_*`` variable: see the hosting docs, "What a terminal inherits").
         With ``tool_call``, the terminal is added to that tool call's content, and with
         ``ends_tool_call`` the process's exit also ends that tool call (``completed`` on exit
         code 0, else ``failed``) in the same step (see [`ToolCall.finish_with`][acp_agent.ToolCall.finish_with]). Output
@@ -507,13 +508,17 @@ class Session:
         replay (default ``limits.terminal_output_bytes``; older output is dropped from the
         retained tail, never from the live stream).
 
-        Raises, with nothing sent and no tool call changed:
-        [`ProcessStartError`][acp_agent.ProcessStartError] when the process cannot start (a missing
-        command or cwd; a command line under ``sh -c`` starts even if its command is missing,
-        and exits 127); [`LimitExceededError`][acp_agent.LimitExceededError] when
-        ``limits.max_processes`` processes already run on this connection or a new listed
-        item would go past ``limits.max_listed_items``;
-        [`SessionClosedError`][acp_agent.SessionClosedError] once the session closed.
+        Raises:
+            InvalidArgumentError: ``cwd`` is not an absolute path, or ``tool_call`` is another
+                session's (a `ValueError` too). Nothing is sent.
+            ProcessStartError: The process cannot start (a missing command or cwd; a command
+                line under ``sh -c`` starts even if its command is missing, and exits 127).
+                Nothing is sent and no tool call changed.
+            LimitExceededError: ``limits.max_processes`` processes already run on this
+                connection, or a new listed item would go past ``limits.max_listed_items``.
+                Nothing is sent.
+            ToolCallStateError: ``tool_call`` has ended.
+            SessionClosedError: The session closed.
         """
         from .terminals import start_terminal
 

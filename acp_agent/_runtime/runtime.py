@@ -79,7 +79,7 @@ if TYPE_CHECKING:
         SystemPrompt,
     )
 
-__all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
+__all__ = ["ACTIVE_IN_ANOTHER_PROCESS", "PROTOCOL_VERSION", "AgentRuntime", "active_in_another_process"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,8 @@ _GATED: Final = ("session/", "tool_call/", "terminal/")
 """Methods a login gates ([`Agent.require_login`][acp_agent.Agent.require_login])."""
 _UNGATED: Final = frozenset({"session/cancel", "session/close"})
 """Stopping work is never gated: after ``auth/logout`` a client can still cancel and close (R68)."""
+ACTIVE_IN_ANOTHER_PROCESS: Final = "Session is active in another process"
+"""The message of the ``-32002`` answer to a request for a session another process sharing the store has active."""
 SHUTDOWN_TIMEOUT: Final = 5.0
 """Default seconds the end of the connection (EOF, SIGTERM, SIGINT) waits for agent code and
 processes to stop before it kills what is left and reports it ended (``ACP_AGENT_SHUTDOWN_TIMEOUT``)."""
@@ -210,7 +212,9 @@ class AgentRuntime:
         """Whether ``session_id`` is a session of this connection's principal (``False`` for an unknown one too).
 
         A session open on this connection is (it was opened or resumed here); otherwise the runtime that has
-        it open or active says whose it is, else the store's record does.
+        it open or active says whose it is, else the store's record does. A session another process has
+        active before its record is readable here (its first save still in that process's journal) is let
+        through, so the handler answers "active in another process" rather than "not found".
         """
         if session_id in self.sessions:
             return True
@@ -218,7 +222,9 @@ class AgentRuntime:
         if member is not None:
             return bool(member.principal == self.principal)
         found = await self.keeper.find(session_id)
-        return found is not None and found.principal == self.principal
+        if found is None:
+            return await self.keeper.held_elsewhere(session_id)
+        return found.principal == self.principal
 
     def _mcp_message(self, notification: Any) -> None:
         self.client.mcp.deliver(notification)  # in arrival order, before the answer it precedes
@@ -409,6 +415,8 @@ class AgentRuntime:
             self._opening -= 1
         self._opened(core)
         self.records[record.session_id] = record
+        if not await self.keeper.acquire(record.session_id):  # a new id is nobody's: only a resume is refused
+            logger.error("acp: session %s is held by another process sharing the store", record.session_id)
         if self.keeper.durable:
             core.persist = partial(self.keeper.save, record)
             core.persist_now = partial(self.keeper.save_now, record)
@@ -470,10 +478,22 @@ class AgentRuntime:
             self._active(sid)  # children cannot be resumed by the client
         await self.live.settled(sid)  # resumed once a close saved it, or another resume brought it back
         async with self.live.changing(sid):
-            record = self.records.get(sid) or await self.keeper.load(sid)
-            if record is None:
-                raise RequestError.session_not_found(sid)
-            return await self._resume_record(request, record)
+            await self._acquire(sid)  # before loading: what another process saves last is what loads
+            try:
+                record = self.records.get(sid) or await self.keeper.load(sid)
+                if record is None:
+                    raise RequestError.session_not_found(sid)
+                return await self._resume_record(request, record)
+            finally:
+                if sid not in self.records:  # not resumed
+                    await self.keeper.release(sid)
+
+    async def _acquire(self, sid: str) -> None:
+        """Hold ``sid`` for this connection unless it is active here already; ``-32002`` "Session is active in
+        another process" if a process sharing the store has it
+        ([`SessionStore.acquire_session`][acp_agent.store.SessionStore.acquire_session])."""
+        if sid not in self.records and not await self.keeper.acquire(sid):
+            raise active_in_another_process(sid)
 
     async def _resume_record(self, request: ResumeSessionRequest, record: SessionRecord) -> ResumeSessionResponse:
         replay = _replay_mode(request.replay_from)
@@ -540,10 +560,12 @@ class AgentRuntime:
             await core.close()
             if record is not None and self.keeper.durable:
                 await self.keeper.delete(core.id, record)  # in case a periodic save wrote it already
+            await self.keeper.release(core.id)
 
     async def _delete(self, request: DeleteSessionRequest) -> dict[str, Any]:
         if request.session_id in self.sessions:
             self._active(request.session_id)  # children cannot be deleted by the client
+        await self._acquire(request.session_id)  # released by the delete
         core = self.sessions.pop(request.session_id, None)
         if core is not None:
             await self._stop(core, keep=False)
@@ -683,6 +705,11 @@ class AgentRuntime:
         await self.agent.set_config_option(session, request.config_id, value)
         option.current_value = value
         return schema.SetSessionConfigOptionResponse(config_options=list(session.config_options))
+
+
+def active_in_another_process(session_id: str) -> RequestError:
+    """The ``-32002`` answer for a session another process sharing the store has active."""
+    return RequestError(ErrorCode.RESOURCE_NOT_FOUND, ACTIVE_IN_ANOTHER_PROCESS, {"sessionId": session_id})
 
 
 def _parse_initialize(params: dict[str, Any]) -> InitializeRequest:

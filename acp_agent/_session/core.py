@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from .._util.ids import new_id
 from .._util.processes import DEFAULT_TERMINATE_GRACE
 from .._wire.connection import Connection
-from ..errors import NotInTurnError, SessionClosedError
+from ..errors import InvalidArgumentError, NotInTurnError, SessionClosedError
 from ..history import finalize_live_items
 from ..limits import Limits, ProcessSlots, limit_exceeded
 from ..peer import ClientPeer
@@ -92,8 +92,9 @@ class SessionCore:
                            touched=record.touch)
         self.on_closed: list[Callable[[], None]] = []
         """Called once the session closed."""
-        self.persist: Callable[[], Awaitable[None]] | None = None
-        """Saves the session's record; awaited when foreground work ends, before its ``idle``."""
+        self.persist: Callable[[], Awaitable[bool]] | None = None
+        """Saves the session's record (whether it was saved); awaited when foreground work ends, before its
+        ``idle``."""
         self.persist_now: Callable[[], bool] | None = None
         """Saves the session's record at once if the store can (``False``: `persist` must be awaited)."""
         self._tg: TaskGroup | None = None
@@ -192,7 +193,7 @@ class SessionCore:
         """
         self.sink.check_open()
         if isinstance(update, _STATE_UPDATES) or getattr(update, "session_update", None) == "state_update":
-            raise ValueError("the session reports its own state; agent code never sends state_update")
+            raise InvalidArgumentError("the session reports its own state; agent code never sends state_update")
         entity_update = isinstance(update, _ENTITY_UPDATES)
         if entity_update:
             self.registry.check(update)
@@ -243,11 +244,11 @@ class SessionCore:
     # -- the list --------------------------------------------------------------------------
 
     def own_entity(self, kind: Kind, item_id: str, handle: object) -> Entity:
-        """The registry entity behind ``handle``, an item of this session; `ValueError` for another
-        session's handle."""
+        """The registry entity behind ``handle``, an item of this session; `InvalidArgumentError` (a
+        `ValueError`) for another session's handle."""
         entity = self.registry.get(kind, item_id)
         if entity is None or entity.handle is not handle:
-            raise ValueError(f"that {kind.replace('_', ' ')} belongs to another session")
+            raise InvalidArgumentError(f"that {kind.replace('_', ' ')} belongs to another session")
         return entity
 
     def _check_new_item(self, update: BaseModel, detach: bool | None) -> None:
@@ -332,8 +333,8 @@ class SessionCore:
             return True
         return self.persist_now is not None and self.persist_now()
 
-    async def _end_foreground_items(self, stop: StopReason) -> None:
-        """Finalize what ended foreground work left unfinished (R68, R108).
+    async def _end_foreground_items(self, stop: StopReason) -> bool:
+        """Finalize what ended foreground work left unfinished (R68, R108), then save; whether the save landed.
 
         Detached (listed) work is untouched. Unfinished foreground tool calls get a final
         status, foreground processes are stopped and report their exit, all before ``idle``.
@@ -362,7 +363,8 @@ class SessionCore:
                         child.cancel()
                         tg.start_soon(child.wait_idle)  # its final updates precede our idle (R68)
         if self.persist is not None:
-            await self.persist()  # a turn the client saw end is kept (the store's crash contract)
+            return await self.persist()  # a turn the client saw end is kept (the store's crash contract)
+        return True
 
     def _end_raw_tool_call(self, entity: Entity, status: str) -> None:
         fields: dict[str, Any] = {"status": status}

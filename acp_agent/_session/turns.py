@@ -10,6 +10,10 @@ When a job ends, whatever it left unfinished is finalized before its ``idle`` (R
 What the client sees when a hook raises: a [`RequestError`][acp_agent.RequestError] keeps its
 code, message and data; any other exception becomes ``-32603`` "Internal error" (its text
 may hold paths, tokens or user data), and its traceback is logged on stderr.
+
+A turn whose save failed (a full disk: the store logs the cause with the file's path) never ends with an
+``idle`` that reads as saved: it ends ``error`` with `unsaved_error`, whatever it would have ended with.
+The turn stays in memory and is written by the session's next save that succeeds.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from ..schema.state import STOP_REASONS, StopReason
 from .sink import SessionSink
 from .snapshots import StatePublisher
 
-__all__ = ["FOREGROUND", "STOP_REASONS", "ForegroundJob", "Signal", "StopReason", "Turns"]
+__all__ = ["FOREGROUND", "NOT_SAVED", "STOP_REASONS", "ForegroundJob", "Signal", "StopReason", "Turns", "unsaved_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +99,7 @@ class Turns:
         state: StatePublisher,
         sink: SessionSink,
         *,
-        end_items: Callable[[StopReason], Awaitable[None]],
+        end_items: Callable[[StopReason], Awaitable[bool]],
         end_now: Callable[[StopReason], bool] | None = None,
         touched: Callable[[], None],
     ) -> None:
@@ -104,7 +108,7 @@ class Turns:
         self._sink = sink
         self.run_prompt: Callable[[list[ContentBlock]], Awaitable[StopReason | None]] | None = None
         """Runs one inserted prompt (the agent's ``prompt`` hook, bound to the session)."""
-        self._end_items = end_items
+        self._end_items = end_items  # ends a job's items and saves it: whether the save landed
         self._end_now = end_now  # ends a job at once when it can (True), else end_items is awaited
         self._touched = touched
         self._jobs: deque[ForegroundJob] = deque()
@@ -301,11 +305,14 @@ class Turns:
             self.scope = None
             self.blocked = 0
             ending = stop or "cancelled"
+            saved = True
             if self._end_now is None or not self._end_now(ending):
                 with self._scope(shield=True):  # ending items and the save are never cut short
-                    await self._end_items(ending)
+                    saved = await self._end_items(ending)
             if self._cancelled_late:
                 stop, error = "cancelled", None
+            if not saved:  # never an idle that reads as saved: the client learns the turn is not kept
+                stop, error = "error", unsaved_error(self._session_id)
             self.last_stop, self.last_error = stop or "end_turn", error
             self.set_state("idle", self.last_stop, error, self.usage)
             self._sink.flush()  # the client sees the turn end now, not one event-loop pass later
@@ -354,6 +361,17 @@ def _checked_stop_reason(stop: Any) -> StopReason | None:
         return stop
     logger.warning("acp: %r is not a stop reason (known values or _custom); reporting end_turn", stop)
     return "end_turn"
+
+
+NOT_SAVED: Final = ("The session could not be saved: this turn is kept in the agent's memory only, until a later "
+                   "save succeeds")
+"""The message of the ``error`` that ends a turn whose save failed (a full disk, a database out of reach)."""
+
+
+def unsaved_error(session_id: str) -> Error:
+    """The ``error`` of a turn's ``idle`` when its save failed: ``-32603`` with `NOT_SAVED` (the cause, with
+    the file's path, is in the agent's log, never sent to the client)."""
+    return Error(code=ErrorCode.INTERNAL_ERROR, message=NOT_SAVED, data={"sessionId": session_id, "saved": False})
 
 
 def _turn_error(exc: Exception, session_id: str) -> Error:

@@ -18,6 +18,12 @@ Output path
     every pipe is closed, which never happens while a grandchild holds stdout),
     and we alone decide when to stop reading.
 
+After a crash
+    A process killed by a signal runs no ``atexit`` hook. A watchdog process started with the first
+    terminal (`acp_agent._util.watch`, `acp_agent._util.reaper`) kills every recorded group,
+    and every process marked with this agent's ``ACP_TERMINAL_OWNER`` (what left its group too), as soon
+    as this process ends, however it ends; if the watchdog died with it, the next agent reaps them.
+
 Safety net
     Every process group started here is recorded in a module-level registry
     until it is known to have no live members.  An `atexit` hook sends
@@ -29,6 +35,14 @@ Safety net
     should turn those signals into a normal exit, or call
     `kill_all_process_groups` from their own handler.  A forked child
     starts with an empty registry so it never kills its parent's groups.
+
+What a child inherits
+    One function decides it, `child_environment`: this process's environment without
+    any ``ACP_AGENT_*`` variable (the server's token, the store's DSN with its password, and
+    every other setting of this SDK) and without the names listed in ``ACP_AGENT_WITHHOLD_ENV``
+    (comma-separated; ``NAME*`` withholds every name starting with ``NAME``), then the ``env``
+    the caller passed (always given as passed: that is how an author hands a child a value on
+    purpose).
 
 Known limits
     Processes that leave the group on purpose (``setsid``, ``setpgid``, shells
@@ -57,15 +71,21 @@ from typing import Any, Final
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import anyio.to_thread
+
+from . import environment
 
 __all__ = [
     "DEFAULT_FLUSH_BYTES",
     "DEFAULT_FLUSH_INTERVAL",
     "DEFAULT_TAIL_LIMIT",
     "DEFAULT_TERMINATE_GRACE",
+    "WITHHELD_PREFIX",
+    "WITHHOLD_ENV",
     "ExitStatus",
     "ManagedProcess",
     "OutputCallback",
+    "child_environment",
     "kill_all_process_groups",
     "shell_argv",
 ]
@@ -86,6 +106,12 @@ DEFAULT_TAIL_LIMIT: Final = 1024 * 1024
 
 DEFAULT_TERMINATE_GRACE: Final = 3.0
 """Default seconds between SIGTERM and SIGKILL in `ManagedProcess.terminate`."""
+
+WITHHELD_PREFIX: Final = "ACP_AGENT_"
+"""Variables whose name starts with this never reach a child process (see `child_environment`)."""
+
+WITHHOLD_ENV: Final = environment.WITHHOLD.name
+"""The variable naming more variables to withhold from child processes (comma-separated; ``NAME*``: a prefix)."""
 
 # Largest single read(2); pipes rarely hold more than this anyway.
 _MAX_READ: Final = 256 * 1024
@@ -113,11 +139,19 @@ def _given(coro: Coroutine[Any, Any, None]) -> Callable[[], Coroutine[Any, Any, 
 def _register_group(pgid: int) -> None:
     with _registry_lock:
         _registered_groups.add(pgid)
+    from . import watch  # loaded with the first terminal, never at start-up
+
+    watch.started(pgid)
 
 
 def _unregister_group(pgid: int) -> None:
     with _registry_lock:
+        known = pgid in _registered_groups
         _registered_groups.discard(pgid)
+    if known:
+        from . import watch
+
+        watch.ended(pgid)
 
 
 def kill_all_process_groups(*, wait: float = 0.0) -> int:
@@ -156,6 +190,9 @@ def _kill_all_at_exit() -> None:
     if count:
         with contextlib.suppress(Exception):  # logging may already be torn down
             logger.warning("killed %d leftover process group(s) at interpreter exit", count)
+    watch = sys.modules.get(f"{__package__}.watch")
+    if watch is not None:  # a terminal was started
+        watch.stop()
 
 
 def _forget_all_in_child() -> None:
@@ -188,32 +225,34 @@ def _group_has_live_members(pgid: int) -> bool:
         return True
     if not sys.platform.startswith("linux"):
         return True
+    from .reaper import read_proc, stat_fields
+
     try:
-        entries = os.listdir("/proc")
+        for _, stat in read_proc("stat"):
+            fields = stat_fields(stat)
+            if len(fields) >= 3 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
+                return True
     except OSError:
         return True
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ..." -- comm may contain spaces and parentheses.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) < 3:
-            continue
-        try:
-            member_pgrp = int(fields[2])
-        except ValueError:
-            continue
-        if member_pgrp == pgid and fields[0] not in (b"Z", b"X"):
-            return True
     return False
 
 
 # --------------------------------------------------------------------------- public API
+
+
+def child_environment(env: Mapping[str, str] | None = None,
+                      parent: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a child process starts with: ``parent`` (default ``os.environ``) without the
+    variables named ``ACP_AGENT_*`` or listed in ``$ACP_AGENT_WITHHOLD_ENV``, updated with ``env``."""
+    source = os.environ if parent is None else parent
+    names = [n.strip() for n in source.get(WITHHOLD_ENV, "").split(",") if n.strip()]
+    exact = {n for n in names if not n.endswith("*")}
+    prefixes = (WITHHELD_PREFIX, *(n[:-1] for n in names if n.endswith("*")))
+    inherited = {k: v for k, v in source.items() if k not in exact and not k.startswith(prefixes)}
+    if env is not None:
+        inherited.update(env)
+    return inherited
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,12 +335,12 @@ class ManagedProcess:
     ) -> ManagedProcess:
         """Spawn *argv* (no shell) in a new session and start pumping its output.
 
-        *cwd* must be absolute.  The child's environment is this process's
-        ``os.environ`` updated with *env*.  stdin is ``/dev/null``; stderr is merged
-        into stdout.  Output is delivered to *on_output* in order, in chunks of at most
-        *flush_bytes*, each sent once *flush_bytes* are buffered or *flush_interval*
-        seconds after its first byte arrived.  Spawn errors (for example
-        `FileNotFoundError` for a missing executable or cwd) propagate.
+        *cwd* must be absolute.  The child's environment is `child_environment`
+        of *env* (this process's, without the SDK's own settings and secrets, plus *env*).
+        stdin is ``/dev/null``; stderr is merged into stdout.  Output is delivered to
+        *on_output* in order, in chunks of at most *flush_bytes*, each sent once
+        *flush_bytes* are buffered or *flush_interval* seconds after its first byte arrived.  Spawn errors (for
+        example `FileNotFoundError` for a missing executable or cwd) propagate.
         """
         if isinstance(argv, str | bytes):
             raise TypeError("argv must be a sequence of strings; use start_shell() for a command line")
@@ -317,9 +356,13 @@ class ManagedProcess:
             raise ValueError("flush_interval must be >= 0")
         if tail_limit < 0:
             raise ValueError("tail_limit must be >= 0")
-        full_env = dict(os.environ)
-        if env is not None:
-            full_env.update(env)
+        full_env = child_environment(env)
+        from . import watch
+        from .reaper import MARK_ENV
+
+        owner = watch.current() or await anyio.to_thread.run_sync(watch.mark)  # starts the watchdog once
+        if owner is not None:
+            full_env[MARK_ENV] = owner  # how the watchdog finds what leaves the group (reaper)
 
         read_fd, write_fd = os.pipe()  # both ends are close-on-exec in this process
         try:

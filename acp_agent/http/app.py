@@ -41,10 +41,21 @@ from .connections import (
 )
 from .leases import Leases, PostgresLeases
 from .options import HttpOptions
-from .security import Admitted, Refusal, check_request, cors_headers, origin_allowed, principal_of
+from .security import (
+    FORBIDDEN,
+    LOOPBACK_HOSTS,
+    Admitted,
+    Refusal,
+    check_request,
+    cors_headers,
+    host_allowed,
+    origin_allowed,
+    principal_of,
+    served_on_loopback,
+)
 from .sessions import ActiveSessions
 
-__all__ = ["SESSION_SCOPED_METHODS", "WEBSOCKET_SEND_TEXTS", "AcpApp", "Receive", "Scope", "Send"]
+__all__ = ["SESSION_SCOPED_METHODS", "AcpApp", "Receive", "Scope", "Send"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +71,6 @@ SESSION_SCOPED_METHODS: Final = frozenset({
     "session/resume", "session/set_config_option", "session/set_mode", "session/set_model",
 })
 """Client methods whose POST must carry ``Acp-Session-Id``."""
-
-WEBSOCKET_SEND_TEXTS: Final = "acp.websocket.send_texts"
-"""An ASGI extension of this package's uvicorn protocol (`acp_agent.http.websocket`): when a
-WebSocket scope's ``extensions`` has it, the app sends a batch of messages as one event
-``{"type": WEBSOCKET_SEND_TEXTS, "texts": [bytes, ...]}``, each item the UTF-8 text of one text
-message; on any other server it sends one ``websocket.send`` per message."""
 
 _EVENT_STREAM: Final = "text/event-stream"
 _JSON: Final = "application/json"
@@ -206,9 +211,12 @@ class AcpApp:
         while True:
             await anyio.sleep(min(5.0, timeout / 4))
             for connection in self.registry:
-                if connection.transport == "http" and not connection.closing and connection.idle_for() > timeout:
+                if connection.expired(timeout):
                     logger.info("acp: closing idle connection %s", connection.id)
-                    self.registry.remove(connection.id)
+                    if connection.transport == "http":
+                        self.registry.remove(connection.id)
+                    else:
+                        connection.close_reason = "Idle timeout"
                     connection.shutdown(discard=True)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -250,7 +258,10 @@ class AcpApp:
                 await self._preflight(send, origin)  # no credential: a browser sends none on a preflight
                 return
             send = _with_cors(send, origin, self.options.allowed_origins)
-        admitted = await check_request(headers, self.options)
+        admitted: Refusal | Admitted = await check_request(headers, self.options)
+        if (isinstance(admitted, Admitted) and self.options.allowed_hosts is None
+                and served_on_loopback(scope.get("server")) and not host_allowed(headers, LOOPBACK_HOSTS)):
+            admitted = FORBIDDEN  # on loopback a foreign Host is DNS rebinding, whichever server runs the app
         if kind == "websocket":
             await self._websocket(scope, receive, send, headers, admitted)
             return
@@ -535,15 +546,9 @@ class AcpApp:
             await _deny_socket(scope, send, (503, "Too many connections" if not self._closing else "Shutting down"))
             return
 
-        if WEBSOCKET_SEND_TEXTS in (scope.get("extensions") or {}):
-
-            async def send_lines(lines: list[bytes]) -> None:
-                await send({"type": WEBSOCKET_SEND_TEXTS, "texts": lines})
-        else:
-
-            async def send_lines(lines: list[bytes]) -> None:
-                for line in lines:
-                    await send({"type": "websocket.send", "text": line.decode("utf-8", "replace")})
+        async def send_lines(lines: list[bytes]) -> None:
+            for line in lines:
+                await send({"type": "websocket.send", "text": line.decode("utf-8", "replace")})
 
         agent = self._new_agent()
         refusal = self._principal_full(agent, admitted.principal)
@@ -618,6 +623,7 @@ class AcpApp:
                 return
             if kind != "websocket.receive" or connection.closing:
                 continue
+            connection.touch()
             text = event.get("text")
             if text is None:
                 logger.debug("acp: ignoring a binary WebSocket frame on connection %s", connection.id)

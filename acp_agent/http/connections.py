@@ -308,6 +308,13 @@ class RemoteConnection:
         """Note activity (for idle expiry)."""
         self.last_active = anyio.current_time()
 
+    def expired(self, timeout: float) -> bool:
+        """Whether the connection was idle past ``timeout``: over HTTP with no stream attached, over WebSocket
+        with no live session and no message from the client."""
+        if self.closing or (self.transport == "websocket" and self.runtime.records):
+            return False
+        return self.idle_for() > timeout
+
     def idle_for(self) -> float:
         """Seconds since the last activity, or 0 while a stream is attached."""
         if self.receivers:

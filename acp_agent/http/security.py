@@ -21,8 +21,11 @@ from typing import Final, NamedTuple
 from ..records import DEFAULT_PRINCIPAL
 from .options import HttpOptions, TokenCheck
 
-__all__ = ["LOOPBACK_HOSTS", "SUBPROTOCOL", "SUBPROTOCOL_TOKEN", "Admitted", "Refusal", "check_request",
-           "cors_headers", "is_loopback", "origin_allowed", "principal_of", "subprotocol_offer", "token_table"]
+__all__ = [
+    "FORBIDDEN", "LOOPBACK_HOSTS", "SUBPROTOCOL", "SUBPROTOCOL_TOKEN", "Admitted", "Refusal", "check_request",
+    "cors_headers", "host_allowed", "is_loopback", "origin_allowed", "principal_of", "served_on_loopback",
+    "subprotocol_offer", "token_table",
+]
 
 LOOPBACK_HOSTS: Final = ("localhost", "127.0.0.1", "::1")
 """The ``Host`` names accepted by a server bound to loopback."""
@@ -128,13 +131,24 @@ async def principal_of(token: str | TokenCheck, presented: str) -> str | None:
     return verdict if isinstance(verdict, str) and verdict else None
 
 
+def host_allowed(headers: Mapping[str, str], allowed_hosts: Sequence[str]) -> bool:
+    """Whether the ``Host`` header names one of ``allowed_hosts`` (any port)."""
+    host = headers.get("host")
+    return host is not None and _host_name(host) in {name.lower() for name in allowed_hosts}
+
+
+def served_on_loopback(server: Sequence[object] | None) -> bool:
+    """Whether an ASGI scope's ``server`` (the address the request came in on) is a loopback address."""
+    if not server:
+        return False
+    host = server[0]
+    return isinstance(host, str) and is_loopback(host)
+
+
 async def check_request(headers: Mapping[str, str], options: HttpOptions) -> Refusal | Admitted:
     """The refusal for a request with these (lower-cased) headers, or who it is (`Admitted`)."""
-    if options.allowed_hosts is not None:
-        host = headers.get("host")
-        allowed = {name.lower() for name in options.allowed_hosts}
-        if host is None or _host_name(host) not in allowed:
-            return FORBIDDEN
+    if options.allowed_hosts is not None and not host_allowed(headers, options.allowed_hosts):
+        return FORBIDDEN
     origin = headers.get("origin")
     if origin is not None and not origin_allowed(origin, options.allowed_origins):
         return FORBIDDEN

@@ -125,6 +125,21 @@ class SessionStore(ABC):
         """
         return None
 
+    async def acquire_session(self, session_id: str) -> bool:
+        """Take this process's hold on ``session_id`` before it becomes active here; ``False`` if another
+        process sharing the store has it active (the request is then refused ``-32002``).
+
+        Every ``True`` is matched by one [`release_session`][acp_agent.store.SessionStore.release_session], once the
+        session left this process (saved). The default grants every hold: a store one process uses, or one whose
+        processes are kept apart otherwise (the HTTP server's leases for ``PostgresStore``). ``SqliteStore`` holds a
+        lock per session that ends with its process (`acp_agent.store.locks`).
+        """
+        return True
+
+    async def release_session(self, session_id: str) -> None:
+        """Give back a hold taken with [`acquire_session`][acp_agent.store.SessionStore.acquire_session]."""
+        return None
+
     @abstractmethod
     async def delete(self, session_id: str) -> bool:
         """Remove a session and its history; ``False`` if there was none."""

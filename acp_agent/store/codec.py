@@ -17,6 +17,7 @@ from ..records import DEFAULT_PRINCIPAL, SessionRecord
 
 if TYPE_CHECKING:
     from ..history import HistoryItem
+    from ..schema import SessionConfigOption
 
 __all__ = [
     "decode_item", "encode_info", "encode_info_text", "encode_state",
@@ -113,11 +114,25 @@ def record_from(
         client_title=bool(info_doc.get("clientTitle")),
         meta=info_doc.get("meta"),
         history=history,
-        config_options=[SessionConfigOption.model_validate(o) for o in state_doc.get("configOptions") or []],
+        config_options=_config_options(SessionConfigOption, state_doc.get("configOptions") or [],
+                                       columns["session_id"]),
         available_commands=[AvailableCommand.model_validate(c) for c in state_doc.get("availableCommands") or []],
         data=dict(state_doc.get("data") or {}),
         principal=columns.get("principal") or DEFAULT_PRINCIPAL,
     )
+
+
+def _config_options(model: type[SessionConfigOption], stored: list[Any], session_id: str) -> list[SessionConfigOption]:
+    """The stored config options that are still valid; one that is not (a ``select`` whose ``currentValue`` is
+    not one of its values, which 0.1 accepted) is dropped with a warning rather than failing the load."""
+    options = []
+    for raw in stored:
+        try:
+            options.append(model.model_validate(raw))
+        except ValueError as exc:
+            logger.warning("acp: session %s: dropping a stored config option that is not valid (%s)", session_id,
+                           str(exc).splitlines()[-1].strip())
+    return options
 
 
 def listing_filters(cwd: str | None, archived: bool | None, mark: str, principal: str | None = None,

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Journal", "JournalFile", "Save", "decode_line", "encode_line", "orphans"]
+__all__ = ["Journal", "JournalFile", "Save", "decode_line", "encode_line", "orphans", "private_file"]
 
 Save = tuple[str, "tuple[Any, ...] | None", bool, list[tuple[str, int, str, bytes]], list[int]]
 """One save: session id, the ``sessions`` row (``None``: unchanged), whether the history is written
@@ -38,6 +38,14 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not on Windows: the store then commits every save at once
     fcntl = None  # type: ignore[assignment]
+
+
+def private_file(path: Path) -> None:
+    """Make ``path`` (``0600``) and its directory (``0700``) where they do not exist yet; existing ones are left
+    as they are."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
 
 
 def available() -> bool:

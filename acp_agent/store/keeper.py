@@ -16,6 +16,10 @@ the save (`RecordKeeper.retry_held`) until it succeeds. Meanwhile this connectio
 lists it, resumes it from memory and deletes it; a last attempt is made at the end of the
 connection, and if that fails too the error says what is lost.
 
+A turn whose save fails (a full disk) is not answered with an ``idle`` that reads as saved: ``persist``
+reports the failure and the turn ends ``error`` (``acp_agent._session.turns.unsaved_error``); the store logs the
+cause with the file's path. The turn stays in memory and the next save that succeeds writes it.
+
 A chunk of a streamed message costs nothing here: the history marks an entry changed once
 per save, and a save writes only the changed entries.
 """
@@ -55,6 +59,7 @@ class RecordKeeper:
         self._ready = False
         self._opening: anyio.Event | None = None
         self._held: dict[str, SessionRecord] = {}  # closed sessions whose save failed (retried)
+        self._acquired: set[str] = set()  # sessions this connection holds in the store (acquire_session)
 
     @property
     def durable(self) -> bool:
@@ -87,23 +92,24 @@ class RecordKeeper:
                 opening.set()
         return self.store
 
-    async def save(self, record: SessionRecord) -> None:
-        """Save ``record``; a failure is logged (the next save of it writes it in full), never raised."""
-        await self.write(record)
+    async def save(self, record: SessionRecord) -> bool:
+        """Save ``record``; whether it was saved. A failure is logged (the next save of it writes it in full),
+        never raised."""
+        return await self.write(record)
 
     def save_now(self, record: SessionRecord) -> bool:
         """`save` without awaiting, where the store can
-        ([`SessionStore.save_now`][acp_agent.store.SessionStore.save_now]); ``False`` if `save` must be awaited instead.
-        A failure is logged, never raised (it counts as done)."""
+        ([`SessionStore.save_now`][acp_agent.store.SessionStore.save_now]); ``False`` if `save` must be awaited instead,
+        also when this attempt failed (logged, never raised)."""
         if not self._ready:
             return False
         try:
             return self.store.save_now(record)
         except StoreError as exc:
-            logger.error("acp: %s (retried at the session's next save)", exc)
+            logger.error("acp: %s (retried at once)", exc)
         except Exception:
             logger.exception("acp: saving session %s failed", record.session_id)
-        return True
+        return False
 
     async def write(self, record: SessionRecord, *, sync: bool = False) -> bool:
         """Save ``record`` (and with ``sync``, commit it where other processes see it:
@@ -122,11 +128,49 @@ class RecordKeeper:
             return True
         return False
 
+    # -- which process has a session ----------------------------------------------------------
+
+    async def acquire(self, session_id: str) -> bool:
+        """Hold ``session_id`` for this connection before it becomes active here (once however often asked);
+        ``False`` if another process has it active
+        ([`SessionStore.acquire_session`][acp_agent.store.SessionStore.acquire_session])."""
+        if session_id in self._acquired:
+            return True
+        store = await self.ready()
+        if not await store.acquire_session(session_id):
+            return False
+        self._acquired.add(session_id)
+        return True
+
+    async def held_elsewhere(self, session_id: str) -> bool:
+        """Whether another process has ``session_id`` active (a probe: nothing stays held here)."""
+        if session_id in self._acquired:
+            return False
+        store = await self.ready()
+        if not await store.acquire_session(session_id):
+            return True
+        await store.release_session(session_id)
+        return False
+
+    async def release(self, session_id: str) -> None:
+        """Give the hold back (the session left this connection, saved, or never became active)."""
+        if session_id in self._acquired and session_id not in self._held:
+            self._acquired.discard(session_id)
+            await self.store.release_session(session_id)
+
+    async def release_all(self) -> None:
+        """The end of the connection: give back every hold left."""
+        for session_id in list(self._acquired):
+            self._held.pop(session_id, None)
+            await self.release(session_id)
+
     # -- sessions leaving memory ------------------------------------------------------------
 
     async def keep(self, record: SessionRecord) -> None:
-        """Save a closed session, which then leaves memory; if that fails, hold it (see the module docstring)."""
+        """Save a closed session, which then leaves memory; if that fails, hold it (see the module docstring).
+        Once saved, another process may have it (`release`); a held one stays this process's."""
         if await self.write(record, sync=True) or record.deleted:
+            await self.release(record.session_id)
             return
         self._held[record.session_id] = record
         logger.error("acp: session %s was closed but could not be saved; it stays in this agent's memory (listed "
@@ -152,6 +196,7 @@ class RecordKeeper:
                 continue  # resumed or deleted meanwhile
             if await self.write(record, sync=True) and self._held.get(sid) is record:
                 del self._held[sid]
+                await self.release(sid)
                 saved = True
                 logger.warning("acp: session %s is saved now (it stayed in memory since its close)", sid)
         return saved
@@ -166,6 +211,7 @@ class RecordKeeper:
                              "since its last successful save (all of it, if it was never saved) is lost",
                              record.session_id)
             self._held.pop(record.session_id, None)
+        await self.release_all()
 
     async def load(self, session_id: str) -> SessionRecord | None:
         """A stored session brought back for ``session/resume``: what was live in it is reported ended.
@@ -194,7 +240,10 @@ class RecordKeeper:
             if gone is not None:
                 gone.deleted = True
         store = await self.ready()
-        return await store.delete(session_id) or held is not None
+        try:
+            return await store.delete(session_id) or held is not None
+        finally:
+            await self.release(session_id)
 
     async def unstored(self, cwd: str | None, archived: bool | None = None) -> list[StoredSession]:
         """Held sessions the store has no version of (they go after the last stored one in a listing)."""

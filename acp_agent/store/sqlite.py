@@ -19,6 +19,14 @@ before it loads, lists, finds or deletes (so it reads what it wrote), and by
 [`SqliteStore.sync`][acp_agent.store.SqliteStore.sync] and [`SqliteStore.close`][acp_agent.store.SqliteStore.close];
 journals left by a process that ended are replayed on those reads and when the file is opened.
 
+Two processes on one file never have one session active at once: a process locks each session it has active
+([`SqliteStore.acquire_session`][acp_agent.store.SqliteStore.acquire_session], `acp_agent.store.locks`), and the lock
+ends with the process.
+
+File modes: the directory the store makes is ``0700`` and the database file is created ``0600``,
+so SQLite makes its ``-wal`` and ``-shm`` files with the same mode, as the journal files are. A file or
+directory that exists already keeps its mode.
+
 The schema is versioned: ``schema_migrations`` lists the migrations applied, and opening a
 file applies the missing ones in one transaction. A file whose newest migration is above
 [`SCHEMA_VERSION`][acp_agent.store.SCHEMA_VERSION] (a newer acp-agent wrote it), or that is not a readable SQLite
@@ -40,11 +48,13 @@ import anyio
 import anyio.to_thread
 import orjson
 
+from .._util.paths import DATA_DIR_ENV, data_dir
 from ..errors import StoreError, StoreUnusableError
 from ..records import DEFAULT_PRINCIPAL, SessionRecord, now_text
 from .base import ListingKey, SessionStore, StoredSession
 from .codec import LISTING_ORDER, encode_info_text, encode_state_text, listing_filters, record_from
-from .journal import Journal, JournalFile, Save, available, encode_line, orphans
+from .journal import Journal, JournalFile, Save, available, encode_line, orphans, private_file
+from .locks import session_locks
 
 if TYPE_CHECKING:
     import sqlite3
@@ -52,9 +62,6 @@ if TYPE_CHECKING:
 __all__ = ["COMMIT_DELAY", "DATA_DIR_ENV", "JOURNAL_BYTES", "SCHEMA_VERSION", "SqliteStore", "data_dir"]
 
 logger = logging.getLogger(__name__)
-
-DATA_DIR_ENV: Final = "ACP_AGENT_DATA_DIR"
-"""The environment variable that overrides where agents keep their session files."""
 
 _MIGRATIONS: Final[list[tuple[int, list[str]]]] = [
     (1, [
@@ -103,20 +110,6 @@ RETRY_DELAY: Final = 1.0
 
 
 _siblings: Final[dict[str, weakref.WeakSet[SqliteStore]]] = {}  # the store objects of this process, by file
-
-
-def data_dir() -> Path:
-    """Where agents keep their session files: ``$ACP_AGENT_DATA_DIR``, else the user data directory
-    (``~/.local/share/acp-agent`` on Linux, via ``platformdirs``)."""
-    chosen = os.environ.get(DATA_DIR_ENV)
-    if chosen:
-        return Path(chosen).expanduser()
-    try:
-        import platformdirs
-    except ImportError:  # pragma: no cover - platformdirs is a dependency
-        base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-        return Path(base) / "acp-agent"
-    return Path(platformdirs.user_data_dir("acp-agent", appauthor=False))
 
 
 class SqliteStore(SessionStore):
@@ -168,9 +161,9 @@ class SqliteStore(SessionStore):
         if self._db is not None:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
         except OSError as exc:
-            raise StoreUnusableError(f"cannot create {self.path.parent}: {exc}") from exc
+            raise StoreUnusableError(f"cannot create {self.path}: {exc}") from exc
         try:
             db = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                  check_same_thread=False)
@@ -225,7 +218,7 @@ class SqliteStore(SessionStore):
                     db.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, now_text()))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
 
     def _version(self, db: sqlite3.Connection) -> int:
@@ -279,6 +272,16 @@ class SqliteStore(SessionStore):
             self._open()
         assert self._db is not None
         return self._db
+
+    # -- which process has a session --------------------------------------------------------------
+
+    async def acquire_session(self, session_id: str) -> bool:
+        """Lock ``session_id`` for this process (`acp_agent.store.locks`); ``False`` if another has it."""
+        return session_locks(self.path).acquire(session_id)
+
+    async def release_session(self, session_id: str) -> None:
+        """Unlock ``session_id`` once no holder in this process is left."""
+        session_locks(self.path).release(session_id)
 
     # -- saving --------------------------------------------------------------------------------
 
@@ -353,7 +356,7 @@ class SqliteStore(SessionStore):
                 file.append(line)
             except OSError as exc:  # e.g. a full disk: this file ends here; its saves commit as they are
                 logger.warning("acp: could not write to the journal of %s (%s); saves commit at once until a new "
-                               "journal file can be made", self.path.name, exc)
+                               "journal file can be made", self.path, exc)
                 self._stale.append(file)
                 self._file, self._file_used = None, False
                 return False
@@ -455,11 +458,11 @@ class SqliteStore(SessionStore):
                                    rows)
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                _rollback(db)
                 raise
         except sqlite3.Error as exc:
             sessions = ", ".join(dict.fromkeys(save[0] for save in saves))
-            raise StoreError(f"could not save session {sessions} to {self.path}: {exc}") from exc
+            raise StoreError(f"could not save session {sessions} to {self.path}: {_cause(exc)}") from exc
 
     def _recover(self, db: sqlite3.Connection, needed: str | bool = False) -> None:
         """Commit the journals of processes that ended before committing them, then delete those files.
@@ -549,10 +552,10 @@ class SqliteStore(SessionStore):
                 gone = db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,)).rowcount
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                _rollback(db)
                 raise
         except sqlite3.Error as exc:
-            raise StoreError(f"could not delete session {session_id} from {self.path}: {exc}") from exc
+            raise StoreError(f"could not delete session {session_id} from {self.path}: {_cause(exc)}") from exc
         return gone > 0
 
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
@@ -590,6 +593,24 @@ class SqliteStore(SessionStore):
         except sqlite3.Error as exc:
             raise StoreError(f"could not read session {session_id} from {self.path}: {exc}") from exc
         return _stored(*row) if row is not None else None
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    """Undo the transaction under way, if SQLite has not already: on a full disk (``SQLITE_FULL``) or an I/O
+    error it rolls back by itself, and a ``ROLLBACK`` then fails ("no transaction is active") and would hide
+    the error that led here."""
+    if db.in_transaction:
+        with contextlib.suppress(Exception):
+            db.execute("ROLLBACK")
+
+
+def _cause(exc: Exception) -> str:
+    """What went wrong, in words an operator reads: a full disk is named so."""
+    import sqlite3
+
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return f"disk full ({exc})"
+    return str(exc)
 
 
 def _concerns(saves: list[Save], needed: str | bool) -> bool:

@@ -53,7 +53,7 @@ async def test_echo_agent_turn_survives_sigkill(tmp_path: Path) -> None:
         sid = await first.new_session(cwd)
         await first.prompt_and_wait(sid, "hello durable world")
         kill(first)
-        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone())
     assert first.returncode == -signal.SIGKILL
 
     async with spawn_agent(ECHO) as second:
@@ -107,7 +107,7 @@ async def test_cut_turn_replays_up_to_the_flush_bound_and_ends(tmp_path: Path) -
         await anyio.sleep(2.5)  # more than the flush interval (1 s) after seen_early
         seen_at_kill = streamed(view)
         kill(first)
-        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone())
 
     async with spawn_agent(STORE_AGENT) as second:
         view = await replayed(second, sid, cwd)
@@ -133,7 +133,7 @@ async def test_live_items_come_back_finalized_never_listed(tmp_path: Path) -> No
         view = await first.prompt_and_wait(sid, "bgwait sleep 3")
         assert len(view.background or []) == 1  # the terminal stands for its tool call
         kill(first)
-        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone())
 
     async with spawn_agent(STORE_AGENT) as second:
         view = await replayed(second, sid, cwd)
@@ -154,7 +154,7 @@ async def test_busy_children_come_back_finished_never_listed(tmp_path: Path) -> 
         [(child_id, child)] = view.children.items()
         assert child["state"]["state"] == "running" and child["capabilities"] == {"cancel": {}}
         kill(first)
-        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone())
 
     async with spawn_agent(STORE_AGENT) as second:
         view = await replayed(second, sid, cwd)
@@ -292,7 +292,7 @@ async def test_a_close_on_a_locked_file_keeps_the_session_until_the_lock_goes(
                 err += capfd.readouterr().err
         assert "said while the file was locked" in await stored_text(path, sid)
         kill(first)
-        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone)
+        await first.wait_for(lambda: first._agent_process is not None and first._agent_process.gone())
     assert f"session {sid} was closed but could not be saved" in err and "database is locked" in err
     async with spawn_agent(STORE_AGENT) as second:
         view = await replayed(second, sid, cwd)

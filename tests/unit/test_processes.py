@@ -646,3 +646,14 @@ async def test_a_process_started_as_its_task_group_closes_leaves_no_coroutine_be
         gc.collect()
     assert "Nursery is closed to new arrivals" in outcomes
     assert leaks(caught) == []
+
+
+def test_child_environment_withholds_the_sdk_variables_and_the_listed_names() -> None:
+    parent = {"PATH": "/bin", "ACP_AGENT_TOKEN": "t", "ACP_AGENT_STORE": "postgres://u:p@h/d",
+              "ACP_AGENT_WITHHOLD_ENV": " API_KEY , AWS_* ,", "API_KEY": "k", "AWS_SECRET": "s",
+              "API_KEY_HINT": "kept"}
+    assert processes.child_environment(parent=parent) == {"PATH": "/bin", "API_KEY_HINT": "kept"}
+    # What the caller passes is given as passed, even a withheld name.
+    given = processes.child_environment({"API_KEY": "chosen", "X": "1"}, parent=parent)
+    assert given == {"PATH": "/bin", "API_KEY_HINT": "kept", "API_KEY": "chosen", "X": "1"}
+    assert processes.child_environment(parent={"ACP_AGENT_DATA_DIR": "/d", "HOME": "/h"}) == {"HOME": "/h"}

@@ -896,7 +896,8 @@ def test_the_saved_metadata_text_is_what_the_documents_encode_to(record: Session
 async def test_a_turn_ends_with_the_save_the_store_makes_at_once_or_else_awaits_it(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A turn's end saves with ``save_now`` when the store can (the SQLite journal: no await), else awaits
-    ``save``; either way the turn is saved before its ``idle``, and a failing ``save_now`` is logged, not raised."""
+    ``save``; either way the turn is saved before its ``idle``, and a failing ``save_now`` is logged, not raised,
+    and followed by an awaited ``save`` (a turn whose save failed never ends as if saved)."""
     calls: list[str] = []
 
     class Spy(SqliteStore):
@@ -923,7 +924,7 @@ async def test_a_turn_ends_with_the_save_the_store_makes_at_once_or_else_awaits_
             said = f"echo {mode}"  # what the agent says back
             kept = [t for t in journaled_texts(store.path) + committed_texts(store.path, sid) if t == said]
             expected = {"journal": (["now:journal"], [said]), "refuse": (["now:refuse", "save"], [said]),
-                        "raise": (["now:raise"], [])}[mode]
+                        "raise": (["now:raise", "save"], [said])}[mode]
             assert (calls, kept) == expected
     assert "disk on fire" in caplog.text
 

@@ -1,0 +1,185 @@
+"""The agent's side of `acp_agent._util.reaper`: this process's watchdog, its ledger, and its mark.
+
+`mark` is called before a terminal's process starts: the first call starts the watchdog and opens the
+ledger (and reaps the ledgers of agents that died with their watchdog, `reap_left_behind`), and every
+call returns the mark the process's environment gets (``reaper.MARK_ENV``). `started` and
+`ended` record a group in both. A normal exit deletes the ledger and closes the watchdog's pipe (it then
+kills what left the groups, e.g. a ``setsid`` daemon, and exits).
+
+Costs, measured by ``bench/terminal_watch.py``: the first terminal of a process pays for starting the
+watchdog (one ``fork``/``exec``; its Python starts beside the agent, not in its way); every terminal start
+and end then costs two ``write`` calls of about 20 bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from . import reaper
+from .paths import data_dir
+
+if TYPE_CHECKING:
+    import subprocess
+
+__all__ = ["LEDGER_DIR", "current", "ended", "ledger_dir", "mark", "reap_left_behind", "started", "stop"]
+
+logger = logging.getLogger(__name__)
+
+LEDGER_DIR: Final = "processes"
+"""The directory of the ledgers, in [`data_dir`][acp_agent.store.data_dir]."""
+
+_lock = threading.Lock()
+_mark: str | None = None
+_watchdog: subprocess.Popen[bytes] | None = None
+_ledger: int | None = None
+_ledger_path: Path | None = None
+_reaped = False
+_retired: list[subprocess.Popen[bytes]] = []  # watchdogs let go (kept referenced: they end on their own)
+
+
+def _supported() -> bool:
+    return sys.platform.startswith("linux")
+
+
+def ledger_dir() -> Path:
+    """Where the ledgers are (``<data dir>/processes``)."""
+    return data_dir() / LEDGER_DIR
+
+
+def reap_left_behind() -> int:
+    """Once per process: reap the ledgers of agents that died with their watchdog (see `reaper`); how many
+    processes were signalled."""
+    global _reaped
+    if _reaped or not _supported():
+        return 0
+    _reaped = True
+    killed = reaper.reap_ledgers(ledger_dir())
+    if killed:
+        logger.warning("acp: killed %d process(es) left by terminals of an agent that died", killed)
+    return killed
+
+
+def current() -> str | None:
+    """The mark of this process's terminals if the watchdog was started (no waiting, no starting)."""
+    return _mark
+
+
+def mark() -> str | None:
+    """The mark of this process's terminals, starting the watchdog and the ledger on first use; ``None`` where
+    there is no watchdog (not Linux)."""
+    global _mark
+    if not _supported():
+        return None
+    with _lock:
+        if _mark is None:
+            import secrets
+
+            reap_left_behind()
+            _mark = secrets.token_hex(16)
+            _open_ledger(_mark)
+            _start_watchdog(_mark, _ledger_path)
+        return _mark
+
+
+def _open_ledger(name: str) -> None:
+    global _ledger, _ledger_path
+    import fcntl
+
+    directory = ledger_dir()
+    temporary, final = directory / f".{name}.new", directory / name
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.rename(temporary, final)  # found by others only once locked
+    except OSError as exc:
+        logger.warning("acp: cannot keep a ledger of terminal processes in %s (%s): if this agent and its "
+                       "watchdog are both killed, the next agent cannot reap what they leave", directory, exc)
+        return
+    _ledger, _ledger_path = fd, final
+
+
+def _start_watchdog(name: str, ledger: Path | None) -> None:
+    global _watchdog
+    import subprocess
+
+    try:
+        _watchdog = subprocess.Popen(
+            [sys.executable, "-I", "-S", reaper.__file__, name, *([str(ledger)] if ledger else [])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    except OSError as exc:
+        logger.warning("acp: cannot start the watchdog of terminal processes (%s): if this agent is killed, "
+                       "the next agent reaps what it leaves", exc)
+
+
+def _record(line: bytes) -> None:
+    global _watchdog
+    watchdog = _watchdog
+    if watchdog is not None and watchdog.stdin is not None:
+        try:
+            os.write(watchdog.stdin.fileno(), line)
+        except OSError as exc:
+            logger.warning("acp: the watchdog of terminal processes is gone (%s)", exc)
+            _watchdog = None
+    if _ledger is not None:
+        try:
+            os.write(_ledger, line)
+        except OSError as exc:
+            logger.warning("acp: cannot write the ledger of terminal processes (%s)", exc)
+
+
+def started(pgid: int) -> None:
+    """Record a terminal's new process group (led by ``pgid``)."""
+    if _mark is None:
+        return
+    start = reaper.start_time(pgid)
+    if start is not None:
+        with _lock:
+            _record(f"+{pgid} {start}\n".encode())
+
+
+def ended(pgid: int) -> None:
+    """Record that a group has no live member any more."""
+    if _mark is not None:
+        with _lock:
+            _record(f"-{pgid}\n".encode())
+
+
+def stop() -> None:
+    """A normal exit (after every group was killed): delete the ledger and let the watchdog finish."""
+    with _lock:
+        if _ledger_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(_ledger_path)
+        _close()
+
+
+def _close() -> None:
+    global _mark, _watchdog, _ledger, _ledger_path
+    if _ledger is not None:
+        with contextlib.suppress(OSError):
+            os.close(_ledger)
+    if _watchdog is not None and _watchdog.stdin is not None:
+        with contextlib.suppress(OSError):
+            _watchdog.stdin.close()
+        _retired.append(_watchdog)
+    _mark, _watchdog, _ledger, _ledger_path = None, None, None, None
+
+
+def _forget_in_child() -> None:
+    """A forked child keeps neither the parent's watchdog pipe (its end would hide the parent's death) nor its
+    ledger."""
+    global _lock
+    _lock = threading.Lock()
+    _close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
