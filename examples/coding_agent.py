@@ -153,6 +153,7 @@ agent = PydanticAIAgent(
     title="Coding Agent (pydantic-ai)",
     version="1.0.0",
     toolsets=tools.toolsets,
+    tool_presenter=tools.presenter,  # "Edit src/a.py" with its diff, shown before the user approves it
     models=MODELS,
     commands={"explain": Command("Explain a file", explain, hint="path")},
     accept_system_prompt=True,

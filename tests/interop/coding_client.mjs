@@ -6,8 +6,8 @@
 //
 // Scenario, in the directory ACP_INTEROP_CWD (which holds a.txt = "one\n"): `initialize`; `session/new` offers
 // the `model` config option and the slash commands; a plain prompt streams a reply; `edit a.txt: one => two`
-// asks `session/request_permission` while its tool call is `pending` and the session `requires_action`, and
-// (allowed once) edits the file with a diff; `run touch ran` is rejected and the model is told; `research two`
+// asks `session/request_permission` while its tool call is `pending` (showing the diff) and the session
+// `requires_action`, and (allowed once) edits the file with a diff; `run touch ran` is rejected and the model is told; `research two`
 // runs a subagent (a child session); `/model offline` answers with the option; a last prompt shows the model
 // kept the whole conversation. Exit 0 and a one-line JSON summary on stdout on success; exit 1 with a message on
 // stderr on any failed check, any error the SDK reports, or a timeout. ACP_INTEROP_WIRE receives both directions.
@@ -89,7 +89,7 @@ async function approval(session, label, prompt, optionId) {
   const after = await readUntilStop(session);
   check(after.at(-1).stopReason === "end_turn", `${label}: the turn did not end end_turn`, after.at(-1));
   const [call] = toolCalls([...toBlocked, ...after]);
-  return { call, said: agentTexts(after), states: statesIn([...toBlocked, ...after]) };
+  return { call, pending, said: agentTexts(after), states: statesIn([...toBlocked, ...after]) };
 }
 
 async function scenario(ctx) {
@@ -115,6 +115,7 @@ async function scenario(ctx) {
   check(edit.call.status === "completed" && edit.call.kind === "edit", "edit: tool call", edit.call);
   const diff = (edit.call.content ?? []).find((c) => c.type === "diff");
   check(diff?.changes?.[0]?.operation === "modify" && diff.patch.text.includes("+two"), "edit: no diff", edit.call);
+  check((edit.pending.content ?? []).some((c) => c.type === "diff"), "edit: no diff while asked", edit.pending);
   const rejected = await approval(session, "run rejected", "run touch ran", "reject_once");
   check(rejected.call.status === "failed", "run rejected: the tool call did not fail", rejected.call);
 
@@ -130,7 +131,9 @@ async function scenario(ctx) {
     models: model.options.map((o) => o.value),
     commands,
     hello,
-    edit: { said: edit.said, states: edit.states, kind: edit.call.kind, locations: edit.call.locations },
+    edit: {
+      said: edit.said, states: edit.states, kind: edit.call.kind, title: edit.call.title, locations: edit.call.locations,
+    },
     rejected: { said: rejected.said, status: rejected.call.status },
     research: { said: agentTexts(research), children: [...new Set(children)].length },
     model: agentTexts(switched),

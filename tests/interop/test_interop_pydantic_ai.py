@@ -30,6 +30,7 @@ def test_official_typescript_client_drives_the_pydantic_ai_coding_agent(tmp_path
     assert summary["edit"]["said"] == ["edit_file: edited a.txt"]
     assert summary["edit"]["states"] == ["running", "requires_action", "running", "idle"]
     assert summary["edit"]["locations"] == [{"path": str(project / "a.txt")}]
+    assert summary["edit"]["title"] == "Edit a.txt"
     assert (project / "a.txt").read_text() == "two\n"
     assert summary["rejected"]["status"] == "failed"
     assert summary["rejected"]["said"][0].startswith("run_command: The user rejected this tool call")

@@ -19,11 +19,22 @@ import anyio
 import pytest
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponseOrigin,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
-from acp_agent.integrations.pydantic_ai import PermissionPolicy, PydanticAIAgent, current_tool
+from acp_agent import Agent, ContentBlock, Session, StopReason
+from acp_agent.integrations.pydantic_ai import PermissionPolicy, PydanticAIAgent, TurnBridge, current_tool
 from acp_agent.store import MemoryStore
 from acp_agent.testing.client import Client
 from tests.helpers.pydantic_ai_models import checked
@@ -106,6 +117,24 @@ async def test_text_and_thinking_stream_in_order_as_chunks() -> None:
         assert idle["usage"]["inputTokens"] > 0 and idle["usage"]["outputTokens"] > 0
 
 
+async def test_the_context_window_is_reported_when_the_model_knows_it() -> None:
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        yield "hello"
+
+    model = FunctionModel(stream_function=stream, profile={"context_window": 200_000})
+    async with checked(PydanticAIAgent(PydanticAgent(model))) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        view = await client.prompt_and_wait(sid, "hi")
+        (usage,) = updates(client, sid, "usage_update")
+        assert usage["size"] == 200_000 and 0 < usage["used"] < 200_000
+    async with checked(PydanticAIAgent(PydanticAgent(FunctionModel(stream_function=stream)))) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        view = await client.prompt_and_wait(sid, "hi")  # a window nobody knows: no usage_update
+        assert updates(client, sid, "usage_update") == [] and view.stop_reason == "end_turn"
+
+
 async def test_tool_call_shown_with_title_kind_and_result() -> None:
     async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
         if tool_returns(messages):
@@ -133,6 +162,30 @@ async def test_tool_call_shown_with_title_kind_and_result() -> None:
         statuses = [u.get("status") for u in updates(client, sid, "tool_call_update") if "status" in u]
         assert statuses == ["pending", "in_progress", "completed"]
         assert list(view.messages().values()) == ["done"]
+
+
+async def test_a_replaced_response_is_cleared_and_its_late_events_dropped() -> None:
+    """A response another attempt replaced (``ModelResponseOrigin.supersedes``: a hook that restarts the stream,
+    a durable retry) is cleared on the client; its late events are dropped."""
+    first, second = (ModelResponseOrigin(run_id="r", run_step=1, attempt=n) for n in (1, 2))
+
+    class Replaying(Agent):
+        async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+            bridge = TurnBridge(session)
+            ctx: Any = None  # on_event does not read the run context
+            await bridge.on_event(ctx, event=PartStartEvent(index=0, part=TextPart("abandoned "), origin=first))
+            await bridge.on_event(ctx, event=PartStartEvent(index=0, part=TextPart("kept"), origin=second))
+            await bridge.on_event(ctx, event=PartDeltaEvent(index=0, delta=TextPartDelta("late"), origin=first))
+            await bridge.on_event(ctx, event=PartDeltaEvent(index=0, delta=TextPartDelta(" answer"), origin=second))
+            return "end_turn"
+
+    async with checked(Replaying()) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        view = await client.prompt_and_wait(sid, "hi")
+        assert [text for text in view.messages().values() if text] == ["kept answer"]
+        cleared = [u for u in view.updates if u["sessionUpdate"] == "agent_message"]
+        assert [u["content"] for u in cleared] == [[]]
 
 
 # -- approval -------------------------------------------------------------------------------------

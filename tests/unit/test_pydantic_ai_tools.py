@@ -77,6 +77,28 @@ async def test_files_show_diffs_and_stay_inside_the_cwd(tmp_path: Path) -> None:
         assert search["kind"] == "search" and last_tool_return(seen[4]) == "a.txt:2: TWO"
 
 
+async def test_the_coding_presenter_shows_the_diff_before_the_user_approves(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("one\n")
+    tools = CodingTools()
+    steps: list[Any] = [("edit_file", {"path": "a.txt", "old_text": "one", "new_text": "two"}), "done"]
+    agent = PydanticAIAgent(PydanticAgent(scripted(steps)), toolsets=tools.toolsets, tool_presenter=tools.presenter)
+    async with checked(agent, permission_policy=None) as client:
+        await client.initialize()
+        sid = await client.new_session(cwd=str(tmp_path))
+        await client.prompt(sid, "edit")
+        await client.wait_for(lambda: bool(client.pending_permissions))
+        (tool,) = client.view(sid).tool_calls.values()
+        assert (tool["title"], tool["kind"], tool["status"]) == ("Edit a.txt", "edit", "pending")
+        assert "-one\n+two\n" in tool["content"][0]["patch"]["text"]
+        assert (tmp_path / "a.txt").read_text() == "one\n"  # not yet
+        assert client.pending_permissions[0]["params"]["title"] == "Allow Edit a.txt?"
+        client.answer_permission(0, "allow_once")
+        view = await client.wait_idle(sid)
+        (tool,) = view.tool_calls.values()
+        assert [c["type"] for c in tool["content"]] == ["diff", "content"]  # the diff made, then the result
+        assert (tmp_path / "a.txt").read_text() == "two\n"
+
+
 async def test_a_command_runs_as_a_terminal_in_its_tool_call(tmp_path: Path) -> None:
     seen: list[list[ModelMessage]] = []
     steps: list[Any] = [("run_command", {"command": "echo out; echo err >&2; exit 3"}), "done"]
@@ -171,6 +193,31 @@ async def test_a_delegated_agent_runs_as_a_subagent() -> None:
         assert view.children[child_id]["title"] == "Research"
         assert list(client.view(child_id).messages().values()) == ["the answer is 42"]
         assert last_tool_return(seen[1]) == "the answer is 42"
+
+
+async def test_a_subagent_uses_the_calling_runs_permission_policy() -> None:
+    ran: list[str] = []
+    researcher = PydanticAgent(scripted([("note", {"text": "x"}), "noted"]), name="researcher")
+
+    @researcher.tool_plain(requires_approval=True)
+    def note(text: str) -> str:
+        ran.append(text)
+        return "ok"
+
+    agent = PydanticAgent(scripted([("research", {"question": "q"}), "done"]))
+
+    @agent.tool_plain
+    async def research(question: str) -> str:
+        return await delegate(researcher, question)
+
+    served = PydanticAIAgent(agent, permission_policy=PermissionPolicy(allow={"note"}))
+    async with checked(served, permission_policy=None) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        await client.prompt_and_wait(sid, "go")
+        assert ran == ["x"] and not client.pending_permissions  # allowed by the parent's policy, not asked
+        (child_id,) = client.view(sid).children
+        assert [t["status"] for t in client.view(child_id).tool_calls.values()] == ["completed"]
 
 
 async def test_a_subagent_cancelled_alone_leaves_the_parent_turn_going() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior, UsageLimitExceeded, UserError
-from pydantic_ai.messages import UserContent
+from pydantic_ai.messages import ModelMessage, ModelResponse, UserContent
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -132,6 +132,16 @@ def _usage(usage: RunUsage) -> Usage:
     if usage.cache_write_tokens:
         fields["cached_write_tokens"] = usage.cache_write_tokens
     return Usage(**fields)
+
+
+async def _report_context(session: Session, bridge: TurnBridge, messages: Sequence[ModelMessage]) -> None:
+    """``usage_update``: the tokens of the last model request and its answer against the model's context
+    window, when the model's profile knows its window."""
+    window = bridge.model.context_window if bridge.model is not None else None
+    last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+    if window and last is not None:
+        used = last.usage.input_tokens + last.usage.output_tokens
+        await session.usage(min(used, window), window)
 
 
 class PydanticAIAgent(Agent):
@@ -379,6 +389,7 @@ class PydanticAIAgent(Agent):
         if result is None:
             return "end_turn"
         session.set_turn_usage(_usage(run.usage))
+        await _report_context(session, bridge, messages)
         if not isinstance(result.output, str):
             # Structured output (an output type): the text parts were streamed; show the value too.
             await session.say([TextContent(text=orjson.dumps(result.output, default=str).decode())])

@@ -6,7 +6,8 @@ hooks only:
 
 - ``on_event``: text and thinking parts stream as agent message and thought chunks, in the order the
   model produced them (one ACP message per part); a function tool call is announced as an ACP tool
-  call (``pending``, with the presenter's title, kind and locations) and ended by its result
+  call (``pending``, with the presenter's title, kind, locations and content, such as a diff to approve)
+  and ended by its result
   (``completed``, or ``failed`` for a failure, a retry or a rejection);
 - ``wrap_tool_execute``: right before a tool's body runs its tool call goes ``in_progress``, and the
   body can reach the ACP session and its tool call ([`current_tool`][acp_agent.integrations.pydantic_ai.current_tool]);
@@ -20,9 +21,10 @@ hooks only:
 from __future__ import annotations
 
 import contextvars
+import inspect
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from pydantic_ai import RunContext
@@ -31,6 +33,7 @@ from pydantic_ai.messages import (
     AgentStreamEvent,
     FunctionToolCallEvent,
     FunctionToolResultEvent,
+    ModelResponseOrigin,
     ModelResponsePart,
     PartDeltaEvent,
     PartStartEvent,
@@ -41,13 +44,14 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
+from pydantic_ai.models import Model
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDefinition, ToolDenied
 
-from ...schema import Content, TextContent, ToolCallLocation
+from ...schema import AgentMessage, AgentThought, Content, TextContent, ToolCallLocation
 from ...session import MessageStream, Session
 from ...tool_calls import ToolCall
 from .permissions import PERMISSION_OPTIONS, PermissionPolicy, remember, remembered
-from .presenter import ToolPresenter, present_tool
+from .presenter import ToolPresentation, ToolPresenter, present_tool
 
 __all__ = ["BACKGROUND_METADATA_KEY", "FollowUp", "ToolContext", "TurnBridge", "background_tool", "current_tool"]
 
@@ -74,6 +78,10 @@ class ToolContext:
     session: Session
     tool_call: ToolCall
     run_follow_up: FollowUp | None = None
+    presenter: ToolPresenter | None = None
+    """The run's tool presenter (a subagent started with ``delegate`` uses it too)."""
+    policy: PermissionPolicy | None = None
+    """The run's permission policy (a subagent started with ``delegate`` uses it too)."""
 
     def follow_up_work(self, text: str) -> Callable[[], Awaitable[Any]] | None:
         """The foreground work of a follow-up turn on ``text`` (``None`` when the agent offers none):
@@ -140,12 +148,24 @@ class TurnBridge(AbstractCapability[Any]):
     background_tools: Collection[str] = ()
     follow_up: FollowUp | None = None
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
+    titles: dict[str, str] = field(default_factory=dict)
+    model: Model | None = None
+    """The model of the run's latest request (for its context window)."""
     _stream: MessageStream | None = None
+    _origins: dict[tuple[str, int], ModelResponseOrigin] = field(default_factory=dict)
+    """The latest attempt seen at each request step of the run (``(run_id, run_step)``)."""
+    _streamed: dict[Any, list[tuple[str, bool]]] = field(default_factory=dict)
+    """The messages and thoughts each response streamed, to clear when another attempt replaces it."""
+    _response: Any = None
 
     # -- the event stream ---------------------------------------------------------------------
 
     async def on_event(self, ctx: RunContext[Any], *, event: AgentStreamEvent) -> None:
         """Show one event of the run (text, thinking, tool calls and their results)."""
+        if isinstance(event, PartStartEvent | PartDeltaEvent) and not await self._current(event.origin):
+            return
+        if ctx is not None and isinstance(ctx.model, Model):
+            self.model = ctx.model
         if isinstance(event, PartStartEvent):
             await self._start_part(event.part)
         elif isinstance(event, PartDeltaEvent):
@@ -159,6 +179,24 @@ class TurnBridge(AbstractCapability[Any]):
             await self.announce(event.part)
         elif isinstance(event, FunctionToolResultEvent):
             await self._result(event.part)
+
+    async def _current(self, origin: ModelResponseOrigin | None) -> bool:
+        """Whether an event of the response ``origin`` is shown: a response that another attempt replaced
+        (a retry, a fallback model) is dropped, and what it had streamed is cleared on the client."""
+        if origin is None:
+            return True
+        key = (origin.run_id, origin.run_step)
+        latest = self._origins.get(key)
+        if latest is not None and latest.supersedes(origin):
+            return False
+        if latest is None or origin.supersedes(latest):
+            self._origins[key] = origin
+            self._stream = None
+            for message_id, thought in self._streamed.pop(key, []):
+                kind = AgentThought if thought else AgentMessage
+                await self.session.send(kind(message_id=message_id, content=[]))
+        self._response = key
+        return True
 
     async def _start_part(self, part: ModelResponsePart) -> None:
         self._stream = None  # every text or thinking part is its own message
@@ -175,10 +213,24 @@ class TurnBridge(AbstractCapability[Any]):
         stream = self._stream
         if stream is None:
             stream = self._stream = self.session.thought() if thought else self.session.message()
+        streamed = self._streamed.setdefault(self._response, [])
+        if not streamed or streamed[-1][0] != stream.message_id:
+            streamed.append((stream.message_id, thought))
         for start in range(0, len(text), CHUNK_CHARS):
             await stream.write(text[start:start + CHUNK_CHARS])
 
     # -- tool calls ---------------------------------------------------------------------------
+
+    async def present(self, tool_name: str, args: dict[str, Any]) -> ToolPresentation:
+        """The presenter's presentation of a call (awaited if it is async), else the default one."""
+        presentation: Any = None
+        if self.presenter is not None:
+            presentation = self.presenter(tool_name, args, self.session)
+            if inspect.isawaitable(presentation):
+                presentation = await presentation
+        if presentation is None:
+            presentation = present_tool(tool_name, args, self.session)
+        return cast(ToolPresentation, presentation)
 
     async def announce(self, part: ToolCallPart) -> ToolCall:
         """The ACP tool call of a pydantic-ai tool call, announced ``pending`` the first time."""
@@ -186,17 +238,16 @@ class TurnBridge(AbstractCapability[Any]):
         if tool is not None:
             return tool
         args = _args(part)
-        presentation = None
-        if self.presenter is not None:
-            presentation = self.presenter(part.tool_name, args, self.session)
-        if presentation is None:
-            presentation = present_tool(part.tool_name, args, self.session)
+        presentation = await self.present(part.tool_name, args)
         extras: dict[str, Any] = {"raw_input": _jsonable(args)}
         if presentation.locations:
             extras["locations"] = [ToolCallLocation(path=path) for path in presentation.locations]
+        if presentation.content:
+            extras["content"] = list(presentation.content)
         tool = await self.session.start_tool_call(presentation.title, kind=presentation.kind,
                                                   name=part.tool_name, **extras)
         self.tool_calls[part.tool_call_id] = tool
+        self.titles[part.tool_call_id] = presentation.title
         return tool
 
     async def _result(self, part: Any) -> None:
@@ -232,14 +283,17 @@ class TurnBridge(AbstractCapability[Any]):
             await tool.start()
         if self._is_background(tool_def):
             return await self._hand_off(call, tool, args, handler)
-        token = _CURRENT.set(ToolContext(self.session, tool, self.follow_up))
+        token = _CURRENT.set(self._context(tool))
         try:
             return await handler(args)
         finally:
             _CURRENT.reset(token)
 
+    def _context(self, tool: ToolCall) -> ToolContext:
+        return ToolContext(self.session, tool, self.follow_up, self.presenter, self.policy)
+
     async def _hand_off(self, call: ToolCallPart, tool: ToolCall, args: Any, handler: Any) -> str:
-        context = ToolContext(self.session, tool, self.follow_up)
+        context = self._context(tool)
         name = call.tool_name
 
         async def body(tool: ToolCall) -> None:
@@ -283,17 +337,12 @@ class TurnBridge(AbstractCapability[Any]):
             decision = remembered(session, key)
         if decision == "ask":
             tool = await self.announce(call)
-            outcome = await tool.request_permission(f"Allow {tool_title(call, args, self)}?", PERMISSION_OPTIONS)
+            title = self.titles.get(call.tool_call_id, call.tool_name)
+            outcome = await tool.request_permission(f"Allow {title}?", PERMISSION_OPTIONS)
             if outcome.option_id in ("allow_always", "reject_always"):
                 remember(session, key, "allow" if outcome.allowed else "reject")
             decision = "allow" if outcome.allowed else "reject"
         return True if decision == "allow" else ToolDenied(REJECTED)
-
-
-def tool_title(call: ToolCallPart, args: Any, bridge: TurnBridge) -> str:
-    """The title shown for a call (the presenter's), used in the permission question."""
-    presentation = bridge.presenter(call.tool_name, args, bridge.session) if bridge.presenter else None
-    return (presentation or present_tool(call.tool_name, args, bridge.session)).title
 
 
 def background_tool(metadata: dict[str, Any] | None = None) -> dict[str, Any]:

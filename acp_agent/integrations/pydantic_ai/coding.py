@@ -5,7 +5,9 @@
 
 - ``read_file``, ``list_files``, ``search``: read-only, run without asking;
 - ``write_file``, ``edit_file``: need approval; the tool call shows the change as a ``diff`` (a
-  ``git_patch`` with absolute paths) with the file as its location;
+  ``git_patch`` with absolute paths) with the file as its location, from the start when
+  [`presenter`][acp_agent.integrations.pydantic_ai.CodingTools.presenter] is the agent's tool presenter
+  (so the user sees the diff when asked to approve it);
 - ``run_command``: needs approval; runs as an SDK terminal shown in the tool call (live output,
   ``terminal/cancel`` stops it). With ``background=true`` it is left running (a dev server, a watcher):
   listed, stoppable, its exit reported, and with ``notify_on_exit=true`` the model hears of the exit in
@@ -21,7 +23,7 @@ import difflib
 import fnmatch
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,7 @@ from ...schema import Diff, DiffPatch, DiffPathChange, ToolCallLocation
 from ...session import Session
 from ...terminals import Terminal
 from .bridge import current_tool
+from .presenter import ToolPresentation
 
 __all__ = ["CodingTools", "patch_text"]
 
@@ -71,6 +74,29 @@ class CodingTools:
     shell_env: dict[str, str] = field(default_factory=dict)
     command_timeout: float = 300.0
     _background: dict[str, dict[str, _Background]] = field(default_factory=dict)
+
+    async def presenter(self, tool_name: str, args: Mapping[str, Any], session: Session) -> ToolPresentation | None:
+        """A tool presenter for these tools (``PydanticAIAgent(tool_presenter=tools.presenter)``): titles
+        such as "Edit src/a.py" and "Run `make test`", and for a write or an edit the diff it would make,
+        shown before the user is asked; ``None`` for other tools (the default presentation)."""
+        root = os.path.realpath(session.cwd)
+        path = args.get("path")
+        if tool_name == "run_command" and isinstance(args.get("command"), str):
+            return ToolPresentation(f"Run `{' '.join(str(args['command']).split())[:80]}`", kind="execute")
+        if tool_name not in _TITLES or not isinstance(path, str):
+            return None
+        verb, kind = _TITLES[tool_name]
+        try:
+            target = self._resolver(root)(path)
+        except ModelRetry:
+            return ToolPresentation(f"{verb} {path}", kind=kind)  # refused when it runs
+        content: list[Any] = []
+        if tool_name in ("write_file", "edit_file"):
+            change = await _planned_change(target, tool_name, args)
+            if change is not None:
+                content.append(_diff(target, *change))
+        return ToolPresentation(f"{verb} {os.path.relpath(target, root)}", kind=kind, locations=[target],
+                                content=content)
 
     def toolsets(self, session: Session) -> list[FunctionToolset[Any]]:
         """The session's toolset (pass this method as ``PydanticAIAgent(toolsets=...)``)."""
@@ -204,12 +230,34 @@ class CodingTools:
         return f"{_status_text(status.exit_code, status.signal)}\n{output}"
 
 
-async def _show_diff(path: str, old: str | None, new: str) -> None:
-    tool = current_tool().tool_call
+_TITLES = {"read_file": ("Read", "read"), "list_files": ("List", "search"), "search": ("Search", "search"),
+           "write_file": ("Write", "edit"), "edit_file": ("Edit", "edit")}
+
+
+def _diff(path: str, old: str | None, new: str) -> Diff:
     change = DiffPathChange(operation="add" if old is None else "modify", path=path, file_type="text")
-    diff = Diff(changes=[change], patch=DiffPatch(format="git_patch", text=patch_text(path, old, new)))
-    await tool.update(locations=[ToolCallLocation(path=path)])
-    await tool.append(diff)
+    return Diff(changes=[change], patch=DiffPatch(format="git_patch", text=patch_text(path, old, new)))
+
+
+async def _planned_change(target: str, tool_name: str, args: Mapping[str, Any]) -> tuple[str | None, str] | None:
+    """``(old, new)`` text of the change a write or edit would make now (``None`` when it cannot tell)."""
+    file = anyio.Path(target)
+    try:
+        old = await file.read_text(errors="replace") if await file.exists() else None
+    except OSError:
+        return None
+    if tool_name == "write_file":
+        content = args.get("content")
+        return (old, content) if isinstance(content, str) else None
+    old_text, new_text = args.get("old_text"), args.get("new_text")
+    if old is None or not isinstance(old_text, str) or not isinstance(new_text, str) or old.count(old_text) != 1:
+        return None
+    return old, old.replace(old_text, new_text, 1)
+
+
+async def _show_diff(path: str, old: str | None, new: str) -> None:
+    """The change being made, as the tool call's content (replacing a preview the presenter showed)."""
+    await current_tool().tool_call.update(locations=[ToolCallLocation(path=path)], content=[_diff(path, old, new)])
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,16 +22,20 @@ __all__ = ["ToolPresentation", "ToolPresenter", "guess_kind", "present_tool"]
 
 @dataclass(frozen=True, slots=True)
 class ToolPresentation:
-    """What the client shows for one tool call: ``title``, ``kind`` (an ACP tool kind) and the absolute
-    ``locations`` (file paths) it works on."""
+    """What the client shows for one tool call: ``title``, ``kind`` (an ACP tool kind), the absolute
+    ``locations`` (file paths) it works on, and ``content`` shown from the start (ACP tool call content
+    items, e.g. the diff a write would make, so the user sees it when asked to approve)."""
 
     title: str
     kind: str = "other"
     locations: Sequence[str] = field(default_factory=tuple)
+    content: Sequence[Any] = field(default_factory=tuple)
 
 
-ToolPresenter = Callable[[str, Mapping[str, Any], Session], ToolPresentation | None]
-"""Given a tool's name, its arguments and the session, the presentation (``None``: the default's)."""
+ToolPresenter = Callable[[str, Mapping[str, Any], Session],
+                         ToolPresentation | Awaitable[ToolPresentation | None] | None]
+"""Given a tool's name, its arguments and the session, the presentation (``None``: the default's); it may
+be ``async`` (to read a file for a diff preview, say)."""
 
 _KINDS: tuple[tuple[str, str], ...] = (
     # Order matters: the first word that matches wins ("read_and_edit" edits).

@@ -27,16 +27,19 @@ async def delegate(agent: PydanticAgent[Any, Any], prompt: str, *, title: str | 
                    tool_presenter: ToolPresenter | None = None, **run_options: Any) -> str:
     """Run ``agent`` on ``prompt`` as a subagent of the current tool's session; its output as text.
 
-    ``run_options`` go to ``agent.iter`` (``model``, ``usage_limits``, ``toolsets``...). Call it from a
-    tool's body only (it needs [`current_tool`][acp_agent.integrations.pydantic_ai.current_tool]).
+    ``run_options`` go to ``agent.iter`` (``model``, ``usage_limits``, ``toolsets``...). The presenter and
+    the permission policy are the calling run's unless given. Call it from a tool's body only (it needs
+    [`current_tool`][acp_agent.integrations.pydantic_ai.current_tool]).
     """
     context = current_tool()
+    presenter = tool_presenter if tool_presenter is not None else context.presenter
+    policy = permission_policy or context.policy or PermissionPolicy()
     child = await context.session.spawn_subagent(title or f"Subagent: {agent.name or 'agent'}",
                                                  description=description, detach=False)
     outputs: list[Any] = []
 
     async def work(session: Session) -> StopReason:
-        bridge = TurnBridge(session, presenter=tool_presenter, policy=permission_policy or PermissionPolicy())
+        bridge = TurnBridge(session, presenter=presenter, policy=policy)
         async with agent.iter(prompt, deps=deps, capabilities=[bridge], **run_options) as run:
             async for _ in run:
                 pass
