@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 INTEROP := tests/interop
 NPM_STAMP := $(INTEROP)/node_modules/.installed
 
-.PHONY: demo test docs lint bench clean fuzz
+.PHONY: demo test test-uvicorn-lowest docs lint bench clean fuzz inspector-screenshots
 
 demo: $(STAMP)
 	$(BIN)/python -m acp_agent.demo
@@ -17,11 +17,27 @@ test: $(STAMP) $(NPM_STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(MAKE) docs
 	$(BIN)/python -m pytest
+	$(MAKE) test-uvicorn-lowest
+
+# The HTTP server's tests again on the lowest uvicorn pyproject.toml allows (the suite above runs the newest).
+UVICORN_LOWEST := $(VENV)/uvicorn-lowest
+test-uvicorn-lowest: $(STAMP)
+	test -f $(UVICORN_LOWEST)/.installed || { $(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		--no-deps --target $(UVICORN_LOWEST) "uvicorn==$$(sed -n 's/.*"uvicorn>=\([0-9.]*\),.*/\1/p' pyproject.toml)" \
+		&& touch $(UVICORN_LOWEST)/.installed; }
+	PYTHONPATH=$(UVICORN_LOWEST) $(BIN)/python -c 'import uvicorn; print("uvicorn", uvicorn.__version__)'
+	PYTHONPATH=$(UVICORN_LOWEST) $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_http_guard.py \
+		tests/unit/test_http_server.py tests/e2e/test_http_bounds.py tests/e2e/test_http_faults.py
 
 # `make docs`: the site (mkdocs.yml, pages under docs/, the API reference from docstrings) built strictly into
 # site/: a broken link, a missing cross-reference or a docstring warning fails the build.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# `make inspector-screenshots`: the inspector's images on the site (docs/images/inspector-*.png), made by driving
+# the examples in headless Chromium (Debian's chromium and chromium-driver).
+inspector-screenshots: $(STAMP)
+	$(BIN)/python tools/inspector_screenshots.py
 
 # `make fuzz`: the fuzz suite at full size against live agent processes (tests/fuzz/test_fuzz.py); it prints
 # the counts of inputs sent, crashes, hangs and wrong answers. ACP_FUZZ_EXAMPLES sets the number of

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .peer import ClientPeer
+from .records import DEFAULT_PRINCIPAL
 
 if TYPE_CHECKING:
     from .questions import ElicitationResult
@@ -26,13 +27,17 @@ __all__ = ["Login"]
 class Login:
     """One ``auth/login`` (or ``auth/logout``) being handled, on one connection."""
 
-    def __init__(self, client: ClientPeer, method_id: str | None, meta: dict[str, Any] | None) -> None:
+    def __init__(self, client: ClientPeer, method_id: str | None, meta: dict[str, Any] | None,
+                 principal: str = DEFAULT_PRINCIPAL) -> None:
         self.client = client
         """The client asking (its info and capabilities from this connection's ``initialize``)."""
         self.method_id = method_id
         """The auth method the client chose (``None`` for a logout)."""
         self.meta = meta
         """The request's ``_meta``."""
+        self.principal = principal
+        """Who the connection authenticated as with the transport (``"default"`` over stdio and with a
+        single token); a login hook may refuse a principal by raising."""
 
     async def ask(self, message: str, schema: Mapping[str, Any]) -> ElicitationResult:
         """A form scoped to this request (no session needed; changes no session state).

@@ -11,6 +11,7 @@ connection, and replicas sharing a ``postgres:`` store resume each other's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import logging
@@ -21,10 +22,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ._util import environment
 from .agent import Agent
 from .store import MemoryStore, SessionStore, SqliteStore
 
-__all__ = ["AgentSource", "affinity_header", "load_agent", "main", "parse_store"]
+__all__ = ["AgentSource", "affinity_header", "load_agent", "load_tokens", "main", "parse_store"]
 
 AgentSource = Agent | Callable[[], Agent]
 """An agent instance (shared by every connection) or a class (one instance per connection)."""
@@ -97,7 +99,9 @@ def load_agent(spec: str) -> tuple[AgentSource, str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m acp_agent", description="acp-agent command line")
+    parser = argparse.ArgumentParser(
+        prog="python -m acp_agent", description="acp-agent command line",
+        epilog="python -m acp_agent dev --help: the inspector in the browser (the inspector extra)")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve", help="serve an agent over Streamable HTTP and WebSocket",
@@ -110,11 +114,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--path", default="/acp", help="endpoint path (default /acp)")
     serve.add_argument("--token", default=None,
                        help="bearer token every request must carry (default: $ACP_AGENT_TOKEN; none if unset)")
+    serve.add_argument("--tokens", default=None, metavar="FILE",
+                       help="a file of 'principal:token' lines ('#' comments), one per user: each user sees only "
+                            "their own sessions (the file must not be readable by group or others)")
     serve.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                        help="browser origin allowed to connect (repeatable; '*' allows any)")
-    serve.add_argument("--max-connections", type=int, default=1000, help="client connections at once")
+    serve.add_argument("--max-connections", type=int, default=1000,
+                       help="client connections at once (and 4 TCP sockets per connection, below the descriptor "
+                            "limit)")
     serve.add_argument("--idle-timeout", type=float, default=300.0,
-                       help="seconds an HTTP connection nobody reads is kept (default 300)")
+                       help="seconds an HTTP connection nobody reads, or a WebSocket with no session that sends "
+                            "nothing, is kept (default 300)")
+    serve.add_argument("--head-timeout", type=float, default=10.0,
+                       help="seconds a client may take to send a request's headers (default 10)")
     serve.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024,
                        help="largest POST body or WebSocket message (default 16 MiB)")
     serve.add_argument("--max-buffered-bytes", type=int, default=64 * 1024 * 1024,
@@ -150,6 +162,38 @@ def parse_store(spec: str) -> SessionStore:
     raise LoadError(f"unknown store {spec!r}: use sqlite:PATH, postgres:DSN or memory")
 
 
+def load_tokens(path: str) -> dict[str, str]:
+    """The principals and their tokens in a ``--tokens`` file: ``principal:token`` lines, blank lines and
+    ``#`` comments ignored. Refused (`LoadError`, saying why) when the file is readable or writable by
+    group or others, a line is malformed, or a principal or a token repeats."""
+    try:
+        mode = os.stat(path).st_mode
+        with open(path, encoding="utf-8") as file:
+            lines = file.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LoadError(f"cannot read the tokens file {path}: {exc}") from None
+    if mode & 0o077:
+        raise LoadError(f"the tokens file {path} is accessible to group or others (mode {mode & 0o777:04o}); "
+                        f"run: chmod 600 {path}")
+    tokens: dict[str, str] = {}
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        principal, sep, token = line.partition(":")
+        principal, token = principal.strip(), token.strip()
+        if not sep or not principal or not token:
+            raise LoadError(f"{path}:{number}: expected 'principal:token'")
+        if principal in tokens:
+            raise LoadError(f"{path}:{number}: principal {principal!r} appears twice")
+        if token in tokens.values():
+            raise LoadError(f"{path}:{number}: the token of {principal!r} is another principal's too")
+        tokens[principal] = token
+    if not tokens:
+        raise LoadError(f"the tokens file {path} names no principal")
+    return tokens
+
+
 def affinity_header(spec: str) -> tuple[str, str]:
     """The ``Set-Cookie`` header of ``--affinity-cookie NAME=VALUE``."""
     name, sep, value = spec.partition("=")
@@ -161,28 +205,36 @@ def affinity_header(spec: str) -> tuple[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
+    problems = environment.check()
+    if problems:  # one line each on stderr, exit status 2, as for a bad command line
+        for problem in problems:
+            sys.stderr.write(f"acp: {problem}\n")
+        return environment.EXIT_STATUS
     logging.basicConfig(
         stream=sys.stderr,
-        level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
+        level=environment.read(environment.LOG_LEVEL),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
         source, description = load_agent(args.agent)
-        store_spec = args.store if args.store is not None else os.environ.get("ACP_AGENT_STORE") or None
+        store_spec = args.store if args.store is not None else environment.read(environment.STORE)
         store = parse_store(store_spec) if store_spec else None
         extra_headers = (affinity_header(args.affinity_cookie),) if args.affinity_cookie else ()
+        tokens = load_tokens(args.tokens) if args.tokens is not None else None
+        if tokens is not None and args.token is not None:
+            raise LoadError("give --token or --tokens, not both")
     except LoadError as exc:
         sys.stderr.write(f"acp: {exc}\n")
         return 2
     try:
         from .http import HttpOptions, run_http
-        from .http import server as _server  # noqa: F401 - fails early without the http extra
+        from .http.server import describe_stack, guard_bounds  # fails early without the http extra
     except ImportError as exc:
         sys.stderr.write(f"acp: serving over HTTP needs the http extra: pip install 'acp-agent[http]' ({exc})\n")
         return 2
 
     def ready(url: str) -> None:
-        sys.stderr.write(f"acp: serving {description} at {url}\n")
+        sys.stderr.write(f"acp: serving {description} at {url} ({describe_stack()})\n")
         sys.stderr.flush()
 
     settings: dict[str, Any] = {}
@@ -190,7 +242,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings["ssl_certfile"] = args.ssl_certfile
     if args.ssl_keyfile:
         settings["ssl_keyfile"] = args.ssl_keyfile
-    token = args.token if args.token is not None else os.environ.get("ACP_AGENT_TOKEN") or None
+    token: Any = args.token if args.token is not None else environment.read(environment.TOKEN)
+    if tokens is not None:
+        from .http.security import token_table
+
+        token = token_table(tokens)
     options: dict[str, Any] = {
         "path": args.path, "token": token, "allowed_origins": tuple(args.allow_origin),
         "max_connections": args.max_connections, "idle_timeout": args.idle_timeout,
@@ -203,8 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"acp: {exc}\n")
         return 2
     try:
+        bounds = dataclasses.replace(guard_bounds(HttpOptions(**options)), head_timeout=args.head_timeout)
         run_http(source, host=args.host, port=args.port, ready=ready, uvicorn_settings=settings, store=store,
-                 **options)
+                 bounds=bounds, **options)
     except OSError as exc:
         sys.stderr.write(f"acp: cannot serve on {args.host}:{args.port}: {exc}\n")
         return 1

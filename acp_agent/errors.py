@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._util.base_error import AcpAgentError
+from ._util.environment import EnvironmentVariableError
+
 __all__ = [
     "AcpAgentError",
     "ElicitationUnsupportedError",
+    "EnvironmentVariableError",
     "ErrorCode",
+    "InvalidArgumentError",
     "LimitExceededError",
     "McpServerError",
     "McpTransportError",
@@ -39,10 +44,6 @@ class ErrorCode:
     AUTH_REQUIRED = -32000
     RESOURCE_NOT_FOUND = -32002
     UNSUPPORTED_PROTOCOL_VERSION = -32022
-
-
-class AcpAgentError(Exception):
-    """The root of every exception acp-agent raises on purpose."""
 
 
 class RequestError(AcpAgentError):
@@ -171,6 +172,14 @@ class LimitExceededError(AcpAgentError, RuntimeError):
         super().__init__(message)
         self.limit = limit
         self.value = value
+
+
+class InvalidArgumentError(AcpAgentError, ValueError):
+    """Agent code passed the SDK an argument it refuses (a relative ``cwd``, another session's handle, ...).
+
+    Raised where the argument is passed, before anything is sent or started. It is a
+    `ValueError` too, so code written against the plain `ValueError` keeps catching it.
+    """
 
 
 class ToolCallStateError(AcpAgentError, ValueError):

@@ -189,6 +189,9 @@ class History:
         self._text_entry: _Entry | None = None
         self._text_id: str | None = None
         self._text_thought = False
+        self.size = 0
+        """Bytes recorded so far, about (updates as sent, streamed text; a restored history: as stored), for
+        `max_history_bytes`."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -200,6 +203,7 @@ class History:
         fork owns no children (R112), and naming one it never announced would break R79.
         """
         other = History(self._terminal_tail)
+        other.size = self.size
         for key, entry in self._entries.items():
             if without_children and entry.kind in (SubagentUpdate, SessionMessage):
                 continue
@@ -221,6 +225,8 @@ class History:
 
     def record(self, update: BaseModel, encoded: bytes | None = None) -> None:
         """Fold one outgoing update into the history; ``encoded`` is its JSON as sent, if known."""
+        if encoded is not None:
+            self.size += len(encoded)
         kind = type(update)
         full = _CHUNKS.get(kind)
         if full is not None:
@@ -379,6 +385,7 @@ class History:
 
     def append_text(self, thought: bool, message_id: str, text: str) -> None:
         """Record a plain-text agent message (or thought) chunk without building its model."""
+        self.size += len(text)
         entry = self._text_entry
         if entry is None or message_id is not self._text_id or thought is not self._text_thought:
             # Another message than the last chunk's: found by key. A message's entry stays the same object for
@@ -420,6 +427,7 @@ class History:
         The history keeps what `record` of that model would keep (its replay and saved items are
         the same), and a save writes ``encoded``.
         """
+        self.size += len(encoded)
         fresh = (kind, message_id) not in self._entries
         entry = self._entry(kind, message_id)
         if fresh and self._tracking:

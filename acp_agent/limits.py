@@ -20,10 +20,14 @@ What happens at a limit:
   live stream of ``terminal_output_chunk`` updates always carries every byte;
 - an incoming line over ``max_message_bytes`` is skipped without buffering it and answered
   ``-32600`` with ``id: null`` (R14).
+
+The ``max_principal_*`` limits count what one principal (one user of a server with a tokens file; over
+stdio the one client) has across its connections to this process, and answer the same way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -55,12 +59,32 @@ class Limits:
     """Terminal processes running at once on one connection, across its sessions."""
     terminal_output_bytes: int = DEFAULT_TAIL_LIMIT
     """Output retained per terminal for replay and [`Terminal.tail`][acp_agent.Terminal.tail] (the newest bytes)."""
+    max_title_length: int = 1024
+    """Longest title a client may give a session with ``session/set_title``, in characters."""
+    max_history_bytes: int | None = None
+    """Bytes of history one session may hold (about: the updates recorded, as sent); a session at it
+    takes no more prompts (``None``: no limit)."""
+    max_principal_connections: int | None = None
+    """Connections one principal (one user of a server) may have open at once (HTTP/WebSocket; ``None``: no
+    limit besides the server's ``max_connections``)."""
+    max_principal_sessions: int | None = None
+    """Sessions one principal may have active at once, across its connections to this process."""
+    max_principal_stored_sessions: int | None = None
+    """Sessions one principal may keep in the store (``session/new`` and ``session/fork`` past it are
+    refused; deleting sessions makes room)."""
+    max_principal_processes: int | None = None
+    """Terminal processes one principal's sessions may run at once, across its connections to this process."""
 
     def __post_init__(self) -> None:
-        for name in ("max_message_bytes", "max_sessions", "max_listed_items", "max_processes"):
+        for name in ("max_message_bytes", "max_sessions", "max_listed_items", "max_processes", "max_title_length"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"Limits.{name} must be a positive integer, got {value!r}")
+        for name in ("max_history_bytes", "max_principal_connections", "max_principal_sessions",
+                     "max_principal_stored_sessions", "max_principal_processes"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"Limits.{name} must be a positive integer or None, got {value!r}")
         tail = self.terminal_output_bytes
         if not isinstance(tail, int) or isinstance(tail, bool) or tail < 0:
             raise ValueError(f"Limits.terminal_output_bytes must be an integer >= 0, got {tail!r}")
@@ -95,10 +119,12 @@ def limit_exceeded(name: str, value: int, what: str) -> LimitExceededError:
 
 @dataclass(slots=True)
 class ProcessSlots:
-    """The terminal processes running on one connection, counted against ``max_processes``."""
+    """The terminal processes running on one connection, counted against ``max_processes`` (and, with
+    ``shared``, a check of the principal's processes across its connections: ``max_principal_processes``)."""
 
     limit: int
     holders: set[str] = field(default_factory=set)
+    shared: Callable[[], None] | None = None
 
     def acquire(self, holder: str) -> None:
         """Take a slot for ``holder`` (a terminal id) or raise [`LimitExceededError`][acp_agent.LimitExceededError]
@@ -107,6 +133,8 @@ class ProcessSlots:
             return
         if len(self.holders) >= self.limit:
             raise limit_exceeded("max_processes", self.limit, "terminal processes running on this connection")
+        if self.shared is not None:
+            self.shared()
         self.holders.add(holder)
 
     def release(self, holder: str) -> None:

@@ -11,7 +11,11 @@ from . import schema
 if TYPE_CHECKING:
     from .history import History
 
-__all__ = ["SessionRecord", "now_text"]
+__all__ = ["DEFAULT_PRINCIPAL", "SessionRecord", "now_text"]
+
+DEFAULT_PRINCIPAL = "default"
+"""The principal of stdio connections, of a server with one plain token (or none), and of records stored
+before principals existed."""
 
 
 _last_second: list[Any] = [None, ""]  # the last second formatted, and its text (every prompt touches its session)
@@ -59,6 +63,9 @@ class SessionRecord:
     """[unstable] The client's system prompt for the session, if it gave one."""
     deleted: bool = False
     """Set once ``session/delete`` removed the session: stores no longer write it."""
+    principal: str = DEFAULT_PRINCIPAL
+    """Who the session belongs to (the authenticated user of the connection that created it); only
+    that principal's connections list it or act on it."""
 
     def touch(self) -> None:
         """Note activity now (``updatedAt``)."""

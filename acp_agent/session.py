@@ -147,6 +147,12 @@ class Session:
         return self._core.record.cwd
 
     @property
+    def principal(self) -> str:
+        """Who the session belongs to: the user the transport authenticated (a server's token or tokens
+        file), ``"default"`` over stdio and with a single token. Only that principal's connections see it."""
+        return self._core.record.principal
+
+    @property
     def additional_directories(self) -> list[str]:
         """Extra workspace roots the client gave this session."""
         return self._core.record.additional_directories
@@ -502,13 +508,17 @@ class Session:
         replay (default ``limits.terminal_output_bytes``; older output is dropped from the
         retained tail, never from the live stream).
 
-        Raises, with nothing sent and no tool call changed:
-        [`ProcessStartError`][acp_agent.ProcessStartError] when the process cannot start (a missing
-        command or cwd; a command line under ``sh -c`` starts even if its command is missing,
-        and exits 127); [`LimitExceededError`][acp_agent.LimitExceededError] when
-        ``limits.max_processes`` processes already run on this connection or a new listed
-        item would go past ``limits.max_listed_items``;
-        [`SessionClosedError`][acp_agent.SessionClosedError] once the session closed.
+        Raises:
+            InvalidArgumentError: ``cwd`` is not an absolute path, or ``tool_call`` is another
+                session's (a `ValueError` too). Nothing is sent.
+            ProcessStartError: The process cannot start (a missing command or cwd; a command
+                line under ``sh -c`` starts even if its command is missing, and exits 127).
+                Nothing is sent and no tool call changed.
+            LimitExceededError: ``limits.max_processes`` processes already run on this
+                connection, or a new listed item would go past ``limits.max_listed_items``.
+                Nothing is sent.
+            ToolCallStateError: ``tool_call`` has ended.
+            SessionClosedError: The session closed.
         """
         from .terminals import start_terminal
 

@@ -31,7 +31,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from ._runtime.runtime import SHUTDOWN_TIMEOUT
 from ._runtime.serve import open_runtime, serve
 from ._runtime.storage import session_store
-from ._util import eventloop
+from ._util import environment, eventloop
 from ._util.loop_monitor import watch_event_loop
 from ._util.processes import kill_all_process_groups
 from ._wire.connection import Connection
@@ -207,12 +207,7 @@ async def serve_stdio(
 
 def _shutdown_timeout(value: float | None) -> float:
     if value is None:
-        text = os.environ.get("ACP_AGENT_SHUTDOWN_TIMEOUT")
-        try:
-            value = float(text) if text else SHUTDOWN_TIMEOUT
-        except ValueError:
-            logger.warning("acp: ignoring ACP_AGENT_SHUTDOWN_TIMEOUT=%r (not a number)", text)
-            value = SHUTDOWN_TIMEOUT
+        value = environment.read(environment.SHUTDOWN_TIMEOUT)
     if not value >= 0:
         raise ValueError("shutdown_timeout must be >= 0")
     return value
@@ -276,10 +271,11 @@ def run_stdio(agent: Agent, *, backend: str | None = None, uvloop: bool | None =
     ``agent.store``, else a SQLite file per agent under ``$ACP_AGENT_DATA_DIR`` or the user data
     directory). Logging goes to stderr.
     """
+    environment.exit_on_bad_environment()  # one line on stderr and exit status 2, before anything is served
     if not logging.getLogger().handlers:
         logging.basicConfig(
             stream=sys.stderr,
-            level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
+            level=environment.read(environment.LOG_LEVEL),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
     eventloop.run(lambda: serve_stdio(agent, **options), backend=backend, uvloop=uvloop)

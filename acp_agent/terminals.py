@@ -31,7 +31,7 @@ from ._util.processes import (
     ExitStatus,
     ManagedProcess,
 )
-from .errors import ProcessStartError, SessionClosedError, ToolCallStateError
+from .errors import InvalidArgumentError, ProcessStartError, SessionClosedError, ToolCallStateError
 from .questions import PermissionOutcome, request_permission
 from .schema import (
     CommandPermissionSubject,
@@ -268,7 +268,7 @@ async def start_terminal(
     text, argv = command_text(command)
     cwd = cwd or core.record.cwd
     if not os.path.isabs(cwd):
-        raise ValueError("a terminal's cwd must be an absolute path")
+        raise InvalidArgumentError(f"a terminal's cwd must be an absolute path, got {cwd!r}")
     core.sink.check_open()
     terminal_id = new_id("term")
     if detach is None:

@@ -7,13 +7,16 @@ methods itself and advertises ``session.title``, ``session.archive`` and ``sessi
   ``session/list``, and wins from then on over titles the agent gives with
   ``session.update_info(title=...)`` (the record's ``client_title``);
 - ``session/archive`` / ``session/unarchive``: archiving a session that is active first closes it
-  exactly as ``session/close`` does, then hides it from the default ``session/list``
+  exactly as ``session/close`` does (a server refuses it ``-32002`` "Session is active on another
+  connection" while another live connection has it: `acp_agent.http.sessions`), then hides it from the
+  default ``session/list``
   (see `archive_filter` for the ``archived`` filter);
 - ``session/status``: ``open`` with the current state snapshot for a session in memory, ``saved``
   for one only stored; it never loads, attaches or changes anything.
 
 They work on any session ``session/list`` could return, active on this connection, active on
-another connection of this process that shares the store, or only stored (unknown: ``-32002``).
+another connection of this process that shares the store, or only stored (unknown: ``-32002``; a
+session of another principal is unknown, checked by the runtime before these run).
 A child session (a subagent's) is refused with ``-32602``, as for ``session/close``. The agent
 hears of a change, and may refuse it, through `Agent.set_session_title`, `archive_session` and
 `unarchive_session`.
@@ -28,6 +31,7 @@ from .. import schema
 from .._wire.connection import Method
 from ..agent import Agent
 from ..errors import RequestError
+from ..limits import Limits, limit_error
 from ..records import SessionRecord
 from ..store.keeper import RecordKeeper
 from .children import CHILD_MUTATION_REFUSED
@@ -53,6 +57,7 @@ class AgentRuntime(Protocol):
     """What bookkeeping uses of a `AgentRuntime`."""
 
     agent: Agent
+    limits: Limits
     keeper: RecordKeeper
     live: LiveSessions[Any]
     sessions: dict[str, SessionCore]
@@ -127,6 +132,9 @@ class Bookkeeping:
         title = request.title.strip()
         if not title:
             raise RequestError.invalid_params("title must not be empty")
+        cap = self.runtime.limits.max_title_length
+        if len(title) > cap:
+            raise limit_error("max_title_length", cap, f"the title has {len(title)} characters")
         sid = request.session_id
 
         async def retitle(record: SessionRecord, owner: AgentRuntime | None) -> None:

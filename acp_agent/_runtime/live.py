@@ -24,13 +24,16 @@ __all__ = ["LiveSessions", "Member", "live_sessions"]
 
 
 class Member(Protocol):
-    """What the table reads of a runtime: the ``sessions`` open on it (children too) and the
-    ``records`` of those active on it (one being closed keeps its record until it is saved)."""
+    """What the table reads of a runtime: the ``sessions`` open on it (children too), the
+    ``records`` of those active on it (one being closed keeps its record until it is saved) and
+    its ``principal`` (whose sessions they are)."""
 
     @property
     def sessions(self) -> Mapping[str, object]: ...
     @property
     def records(self) -> Mapping[str, object]: ...
+    @property
+    def principal(self) -> str: ...
 
 
 R = TypeVar("R", bound=Member)

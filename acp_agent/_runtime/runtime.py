@@ -18,6 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import ValidationError
 
@@ -28,10 +29,10 @@ from ..agent import Agent
 from ..auth import Login
 from ..errors import ErrorCode, RequestError
 from ..extensions import extensions_of
-from ..limits import Limits, ProcessSlots, limit_error
+from ..limits import Limits, ProcessSlots, limit_error, limit_exceeded
 from ..peer import ClientPeer
 from ..providers import provider_routes
-from ..records import SessionRecord
+from ..records import DEFAULT_PRINCIPAL, SessionRecord
 from ..schema import (
     AuthStatusRequest,
     AuthStatusResponse,
@@ -85,6 +86,15 @@ logger = logging.getLogger(__name__)
 PROTOCOL_VERSION: Final = 2
 SUPPORTED_VERSIONS: Final = [2]
 LIST_PAGE_SIZE: Final = 50
+SCOPED_METHODS: Final = (
+    "session/resume", "session/delete", "session/set_title", "session/archive", "session/unarchive", "session/status",
+)
+"""The request methods that may reach a session beyond this connection (active on another one, or only
+stored). Before anything else each treats a session of another principal exactly as an unknown id
+(`AgentRuntime.owns`): ``-32002`` with the same message and data, ``{}`` for ``session/delete``.
+The other methods naming a session (``session/prompt``, ``session/cancel``, ``session/close``,
+``session/fork``, ``session/set_config_option``, ``tool_call/cancel``, ``terminal/cancel``) reach only the
+sessions open on this connection, which are its principal's; ``session/list`` lists that principal's only."""
 _GATED: Final = ("session/", "tool_call/", "terminal/")
 """Methods a login gates ([`Agent.require_login`][acp_agent.Agent.require_login])."""
 _UNGATED: Final = frozenset({"session/cancel", "session/close"})
@@ -102,8 +112,11 @@ class AgentRuntime:
     """
 
     def __init__(self, agent: Agent, receive: ByteReceiveStream, send: ByteSendStream, *,
-                 limits: Limits | None = None, store: SessionStore | None = None) -> None:
+                 limits: Limits | None = None, store: SessionStore | None = None,
+                 principal: str = DEFAULT_PRINCIPAL) -> None:
         self.agent = agent
+        self.principal = principal
+        """Who the client is (what the transport authenticated): it sees and acts on that principal's sessions only."""
         self.limits = limits if limits is not None else agent.limits
         """The [`Limits`][acp_agent.Limits] of this connection (the argument, else ``agent.limits``)."""
         chosen = session_store(agent, store, durable=False)
@@ -113,6 +126,7 @@ class AgentRuntime:
         self.live: LiveSessions[AgentRuntime] = live_sessions(chosen)
         """The runtimes sharing the store, and its sessions being closed, loaded or changed (`live`)."""
         self.live.join(self)
+        self._handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {}  # the scoped methods' own handlers
         self.bookkeeping = Bookkeeping(self)
         """[unstable] Serves ``session/set_title``, ``session/archive``, ``session/unarchive``, ``session/status``."""
         self.connection = Connection(receive, send, self._routes(),
@@ -123,7 +137,8 @@ class AgentRuntime:
         self.client.mcp.client_info = agent.info()
         self.logged_in = False
         """Whether a login succeeded on this connection (see [`Agent.require_login`][acp_agent.Agent.require_login])."""
-        self.processes = ProcessSlots(self.limits.max_processes)
+        shared = self._check_principal_processes if self.limits.max_principal_processes is not None else None
+        self.processes = ProcessSlots(self.limits.max_processes, shared=shared)
         """Terminal processes running on this connection (``max_processes``)."""
         self._opening = 0  # sessions being opened (counted against max_sessions)
         self.sessions: dict[str, SessionCore] = {}
@@ -168,7 +183,46 @@ class AgentRuntime:
         for ext in extensions_of(self.agent):
             table = notifications if ext.notification else requests
             table[ext.method] = Method(partial(self._extension, ext.attribute), ext.params)
+        for name in SCOPED_METHODS:
+            route = requests.get(name)
+            if route is not None and route.handler is not None:
+                self._handlers[name] = route.handler
+                requests[name] = Method(partial(self._scoped, name), route.params, route.prepare)
         return Routes(requests, notifications, guard=self._guard, on_close=[self.close_all])
+
+    # -- principals: one rule for every method that may reach beyond this connection ------------
+
+    async def _scoped(self, name: str, request: Any) -> Any:
+        session_id: str = request.session_id
+        if not await self.owns(session_id):
+            if name == "session/delete":
+                return {}  # R46: deleting an unknown session succeeds silently
+            raise RequestError.session_not_found(session_id)
+        return await self._handlers[name](request)
+
+    def intercept(self, name: str, wrap: Callable[[Callable[[Any], Awaitable[Any]]], Callable[[Any], Awaitable[Any]]],
+                  ) -> None:
+        """Wrap the handler of ``name`` (one of `SCOPED_METHODS`); the wrapper runs once the session is
+        known to be this principal's, so it never learns of another's (a transport's guards)."""
+        self._handlers[name] = wrap(self._handlers[name])
+
+    async def owns(self, session_id: str) -> bool:
+        """Whether ``session_id`` is a session of this connection's principal (``False`` for an unknown one too).
+
+        A session open on this connection is (it was opened or resumed here); otherwise the runtime that has
+        it open or active says whose it is, else the store's record does. A session another process has
+        active before its record is readable here (its first save still in that process's journal) is let
+        through, so the handler answers "active in another process" rather than "not found".
+        """
+        if session_id in self.sessions:
+            return True
+        member = next(self.live.opened(session_id), None) or next(self.live.active(session_id), None)
+        if member is not None:
+            return bool(member.principal == self.principal)
+        found = await self.keeper.find(session_id)
+        if found is None:
+            return await self.keeper.held_elsewhere(session_id)
+        return found.principal == self.principal
 
     def _mcp_message(self, notification: Any) -> None:
         self.client.mcp.deliver(notification)  # in arrival order, before the answer it precedes
@@ -182,12 +236,12 @@ class AgentRuntime:
         ids = {m.method_id for m in self.agent.offered_auth_methods(self.client.initialize)}
         if request.method_id not in ids:
             raise RequestError.invalid_params("unknown methodId", {"methodId": request.method_id})
-        await self.agent.login(Login(self.client, request.method_id, request.meta))
+        await self.agent.login(Login(self.client, request.method_id, request.meta, self.principal))
         self.logged_in = True
         return {}
 
     async def _logout(self, request: LogoutAuthRequest) -> dict[str, Any]:
-        await self.agent.logout(Login(self.client, None, request.meta))
+        await self.agent.logout(Login(self.client, None, request.meta, self.principal))
         self.logged_in = False
         return {}
 
@@ -284,19 +338,46 @@ class AgentRuntime:
                 raise RequestError.invalid_params(f"systemPrompt content type {block_type!r} is not accepted")
         return system_prompt
 
+    def active_count(self) -> int:
+        """Sessions the client has active (or being opened) on this connection, subagent children not counted."""
+        return sum(1 for c in self.sessions.values() if c.parent is None) + self._opening
+
+    def _principal_members(self) -> list[AgentRuntime]:
+        return [m for m in self.live.members(self) if m.principal == self.principal]
+
     def _check_session_room(self) -> None:
-        """Refuse a request that would open one session more than ``max_sessions`` allows."""
+        """Refuse a request that would open one session more than ``max_sessions`` (or, across the principal's
+        connections, ``max_principal_sessions``) allows."""
         limit = self.limits.max_sessions
-        active = sum(1 for c in self.sessions.values() if c.parent is None) + self._opening
+        active = self.active_count()
         if active >= limit:
             raise limit_error("max_sessions", limit, f"{active} sessions are active on this connection")
+        cap = self.limits.max_principal_sessions
+        if cap is not None and (held := sum(m.active_count() for m in self._principal_members())) >= cap:
+            raise limit_error("max_principal_sessions", cap, f"{held} sessions of this user are active")
+
+    async def _check_stored_room(self) -> None:
+        """Refuse a request that would store one session more than ``max_principal_stored_sessions`` allows."""
+        cap = self.limits.max_principal_stored_sessions
+        if cap is None:
+            return
+        stored = await self.keeper.list(None, None, cap, None, self.principal)
+        if len(stored) >= cap:
+            raise limit_error("max_principal_stored_sessions", cap, f"{len(stored)} sessions of this user are stored")
+
+    def _check_principal_processes(self) -> None:
+        cap = self.limits.max_principal_processes
+        assert cap is not None
+        running = sum(len(m.processes) for m in self._principal_members())
+        if running >= cap:
+            raise limit_exceeded("max_principal_processes", cap, f"{running} terminal processes of this user run")
 
     def _new_record(self, cwd: str, additional: list[str] | None, **fields: Any) -> SessionRecord:
         from ..history import History
 
         fields.setdefault("history", History(self.limits.terminal_output_bytes))
         return SessionRecord(session_id=new_session_id(), cwd=cwd, additional_directories=list(additional or []),
-                             **fields)
+                             principal=self.principal, **fields)
 
     def _sessions(self) -> SessionFactory:
         """The connection's one session factory, made with the first session (its modules load then)."""
@@ -345,6 +426,7 @@ class AgentRuntime:
 
     async def _new_session(self, request: NewSessionRequest) -> Reply:
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
+        await self._check_stored_room()
         record = self._new_record(request.cwd, request.additional_directories, request_meta=request.meta,
                                   system_prompt=self._check_system_prompt(request.system_prompt))
         core = await self._open(record, request.mcp_servers, new=True)
@@ -364,6 +446,7 @@ class AgentRuntime:
         source_core = self._active(request.session_id)
         source = _session(source_core)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
+        await self._check_stored_room()
         record = self._new_record(
             request.cwd,
             request.additional_directories,
@@ -492,12 +575,12 @@ class AgentRuntime:
         if request.cwd is not None and not os.path.isabs(request.cwd):
             raise RequestError.invalid_params("cwd must be an absolute path", {"cwd": request.cwd})  # R34
         archived = archive_filter(request.archived)  # S5: filtered before paging
-        start = _decode_cursor(request.cursor) if request.cursor is not None else 0
-        page = await self.keeper.list(request.cwd, start, LIST_PAGE_SIZE + 1, archived)
+        after = _decode_cursor(request.cursor) if request.cursor is not None else None
+        page = await self.keeper.list(request.cwd, after, LIST_PAGE_SIZE + 1, archived, self.principal)
         # An active session's record in memory is newer than its last save.
         fields: dict[str, Any] = {"sessions": [_info(self.records.get(s.session_id, s)) for s in page[:LIST_PAGE_SIZE]]}
         if len(page) > LIST_PAGE_SIZE:
-            fields["next_cursor"] = _encode_cursor(start + LIST_PAGE_SIZE)
+            fields["next_cursor"] = _encode_cursor(page[LIST_PAGE_SIZE - 1].key)  # the stored order, not memory's
         else:  # the last page: closed sessions whose save failed and that the store never had
             fields["sessions"] += [_info(s) for s in await self.keeper.unstored(request.cwd, archived)]
         return schema.ListSessionsResponse(**fields)
@@ -532,6 +615,9 @@ class AgentRuntime:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
         core = self._active(request.session_id)
         self._check_prompt(request.prompt)
+        cap = self.limits.max_history_bytes
+        if cap is not None and (size := core.record.history.size) >= cap:
+            raise limit_error("max_history_bytes", cap, f"the session holds {size} bytes of history")
         job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes
@@ -659,17 +745,22 @@ def _info(record: SessionRecord | StoredSession) -> SessionInfo:
     return schema.SessionInfo(**fields)
 
 
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+def _encode_cursor(key: tuple[str, str]) -> str:
+    """A ``session/list`` cursor: the place of the last session listed (sessions that change meanwhile move
+    to the front, so the pages after it neither repeat nor skip one that did not change)."""
+    return base64.urlsafe_b64encode(b"k:" + orjson.dumps(key)).decode()
 
 
-def _decode_cursor(cursor: str) -> int:
+def _decode_cursor(cursor: str) -> tuple[str, str]:
     try:
-        text = base64.urlsafe_b64decode(cursor.encode()).decode()
-        if not text.startswith("o:"):
+        text = base64.urlsafe_b64decode(cursor.encode())
+        if not text.startswith(b"k:"):
             raise ValueError(cursor)
-        return int(text[2:])
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+        key = orjson.loads(text[2:])
+        if not (isinstance(key, list) and len(key) == 2 and all(isinstance(part, str) for part in key)):
+            raise ValueError(cursor)
+        return key[0], key[1]
+    except (ValueError, binascii.Error):
         raise RequestError.invalid_params("unknown cursor") from None
 
 

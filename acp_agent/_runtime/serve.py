@@ -11,6 +11,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..agent import Agent
 from ..limits import Limits, resolve_limits
+from ..records import DEFAULT_PRINCIPAL
 from ..store import SessionStore
 from ..v1 import negotiating_streams
 from .runtime import AgentRuntime
@@ -48,6 +49,7 @@ def open_runtime(
     max_message_bytes: int | None = None,
     store: SessionStore | None = None,
     shutdown_timeout: float | None = None,
+    principal: str = DEFAULT_PRINCIPAL,
 ) -> AgentRuntime:
     """Build the runtime of one client connection over a pair of byte streams, ready to run.
 
@@ -55,10 +57,10 @@ def open_runtime(
     ``agent.limits``, ``max_message_bytes`` overriding its field) bounds the connection, ``store`` keeps its
     sessions (the transport chose it with `session_store`; ``None`` is a
     fresh memory store), ``shutdown_timeout`` (if given) how long the end of the connection waits for work to
-    stop. ``await runtime.connection.run()`` serves it.
+    stop, ``principal`` whose sessions it sees (stdio: ``"default"``). ``await runtime.connection.run()`` serves it.
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
-    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store)
+    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store, principal=principal)
     if shutdown_timeout is not None:
         runtime.shutdown_timeout = shutdown_timeout
     return runtime

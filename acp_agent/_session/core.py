@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from .._util.ids import new_id
 from .._util.processes import DEFAULT_TERMINATE_GRACE
 from .._wire.connection import Connection
-from ..errors import NotInTurnError, SessionClosedError
+from ..errors import InvalidArgumentError, NotInTurnError, SessionClosedError
 from ..history import finalize_live_items
 from ..limits import Limits, ProcessSlots, limit_exceeded
 from ..peer import ClientPeer
@@ -163,7 +163,8 @@ class SessionCore:
         Returns the child's engine and its entity in this session's registry.
         """
         record = SessionRecord(session_id=new_id("sess"), cwd=self.record.cwd,
-                               additional_directories=list(self.record.additional_directories))
+                               additional_directories=list(self.record.additional_directories),
+                               principal=self.record.principal)
         child = self.factory.make(record, parent=self)
         announce: dict[str, Any] = {"session_id": child.id, "title": title, "state": child.snapshots.snapshot("idle")}
         if description is not None:
@@ -192,7 +193,7 @@ class SessionCore:
         """
         self.sink.check_open()
         if isinstance(update, _STATE_UPDATES) or getattr(update, "session_update", None) == "state_update":
-            raise ValueError("the session reports its own state; agent code never sends state_update")
+            raise InvalidArgumentError("the session reports its own state; agent code never sends state_update")
         entity_update = isinstance(update, _ENTITY_UPDATES)
         if entity_update:
             self.registry.check(update)
@@ -243,11 +244,11 @@ class SessionCore:
     # -- the list --------------------------------------------------------------------------
 
     def own_entity(self, kind: Kind, item_id: str, handle: object) -> Entity:
-        """The registry entity behind ``handle``, an item of this session; `ValueError` for another
-        session's handle."""
+        """The registry entity behind ``handle``, an item of this session; `InvalidArgumentError` (a
+        `ValueError`) for another session's handle."""
         entity = self.registry.get(kind, item_id)
         if entity is None or entity.handle is not handle:
-            raise ValueError(f"that {kind.replace('_', ' ')} belongs to another session")
+            raise InvalidArgumentError(f"that {kind.replace('_', ' ')} belongs to another session")
         return entity
 
     def _check_new_item(self, update: BaseModel, detach: bool | None) -> None:

@@ -14,11 +14,12 @@ own loop runs and a DEBUG message says why.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
 import anyio
+
+from . import environment
 
 __all__ = ["BACKEND_ENV", "UVLOOP_ENV", "backend_options", "choose_backend", "run"]
 
@@ -26,19 +27,15 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-BACKEND_ENV: Final = "ACP_AGENT_BACKEND"
+BACKEND_ENV: Final = environment.BACKEND.name
 """Environment variable naming the anyio backend (``asyncio`` or ``trio``) when the code names none."""
 
-UVLOOP_ENV: Final = "ACP_AGENT_UVLOOP"
+UVLOOP_ENV: Final = environment.UVLOOP.name
 """Environment variable: ``1``, ``on``, ``true`` or ``yes`` runs asyncio on uvloop when the code does not choose."""
-
-_OFF: Final = frozenset({"", "0", "off", "false", "no"})
-_ON: Final = frozenset({"1", "on", "true", "yes"})
-
 
 def choose_backend(backend: str | None) -> str:
     """The anyio backend to run: ``backend``, else ``$ACP_AGENT_BACKEND``, else ``"asyncio"``."""
-    return backend or os.environ.get(BACKEND_ENV) or "asyncio"
+    return backend or environment.read(environment.BACKEND)
 
 
 def backend_options(backend: str, uvloop: bool | None = None) -> dict[str, Any]:
@@ -71,9 +68,4 @@ def run(main: Callable[[], Awaitable[T]], *, backend: str | None = None, uvloop:
 
 
 def _wanted_by_environment() -> bool:
-    text = os.environ.get(UVLOOP_ENV, "").strip().lower()
-    if text in _ON:
-        return True
-    if text not in _OFF:
-        logger.warning("acp: ignoring %s=%r (use 0 or 1)", UVLOOP_ENV, text)
-    return False
+    return environment.read(environment.UVLOOP)

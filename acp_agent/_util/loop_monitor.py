@@ -56,6 +56,8 @@ from typing import Final, NamedTuple
 import anyio
 from anyio.abc import TaskStatus
 
+from . import environment
+
 __all__ = [
     "BLOCK_WARNING_ENV", "DEFAULT_THRESHOLD", "THREAD_NAME", "BlockReport", "Frame", "log_block",
     "monitor_event_loop", "watch_event_loop",
@@ -65,12 +67,11 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD: Final = 0.5
 """Seconds the event loop may be blocked before a warning (a delay a person notices)."""
-BLOCK_WARNING_ENV: Final = "ACP_AGENT_BLOCK_WARNING"
+BLOCK_WARNING_ENV: Final = environment.BLOCK_WARNING.name
 """Environment variable: the threshold in seconds, or ``0`` / ``off`` to turn the monitor off."""
 THREAD_NAME: Final = "acp-loop-monitor"
 """Name of the monitor's daemon thread."""
 
-_OFF: Final = frozenset({"off", "0", "false", "no", "none", "disable", "disabled"})
 _MAX_DEPTH: Final = 256
 _MAX_SAMPLES: Final = 64
 _JOIN_TIMEOUT: Final = 1.0
@@ -184,19 +185,7 @@ async def watch_event_loop(
 def _resolve_threshold(threshold: float | None) -> float | None:
     """The threshold in seconds, or ``None`` when the monitor is off."""
     if threshold is None:
-        text = os.environ.get(BLOCK_WARNING_ENV, "").strip()
-        if not text:
-            return DEFAULT_THRESHOLD
-        if text.lower() in _OFF:
-            return None
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and value >= 0):
-            logger.warning("acp: ignoring %s=%r (seconds, or 0 / off)", BLOCK_WARNING_ENV, text)
-            return DEFAULT_THRESHOLD
-        threshold = value
+        return environment.read(environment.BLOCK_WARNING)
     if not (math.isfinite(threshold) and threshold >= 0):
         raise ValueError("threshold must be a finite number of seconds >= 0")
     return threshold or None

@@ -6,9 +6,11 @@ import os
 from pathlib import Path
 from typing import Final
 
+from . import environment
+
 __all__ = ["DATA_DIR_ENV", "LEDGER_DIR", "data_dir", "ledger_dir"]
 
-DATA_DIR_ENV: Final = "ACP_AGENT_DATA_DIR"
+DATA_DIR_ENV: Final = environment.DATA_DIR.name
 """The environment variable that overrides where agents keep their session files."""
 
 LEDGER_DIR: Final = "processes"
@@ -18,7 +20,7 @@ LEDGER_DIR: Final = "processes"
 def data_dir() -> Path:
     """Where agents keep their session files: ``$ACP_AGENT_DATA_DIR``, else the user data directory
     (``~/.local/share/acp-agent`` on Linux, via ``platformdirs``)."""
-    chosen = os.environ.get(DATA_DIR_ENV)
+    chosen = environment.read(environment.DATA_DIR)
     if chosen:
         return Path(chosen).expanduser()
     try:

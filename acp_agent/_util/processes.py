@@ -73,6 +73,8 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
+from . import environment
+
 __all__ = [
     "DEFAULT_FLUSH_BYTES",
     "DEFAULT_FLUSH_INTERVAL",
@@ -108,7 +110,7 @@ DEFAULT_TERMINATE_GRACE: Final = 3.0
 WITHHELD_PREFIX: Final = "ACP_AGENT_"
 """Variables whose name starts with this never reach a child process (see `child_environment`)."""
 
-WITHHOLD_ENV: Final = "ACP_AGENT_WITHHOLD_ENV"
+WITHHOLD_ENV: Final = environment.WITHHOLD.name
 """The variable naming more variables to withhold from child processes (comma-separated; ``NAME*``: a prefix)."""
 
 # Largest single read(2); pipes rarely hold more than this anyway.

@@ -22,6 +22,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 from pydantic import BaseModel, ValidationError
 
 from .. import schema
+from .._util.episodes import Episode
 from ..errors import ErrorCode, RequestError
 from . import dispatch
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
@@ -212,6 +213,7 @@ class Connection:
         self._incoming: dict[IdKey, tuple[anyio.CancelScope, Any, _Replies]] = {}
         self._outgoing: dict[int, _Outgoing] = {}
         self._withdrawn: set[int] = set()
+        self._stray = Episode()  # responses to no request: one log line per episode
         self._next_id = 0
         self._tg: TaskGroup | None = None
         self._closed = anyio.Event()
@@ -523,7 +525,8 @@ class Connection:
             if key is not None and key in self._withdrawn:
                 self._withdrawn.discard(key)
             else:
-                logger.warning("acp: dropping a response for unknown request id %r", request_id)
+                self._stray.log(logger, logging.WARNING, "acp: dropping a response for unknown request id %r",
+                                request_id)
             return
         if "error" in message:
             err = message["error"]

@@ -16,19 +16,24 @@ A *bound method* here is a plain callable ``fn(context, /, **params) -> None`` t
 
 Both return the error of the call as a JSON-RPC ``error`` object, or ``None`` when the method
 ran; the same normalization applies to both, so an answer does not depend on the path taken.
+
+jsonrpcserver is imported on the first `dispatch`, or by `load` (the runtime's warm-up calls it once
+``initialize`` is answered): importing it takes 100-350 ms (``jsonschema``, its asyncio dispatcher), which
+``initialize``, answered through `call`, does not need.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Final
-
-from jsonrpcserver import JsonRpcError, Result, Success, dispatch_to_serializable
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import ErrorCode, RequestError
 
-__all__ = ["BoundMethod", "call", "dispatch"]
+if TYPE_CHECKING:
+    from jsonrpcserver import Result
+
+__all__ = ["BoundMethod", "call", "dispatch", "load"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +64,8 @@ def dispatch(
 
     ``None`` also for a notification, which jsonrpcserver never answers (a refused one is dropped).
     """
+    from jsonrpcserver import dispatch_to_serializable
+
     bound = table.get(method)
     methods = {method: _adapt(bound)} if bound is not None else {}
     response = dispatch_to_serializable(
@@ -72,6 +79,7 @@ def dispatch(
 
 def _adapt(bound: BoundMethod) -> Callable[..., Result]:
     """``bound`` as a jsonrpcserver method: a refusal becomes its ``JsonRpcError``, a run its ``Success``."""
+    from jsonrpcserver import JsonRpcError, Success
 
     def method(context: Any, /, **params: Any) -> Result:
         try:
@@ -81,6 +89,11 @@ def _adapt(bound: BoundMethod) -> Callable[..., Result]:
         return Success(None)
 
     return method
+
+
+def load() -> None:
+    """Import jsonrpcserver now (it is otherwise imported on the first `dispatch`)."""
+    import jsonrpcserver  # noqa: F401  (an import statement, so ``python -X importtime`` shows it)
 
 
 def _error(method: str, code: int, message: str, data: Any) -> dict[str, Any]:

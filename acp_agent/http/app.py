@@ -29,6 +29,7 @@ from .._runtime.storage import session_store
 from .._wire.connection import id_key
 from ..agent import Agent
 from ..errors import RequestError, StoreError, StoreUnusableError
+from ..limits import limit_error
 from ..store import MemoryStore, SessionStore
 from ..store.postgres import PostgresStore
 from .connections import (
@@ -40,10 +41,21 @@ from .connections import (
 )
 from .leases import Leases, PostgresLeases
 from .options import HttpOptions
-from .security import Refusal, check_request
+from .security import (
+    FORBIDDEN,
+    LOOPBACK_HOSTS,
+    Admitted,
+    Refusal,
+    check_request,
+    cors_headers,
+    host_allowed,
+    origin_allowed,
+    principal_of,
+    served_on_loopback,
+)
 from .sessions import ActiveSessions
 
-__all__ = ["SESSION_SCOPED_METHODS", "WEBSOCKET_SEND_TEXTS", "AcpApp", "Receive", "Scope", "Send"]
+__all__ = ["SESSION_SCOPED_METHODS", "AcpApp", "Receive", "Scope", "Send"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,12 +71,6 @@ SESSION_SCOPED_METHODS: Final = frozenset({
     "session/resume", "session/set_config_option", "session/set_mode", "session/set_model",
 })
 """Client methods whose POST must carry ``Acp-Session-Id``."""
-
-WEBSOCKET_SEND_TEXTS: Final = "acp.websocket.send_texts"
-"""An ASGI extension of this package's uvicorn protocol (`acp_agent.http.websocket`): when a
-WebSocket scope's ``extensions`` has it, the app sends a batch of messages as one event
-``{"type": WEBSOCKET_SEND_TEXTS, "texts": [bytes, ...]}``, each item the UTF-8 text of one text
-message; on any other server it sends one ``websocket.send`` per message."""
 
 _EVENT_STREAM: Final = "text/event-stream"
 _JSON: Final = "application/json"
@@ -205,9 +211,12 @@ class AcpApp:
         while True:
             await anyio.sleep(min(5.0, timeout / 4))
             for connection in self.registry:
-                if connection.transport == "http" and not connection.closing and connection.idle_for() > timeout:
+                if connection.expired(timeout):
                     logger.info("acp: closing idle connection %s", connection.id)
-                    self.registry.remove(connection.id)
+                    if connection.transport == "http":
+                        self.registry.remove(connection.id)
+                    else:
+                        connection.close_reason = "Idle timeout"
                     connection.shutdown(discard=True)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
@@ -243,17 +252,26 @@ class AcpApp:
                 await receive()
                 await _deny_socket(scope, send, (404, "Not Found"))
             return
-        refusal = await check_request(headers, self.options)
+        origin = headers.get("origin")
+        if kind == "http" and origin is not None and self.options.allowed_origins:
+            if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
+                await self._preflight(send, origin)  # no credential: a browser sends none on a preflight
+                return
+            send = _with_cors(send, origin, self.options.allowed_origins)
+        admitted: Refusal | Admitted = await check_request(headers, self.options)
+        if (isinstance(admitted, Admitted) and self.options.allowed_hosts is None
+                and served_on_loopback(scope.get("server")) and not host_allowed(headers, LOOPBACK_HOSTS)):
+            admitted = FORBIDDEN  # on loopback a foreign Host is DNS rebinding, whichever server runs the app
         if kind == "websocket":
-            await self._websocket(scope, receive, send, headers, refusal)
+            await self._websocket(scope, receive, send, headers, admitted)
             return
-        if refusal is not None:
-            await _refuse(send, refusal)
+        if not isinstance(admitted, Admitted):
+            await _refuse(send, admitted)
             return
         method = scope["method"]
         try:
             if method == "POST":
-                await self._post(receive, send, headers)
+                await self._post(receive, send, headers, admitted.principal)
             elif method == "GET":
                 await self._get(receive, send, headers)
             elif method == "DELETE":
@@ -262,6 +280,12 @@ class AcpApp:
                 await _text(send, 405, "Method Not Allowed", [(b"allow", b"GET, POST, DELETE")])
         except _Disconnected:
             pass
+
+    async def _preflight(self, send: Send, origin: str) -> None:
+        if not origin_allowed(origin, self.options.allowed_origins):
+            await _text(send, 403, "Forbidden")
+            return
+        await _empty(send, 204, cors_headers(origin, preflight=True))
 
     def _path_matches(self, scope: Scope) -> bool:
         wanted = self.options.path
@@ -292,7 +316,7 @@ class AcpApp:
 
     # -- POST ---------------------------------------------------------------------------------
 
-    async def _post(self, receive: Receive, send: Send, headers: dict[str, str]) -> None:
+    async def _post(self, receive: Receive, send: Send, headers: dict[str, str], principal: str) -> None:
         if headers.get("content-type", "").split(";", 1)[0].strip().lower() != _JSON:
             await _text(send, 415, "Unsupported Media Type")
             return
@@ -317,7 +341,7 @@ class AcpApp:
             if connection_id:
                 await _text(send, 400, "Initialize not allowed on existing connection")
             else:
-                await self._initialize(receive, send, headers, message, line)
+                await self._initialize(receive, send, headers, message, line, principal)
             return
         if not connection_id:
             await _text(send, 400, "Missing Acp-Connection-Id")
@@ -377,7 +401,8 @@ class AcpApp:
         return None
 
     async def _initialize(
-        self, receive: Receive, send: Send, headers: dict[str, str], message: dict[str, Any], line: bytes
+        self, receive: Receive, send: Send, headers: dict[str, str], message: dict[str, Any], line: bytes,
+        principal: str,
     ) -> None:
         if message.get("id") is None:
             await _text(send, 400, "Initialize request must include an ID")
@@ -391,9 +416,13 @@ class AcpApp:
             await _text(send, 503, "Too many connections")
             return
         agent = self._new_agent()
+        refusal = self._principal_full(agent, principal)
+        if refusal is not None:
+            await _json(send, 429, orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": refusal.to_dict()}))
+            return
         connection = RemoteConnection(
             agent, "http", self.options, credential=credential_digest(headers.get("authorization")),
-            store=await self._shared_store(agent), active=self.sessions,
+            store=await self._shared_store(agent), active=self.sessions, principal=principal,
         )
         self.registry.add(connection)
         self._tg.start_soon(self._run_connection, connection)
@@ -493,49 +522,78 @@ class AcpApp:
             connection.shutdown(discard=True)
         await _empty(send, 202, self._extra_headers())
 
+    def _principal_full(self, agent: Agent, principal: str) -> RequestError | None:
+        """The refusal of one more connection for ``principal`` past ``max_principal_connections``, if any."""
+        cap = (self.options.limits or agent.limits).max_principal_connections
+        if cap is None or (held := self.registry.held_by(principal)) < cap:
+            return None
+        return limit_error("max_principal_connections", cap, f"{held} connections of this user are open")
+
     def _extra_headers(self) -> list[tuple[bytes, bytes]]:
         return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in self.options.extra_headers]
 
     # -- WebSocket ----------------------------------------------------------------------------
 
     async def _websocket(
-        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], refusal: Refusal | None
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str], admitted: Admitted | Refusal
     ) -> None:
         if (await receive())["type"] != "websocket.connect":
             return
-        if refusal is not None:
-            await _deny_socket(scope, send, refusal)
+        if not isinstance(admitted, Admitted):
+            await _deny_socket(scope, send, admitted)
             return
         if self.registry.full() or self._closing:
             await _deny_socket(scope, send, (503, "Too many connections" if not self._closing else "Shutting down"))
             return
 
-        if WEBSOCKET_SEND_TEXTS in (scope.get("extensions") or {}):
-
-            async def send_lines(lines: list[bytes]) -> None:
-                await send({"type": WEBSOCKET_SEND_TEXTS, "texts": lines})
-        else:
-
-            async def send_lines(lines: list[bytes]) -> None:
-                for line in lines:
-                    await send({"type": "websocket.send", "text": line.decode("utf-8", "replace")})
+        async def send_lines(lines: list[bytes]) -> None:
+            for line in lines:
+                await send({"type": "websocket.send", "text": line.decode("utf-8", "replace")})
 
         agent = self._new_agent()
+        refusal = self._principal_full(agent, admitted.principal)
+        if refusal is not None:
+            await _deny_socket(scope, send, (429, refusal.message))
+            return
         connection = RemoteConnection(
             agent, "websocket", self.options, credential=credential_digest(headers.get("authorization")),
             send_lines=send_lines, store=await self._shared_store(agent), active=self.sessions,
+            principal=admitted.principal,
         )
         self.registry.add(connection)
         state = _SocketState()
         try:
-            await send({"type": "websocket.accept", "headers": [(b"acp-connection-id", connection.id.encode()),
-                                                                 *self._extra_headers()]})
+            accept: dict[str, Any] = {"type": "websocket.accept", "headers": [
+                (b"acp-connection-id", connection.id.encode()), *self._extra_headers()]}
+            if admitted.subprotocol is not None:
+                accept["subprotocol"] = admitted.subprotocol
+            await send(accept)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._run_socket, connection, send, state)
+                if admitted.token is not None and not isinstance(self.options.token, str):
+                    tg.start_soon(self._recheck, connection, state, admitted)
                 await self._read_frames(connection, receive, state)
         finally:
             self.registry.forget(connection)
             connection.shutdown(discard=True)
+
+    async def _recheck(self, connection: RemoteConnection, state: _SocketState, admitted: Admitted) -> None:
+        """Ask the token callable again every ``recheck_interval`` seconds; close the socket once it refuses
+        the credential or names another principal."""
+        token = self.options.token
+        assert token is not None and admitted.token is not None
+        while True:
+            with anyio.move_on_after(self.options.recheck_interval):
+                await connection.done.wait()
+                return
+            try:
+                principal = await principal_of(token, admitted.token)
+            except Exception:
+                logger.exception("acp: re-checking the credential of connection %s failed", connection.id)
+                principal = None
+            if principal != admitted.principal:
+                self._close_socket(connection, state, 1008, "Credential no longer accepted")
+                return
 
     async def _run_socket(self, connection: RemoteConnection, send: Send, state: _SocketState) -> None:
         try:
@@ -565,6 +623,7 @@ class AcpApp:
                 return
             if kind != "websocket.receive" or connection.closing:
                 continue
+            connection.touch()
             text = event.get("text")
             if text is None:
                 logger.debug("acp: ignoring a binary WebSocket frame on connection %s", connection.id)
@@ -685,6 +744,20 @@ async def _json(send: Send, status: int, body: bytes, headers: list[tuple[bytes,
 async def _empty(send: Send, status: int, headers: list[tuple[bytes, bytes]]) -> None:
     await send({"type": "http.response.start", "status": status, "headers": [*headers, (b"content-length", b"0")]})
     await send({"type": "http.response.body", "body": b""})
+
+
+def _with_cors(send: Send, origin: str, allowed: tuple[str, ...] | Any) -> Send:
+    """``send`` adding the CORS headers to the answer if ``origin`` is allowed (the checks refuse it otherwise)."""
+    if not origin_allowed(origin, allowed):
+        return send
+    extra = cors_headers(origin)
+
+    async def cors_send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return cors_send
 
 
 async def _refuse(send: Send, refusal: Refusal) -> None:

@@ -30,6 +30,7 @@ from .._wire.connection import IdKey, id_key
 from .._wire.templates import HEAD_NOTIFY
 from ..agent import Agent
 from ..errors import RequestError
+from ..records import DEFAULT_PRINCIPAL
 from ..schema import CloseSessionRequest
 from ..store import SessionStore
 from .options import HttpOptions
@@ -74,6 +75,7 @@ class RemoteConnection:
         send_lines: Callable[[list[bytes]], Awaitable[None]] | None = None,
         store: SessionStore | None = None,
         active: ActiveSessions | None = None,
+        principal: str = DEFAULT_PRINCIPAL,
     ) -> None:
         self.id = str(uuid.uuid4())
         """The ``Acp-Connection-Id`` (random, unguessable)."""
@@ -85,7 +87,7 @@ class RemoteConnection:
         self.inbox = MessageInbox()
         self.runtime: AgentRuntime = open_runtime(
             agent, self.inbox, OutputStream(self._write), limits=options.limits, store=store,
-            shutdown_timeout=options.shutdown_timeout,
+            shutdown_timeout=options.shutdown_timeout, principal=principal,
         )
         self._active = active
         if active is not None:
@@ -306,6 +308,13 @@ class RemoteConnection:
         """Note activity (for idle expiry)."""
         self.last_active = anyio.current_time()
 
+    def expired(self, timeout: float) -> bool:
+        """Whether the connection was idle past ``timeout``: over HTTP with no stream attached, over WebSocket
+        with no live session and no message from the client."""
+        if self.closing or (self.transport == "websocket" and self.runtime.records):
+            return False
+        return self.idle_for() > timeout
+
     def idle_for(self) -> float:
         """Seconds since the last activity, or 0 while a stream is attached."""
         if self.receivers:
@@ -329,6 +338,10 @@ class ConnectionRegistry:
     def full(self) -> bool:
         """Whether one more connection would go past ``max_connections``."""
         return len(self._connections) >= self.max_connections
+
+    def held_by(self, principal: str) -> int:
+        """How many open connections ``principal`` has."""
+        return sum(1 for c in self._connections.values() if c.runtime.principal == principal and not c.closing)
 
     def add(self, connection: RemoteConnection) -> None:
         """Register a new connection."""

@@ -17,8 +17,10 @@ __all__ = ["DEFAULT_PATH", "HttpOptions", "TokenCheck"]
 DEFAULT_PATH: Final = "/acp"
 """The endpoint path the server answers on (the RFD's ``/acp``)."""
 
-TokenCheck = Callable[[str], bool | Awaitable[bool]]
-"""A callable that decides whether a presented bearer token is acceptable (sync or async)."""
+TokenCheck = Callable[[str], str | bool | Awaitable[str | bool | None] | None]
+"""A callable that decides on a presented bearer token (sync or async): it returns the principal the
+token stands for (a non-empty string), or ``None`` (or ``False``) to refuse it; ``True`` means the
+principal ``"default"``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +30,12 @@ class HttpOptions:
     path: str | None = DEFAULT_PATH
     """The one path served (``None``: every path, for mounting under a prefix)."""
     token: str | TokenCheck | None = None
-    """Bearer token every request and upgrade must carry (``Authorization: Bearer ...``), or a
-    callable deciding on the presented token; ``None`` checks nothing."""
+    """Bearer token every request and upgrade must carry (``Authorization: Bearer ...``; a browser's
+    WebSocket: the ``acp.bearer.`` subprotocol), standing for the principal ``"default"``; or a callable
+    returning the principal of the presented token (``None``: refused); ``None`` checks nothing."""
+    recheck_interval: float = 60.0
+    """Seconds between re-checks of an open WebSocket's credential with a ``token`` callable: once it is
+    refused (or stands for another principal) the socket is closed (code 1008). HTTP checks every request."""
     allowed_origins: Sequence[str] = ()
     """Browser origins allowed (``"https://app.example"``; ``"*"`` allows any). A request with an
     ``Origin`` header not listed is refused 403; requests without one (non-browser clients) pass."""
@@ -63,7 +69,7 @@ class HttpOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"HttpOptions.{name} must be a positive integer, got {value!r}")
-        for name in ("idle_timeout", "max_output_stall", "keepalive", "shutdown_timeout"):
+        for name in ("idle_timeout", "max_output_stall", "keepalive", "shutdown_timeout", "recheck_interval"):
             value = getattr(self, name)
             lowest_ok = 0 if name == "shutdown_timeout" else 1e-9
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= lowest_ok:

@@ -3,8 +3,8 @@
 Every connection of an [`AcpApp`][acp_agent.http.AcpApp] keeps its sessions in the app's one store,
 so a client that lost its connection can ``initialize`` again and ``session/resume`` its session
 on a new one (on any replica sharing the store). A session is active on one connection at a
-time; a ``session/resume`` (or ``session/delete``) naming a session active on another connection
-of this server is handled so:
+time; a ``session/resume`` (or ``session/delete``, or ``session/archive``, which closes the session)
+naming a session active on another connection of this server is handled so:
 
 - the other connection is closing (DELETE, a dropped WebSocket, idle expiry, a broken limit): the
   request waits until that connection has saved the session, then goes ahead;
@@ -50,7 +50,7 @@ ACTIVE_ELSEWHERE: Final = "Session is active on another connection"
 LET_GO_GRACE: Final = 1.0
 """Seconds a request waits for a connection still read to be found gone before it is refused."""
 
-_GUARDED: Final = ("session/resume", "session/delete")
+_GUARDED: Final = ("session/resume", "session/delete", "session/archive")
 _OPENING: Final = ("session/new", "session/fork")
 
 
@@ -102,13 +102,12 @@ class ActiveSessions:
         self._leased: dict[Holder, set[str]] = {}  # the sessions leased for each connection
 
     def attach(self, connection: Holder) -> None:
-        """Track ``connection`` and guard its ``session/resume`` and ``session/delete``."""
+        """Track ``connection`` and guard its ``session/resume``, ``session/delete`` and ``session/archive``."""
         self._connections.add(connection)
         requests = connection.runtime.connection.requests
         for method in _GUARDED:
-            route = requests.get(method)
-            if route is not None and route.handler is not None:
-                requests[method] = Method(self._guarded(connection, route.handler), route.params, route.prepare)
+            if method in requests:  # inside the runtime's principal check: another user's session stays unknown
+                connection.runtime.intercept(method, lambda handler: self._guarded(connection, handler))
         if type(self.leases) is Leases:
             return  # no other process shares the store: nothing more to track
         for method in _OPENING:

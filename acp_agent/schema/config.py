@@ -58,9 +58,10 @@ SessionConfigSelectOptions: TypeAlias = (
 class SessionConfigOption(WireModel):
     """A session setting the Client can show and change with ``session/set_config_option``.
 
-    ``type="select"`` needs a value id (a string) as ``current_value`` and a non-empty
-    ``options`` list; ``type="boolean"`` needs a boolean ``current_value``. Validation refuses
-    either kind without them, as the schema does. Other ``type`` values are kept as received,
+    ``type="select"`` needs a non-empty ``options`` list and, as ``current_value``, one of its
+    values (unique across groups, reference §5.7); ``type="boolean"`` needs a boolean
+    ``current_value``. Validation (a `ValueError`, pydantic's ``ValidationError``) refuses
+    either kind without them where the option is written. Other ``type`` values are kept as received,
     with whatever ``current_value`` they carry.
     """
 
@@ -80,6 +81,14 @@ class SessionConfigOption(WireModel):
                 raise ValueError('a "select" option needs a string currentValue (a value id)')
             if self.options is None:
                 raise ValueError('a "select" option needs options')
+            values = [value for entry in self.options
+                      for value in ([o.value for o in entry.options] if isinstance(entry, SessionConfigSelectGroup)
+                                    else [entry.value])]
+            if len(values) != len(set(values)):
+                raise ValueError(f'a "select" option lists each value once; {self.config_id!r} has {values!r}')
+            if self.current_value not in values:
+                raise ValueError(f'the currentValue {self.current_value!r} of {self.config_id!r} is not one of its '
+                                 f'option values {values!r}')
         elif self.type == "boolean" and not isinstance(self.current_value, bool):
             raise ValueError('a "boolean" option needs a boolean currentValue')
         return self

@@ -23,9 +23,12 @@ from typing import Any, ClassVar, TypeVar
 import anyio
 import anyio.lowlevel
 
-from ..records import SessionRecord
+from ..records import DEFAULT_PRINCIPAL, SessionRecord
 
-__all__ = ["SessionStore", "StoredSession"]
+__all__ = ["ListingKey", "SessionStore", "StoredSession"]
+
+ListingKey = tuple[str, str]
+"""Where a listing stands: the ``(updated_at, session_id)`` of the last session of the previous page."""
 
 T = TypeVar("T")
 
@@ -42,12 +45,19 @@ class StoredSession:
     additional_directories: list[str] = field(default_factory=list)
     archived: bool = False
     meta: dict[str, Any] | None = None
+    principal: str = DEFAULT_PRINCIPAL
 
     @classmethod
     def of(cls, record: SessionRecord) -> StoredSession:
         """The listing of ``record``."""
         return cls(record.session_id, record.cwd, record.updated_at, record.created_at, record.title,
-                   list(record.additional_directories), record.archived, record.meta)
+                   list(record.additional_directories), record.archived, record.meta, record.principal)
+
+    @property
+    def key(self) -> ListingKey:
+        """Its place in a listing (most recently active first; see
+        [`SessionStore.list_sessions`][acp_agent.store.SessionStore.list_sessions])."""
+        return (self.updated_at, self.session_id)
 
 
 class SessionStore(ABC):
@@ -136,11 +146,16 @@ class SessionStore(ABC):
 
     @abstractmethod
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
-                            archived: bool | None = None) -> list[StoredSession]:
-        """Stored sessions in creation order (only those in ``cwd`` if given), from the ``offset``-th.
+                            archived: bool | None = None, principal: str | None = None,
+                            after: ListingKey | None = None) -> list[StoredSession]:
+        """Stored sessions, most recently active first: ``updated_at`` descending, then ``session_id``
+        descending (a total order, so pages never repeat or skip a session that did not change).
 
-        ``archived`` keeps only archived sessions (``True``) or only the others (``False``); the
-        filters apply before ``offset`` and ``limit``.
+        Filters, applied before ``offset`` and ``limit``: ``cwd``; ``archived`` keeps only archived
+        sessions (``True``) or only the others (``False``); ``principal`` keeps only that principal's
+        sessions (a store must apply it: it is what keeps users apart); ``after`` keeps only the sessions
+        ordered after that key (the [`StoredSession.key`][acp_agent.store.StoredSession.key] of the last session of the
+        previous page).
         """
 
     async def find(self, session_id: str) -> StoredSession | None:

@@ -13,15 +13,19 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 from pydantic import BaseModel
 
-from ..records import SessionRecord
+from ..records import DEFAULT_PRINCIPAL, SessionRecord
 
 if TYPE_CHECKING:
     from ..history import HistoryItem
+    from ..schema import SessionConfigOption
 
 __all__ = [
     "decode_item", "encode_info", "encode_info_text", "encode_state",
     "encode_state_text", "listing_filters", "record_from",
 ]
+
+LISTING_ORDER: Final = "ORDER BY updated_at DESC, session_id DESC"
+"""The order of a listing (most recently active first; ties by id): what `listing_filters`' ``after`` follows."""
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +100,9 @@ def record_from(
     info_doc = info if isinstance(info, dict) else orjson.loads(info)
     state_doc = state if isinstance(state, dict) else orjson.loads(state)
     history = History(terminal_tail) if terminal_tail is not None else History()
-    history.restore([(seq, decode_item(kind, item)) for seq, kind, item in entries])
+    rows = list(entries)
+    history.restore([(seq, decode_item(kind, item)) for seq, kind, item in rows])
+    history.size = sum(len(item) for _, _, item in rows)
     return SessionRecord(
         session_id=columns["session_id"],
         cwd=columns["cwd"],
@@ -108,17 +114,39 @@ def record_from(
         client_title=bool(info_doc.get("clientTitle")),
         meta=info_doc.get("meta"),
         history=history,
-        config_options=[SessionConfigOption.model_validate(o) for o in state_doc.get("configOptions") or []],
+        config_options=_config_options(SessionConfigOption, state_doc.get("configOptions") or [],
+                                       columns["session_id"]),
         available_commands=[AvailableCommand.model_validate(c) for c in state_doc.get("availableCommands") or []],
         data=dict(state_doc.get("data") or {}),
+        principal=columns.get("principal") or DEFAULT_PRINCIPAL,
     )
 
 
-def listing_filters(cwd: str | None, archived: bool | None, mark: str) -> tuple[str, list[Any]]:
-    """The ``WHERE`` clause of a listing filtered by ``cwd`` / ``archived`` (``mark`` is the driver's
-    placeholder) and its parameters."""
+def _config_options(model: type[SessionConfigOption], stored: list[Any], session_id: str) -> list[SessionConfigOption]:
+    """The stored config options that are still valid; one that is not (a ``select`` whose ``currentValue`` is
+    not one of its values, which 0.1 accepted) is dropped with a warning rather than failing the load."""
+    options = []
+    for raw in stored:
+        try:
+            options.append(model.model_validate(raw))
+        except ValueError as exc:
+            logger.warning("acp: session %s: dropping a stored config option that is not valid (%s)", session_id,
+                           str(exc).splitlines()[-1].strip())
+    return options
+
+
+def listing_filters(cwd: str | None, archived: bool | None, mark: str, principal: str | None = None,
+                    after: tuple[str, str] | None = None) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause of a listing filtered by ``cwd`` / ``archived`` / ``principal``, starting
+    ``after`` a key in `LISTING_ORDER` (``mark`` is the driver's placeholder), and its parameters."""
     conditions: list[str] = []
     params: list[Any] = []
+    if principal is not None:
+        conditions.append(f"principal = {mark}")
+        params.append(principal)
+    if after is not None:
+        conditions.append(f"(updated_at, session_id) < ({mark}, {mark})")  # a row value: the index serves it
+        params += [after[0], after[1]]
     if cwd is not None:
         conditions.append(f"cwd = {mark}")
         params.append(cwd)

@@ -34,7 +34,7 @@ import anyio
 
 from ..errors import ErrorCode, RequestError, StoreError, StoreUnusableError
 from ..records import SessionRecord
-from .base import SessionStore, StoredSession
+from .base import ListingKey, SessionStore, StoredSession
 from .memory import MemoryStore
 
 __all__ = ["ACTIVE_IN_ANOTHER_PROCESS", "FLUSH_INTERVAL", "HELD_RETRY_MAX", "RecordKeeper", "active_in_another_process"]
@@ -152,9 +152,19 @@ class RecordKeeper:
         return True
 
     async def acquire_or_refuse(self, session_id: str) -> None:
-        """:meth:`acquire`, or raise ``-32002`` "Session is active in another process" (`active_in_another_process`)."""
+        """`acquire`, or raise ``-32002`` "Session is active in another process" (`active_in_another_process`)."""
         if not await self.acquire(session_id):
             raise active_in_another_process(session_id)
+
+    async def held_elsewhere(self, session_id: str) -> bool:
+        """Whether another process has ``session_id`` active (a probe: nothing stays held here)."""
+        if session_id in self._acquired:
+            return False
+        store = await self.ready()
+        if not await store.acquire_session(session_id):
+            return True
+        await store.release_session(session_id)
+        return False
 
     async def release(self, session_id: str) -> None:
         """Give the hold back (the session left this connection, saved, or never became active)."""
@@ -263,11 +273,12 @@ class RecordKeeper:
                 found.append(StoredSession.of(record))
         return found
 
-    async def list(self, cwd: str | None, offset: int, limit: int, archived: bool | None = None) -> list[StoredSession]:
+    async def list(self, cwd: str | None, after: ListingKey | None, limit: int, archived: bool | None = None,
+                   principal: str | None = None) -> list[StoredSession]:
         """A page of stored sessions (see
         [`SessionStore.list_sessions`][acp_agent.store.SessionStore.list_sessions])."""
         store = await self.ready()
-        page = await store.list_sessions(cwd=cwd, offset=offset, limit=limit, archived=archived)
+        page = await store.list_sessions(cwd=cwd, limit=limit, archived=archived, principal=principal, after=after)
         if not self._held:
             return page
         return [StoredSession.of(self._held[s.session_id]) if s.session_id in self._held else s for s in page]

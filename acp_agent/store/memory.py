@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from operator import attrgetter
+from typing import ClassVar, Final
 
 from ..records import SessionRecord
-from .base import SessionStore, StoredSession
+from .base import ListingKey, SessionStore, StoredSession
 
 __all__ = ["MemoryStore"]
 
@@ -42,17 +43,18 @@ class MemoryStore(SessionStore):
         return StoredSession.of(record) if record is not None else None
 
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
-                            archived: bool | None = None) -> list[StoredSession]:
-        """Records in the order they were first saved."""
-        page: list[StoredSession] = []
-        skipped = 0
-        for record in self._records.values():
-            if (cwd is not None and record.cwd != cwd) or (archived is not None and record.archived != archived):
-                continue
-            if skipped < offset:
-                skipped += 1
-                continue
-            if len(page) >= limit:
-                break
-            page.append(StoredSession.of(record))
-        return page
+                            archived: bool | None = None, principal: str | None = None,
+                            after: ListingKey | None = None) -> list[StoredSession]:
+        """Records most recently active first (see
+        [`SessionStore.list_sessions`][acp_agent.store.SessionStore.list_sessions])."""
+        chosen = [
+            record for record in self._records.values()
+            if (cwd is None or record.cwd == cwd) and (archived is None or record.archived == archived)
+            and (principal is None or record.principal == principal)
+            and (after is None or (record.updated_at, record.session_id) < after)
+        ]
+        chosen.sort(key=_LISTING_KEY, reverse=True)
+        return [StoredSession.of(record) for record in chosen[offset:offset + limit]]
+
+
+_LISTING_KEY: Final = attrgetter("updated_at", "session_id")

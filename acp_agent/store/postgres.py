@@ -21,8 +21,8 @@ import orjson
 
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
-from .base import SessionStore, StoredSession
-from .codec import encode_info_text, encode_state_text, listing_filters, record_from
+from .base import ListingKey, SessionStore, StoredSession
+from .codec import LISTING_ORDER, encode_info_text, encode_state_text, listing_filters, record_from
 
 if TYPE_CHECKING:
     import psycopg
@@ -51,13 +51,17 @@ _MIGRATIONS: Final[list[tuple[int, list[str]]]] = [
             PRIMARY KEY (session_id, seq)
         )""",
     ]),
+    (2, [  # principals: whose each session is (earlier sessions: "default"); listings most recently active first
+        "ALTER TABLE acp_sessions ADD COLUMN principal TEXT NOT NULL DEFAULT 'default'",
+        "CREATE INDEX acp_sessions_by_principal ON acp_sessions (principal, updated_at, session_id)",
+    ]),
 ]
 SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 """The newest schema version this acp-agent reads and writes."""
 
 _LOCK_KEY: Final = 0x6163705F  # advisory lock held while migrating ("acp_")
-_COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, info, state"
-_LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info"  # what a listing reads
+_COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, info, state, principal"
+_LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info, principal"  # what a listing reads
 
 
 class PostgresStore(SessionStore):
@@ -162,7 +166,7 @@ class PostgresStore(SessionStore):
                 sid = record.session_id
                 rows = [(sid, seq, kind, data.decode()) for seq, kind, data in changes.encoded_entries()]
                 columns = (record.session_id, record.cwd, record.title, record.created_at, record.updated_at,
-                           record.archived, encode_info_text(record), encode_state_text(record))
+                           record.archived, encode_info_text(record), encode_state_text(record), record.principal)
                 await self.in_thread(self._call, f"save session {record.session_id}", _save, columns,
                                      changes.full, rows, changes.removed)
             except BaseException:
@@ -187,10 +191,12 @@ class PostgresStore(SessionStore):
             return gone
 
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
-                            archived: bool | None = None) -> list[StoredSession]:
-        """Stored sessions in creation order."""
+                            archived: bool | None = None, principal: str | None = None,
+                            after: ListingKey | None = None) -> list[StoredSession]:
+        """Stored sessions, most recently active first (see
+        [`SessionStore.list_sessions`][acp_agent.store.SessionStore.list_sessions])."""
         await self.open()
-        rows = await self.in_thread(self._call, "list sessions", _list, cwd, offset, limit, archived)
+        rows = await self.in_thread(self._call, "list sessions", _list, cwd, offset, limit, archived, principal, after)
         return [_stored(*row) for row in rows]
 
     async def find(self, session_id: str) -> StoredSession | None:
@@ -201,17 +207,17 @@ class PostgresStore(SessionStore):
 
 
 def _stored(session_id: str, cwd: str, title: str | None, created_at: str, updated_at: str, archived: bool,
-            info: str) -> StoredSession:
+            info: str, principal: str) -> StoredSession:
     doc = orjson.loads(info)
     return StoredSession(session_id, cwd, updated_at, created_at, title, list(doc.get("additionalDirectories") or []),
-                         bool(archived), doc.get("meta"))
+                         bool(archived), doc.get("meta"), principal)
 
 
 def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, str]],
           removed: list[int]) -> None:
     sid = columns[0]
     db.execute(
-        f"INSERT INTO acp_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) "
+        f"INSERT INTO acp_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) "
         "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
         "archived = excluded.archived, info = excluded.info, state = excluded.state", columns)
     if full:
@@ -239,9 +245,10 @@ def _delete(db: psycopg.Connection[Any], session_id: str) -> bool:
     return db.execute("DELETE FROM acp_sessions WHERE session_id = %s", (session_id,)).rowcount > 0
 
 
-def _list(db: psycopg.Connection[Any], cwd: str | None, offset: int, limit: int, archived: bool | None) -> list[Any]:
-    where, params = listing_filters(cwd, archived, "%s")
-    return db.execute(f"SELECT {_LISTED} FROM acp_sessions {where} ORDER BY seq LIMIT %s OFFSET %s",
+def _list(db: psycopg.Connection[Any], cwd: str | None, offset: int, limit: int, archived: bool | None,
+          principal: str | None, after: ListingKey | None) -> list[Any]:
+    where, params = listing_filters(cwd, archived, "%s", principal, after)
+    return db.execute(f"SELECT {_LISTED} FROM acp_sessions {where} {LISTING_ORDER} LIMIT %s OFFSET %s",
                       [*params, limit, offset]).fetchall()
 
 

@@ -50,9 +50,9 @@ import orjson
 
 from .._util.paths import DATA_DIR_ENV, data_dir
 from ..errors import StoreError, StoreUnusableError
-from ..records import SessionRecord, now_text
-from .base import SessionStore, StoredSession
-from .codec import encode_info_text, encode_state_text, listing_filters, record_from
+from ..records import DEFAULT_PRINCIPAL, SessionRecord, now_text
+from .base import ListingKey, SessionStore, StoredSession
+from .codec import LISTING_ORDER, encode_info_text, encode_state_text, listing_filters, record_from
 from .journal import Journal, JournalFile, Save, available, encode_line, orphans, private_file
 from .locks import session_locks
 
@@ -85,14 +85,18 @@ _MIGRATIONS: Final[list[tuple[int, list[str]]]] = [
             PRIMARY KEY (session_id, seq)
         ) WITHOUT ROWID""",
     ]),
+    (2, [  # principals: whose each session is (earlier sessions: "default"); listings most recently active first
+        "ALTER TABLE sessions ADD COLUMN principal TEXT NOT NULL DEFAULT 'default'",
+        "CREATE INDEX sessions_by_principal ON sessions (principal, updated_at, session_id)",
+    ]),
 ]
 SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 """The newest schema version this acp-agent reads and writes."""
 
-_COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, info, state"
-_LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info"  # what a listing reads
+_COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, info, state, principal"
+_LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info, principal"  # what a listing reads
 _UPSERT: Final = (
-    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) "
+    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id) "
     "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
     "archived = excluded.archived, info = excluded.info, state = excluded.state"
 )
@@ -312,7 +316,7 @@ class SqliteStore(SessionStore):
             sid = record.session_id
             rows = [(sid, seq, kind, data) for seq, kind, data in changes.encoded_entries()]
             columns = (sid, record.cwd, record.title, record.created_at, record.updated_at, int(record.archived),
-                       encode_info_text(record), encode_state_text(record))
+                       encode_info_text(record), encode_state_text(record), record.principal)
         except BaseException:
             record.history.unsaved()
             raise
@@ -440,6 +444,8 @@ class SqliteStore(SessionStore):
             written: dict[str, tuple[Any, ...]] = {}  # a batch writes each session's row once unless it changed
             try:
                 for sid, columns, full, rows, removed in saves:
+                    if columns is not None and len(columns) == 8:  # journaled before principals: "default"
+                        columns = (*columns, DEFAULT_PRINCIPAL)
                     if columns is not None and (full or written.get(sid) != columns):
                         db.execute(_UPSERT, columns)
                         written[sid] = columns
@@ -553,18 +559,21 @@ class SqliteStore(SessionStore):
         return gone > 0
 
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
-                            archived: bool | None = None) -> list[StoredSession]:
-        """Stored sessions in creation order."""
+                            archived: bool | None = None, principal: str | None = None,
+                            after: ListingKey | None = None) -> list[StoredSession]:
+        """Stored sessions, most recently active first (see
+        [`SessionStore.list_sessions`][acp_agent.store.SessionStore.list_sessions])."""
         await self._read_prepared()
-        return await self.in_thread(self._list, cwd, offset, limit, archived)
+        return await self.in_thread(self._list, cwd, offset, limit, archived, principal, after)
 
-    def _list(self, cwd: str | None, offset: int, limit: int, archived: bool | None) -> list[StoredSession]:
+    def _list(self, cwd: str | None, offset: int, limit: int, archived: bool | None, principal: str | None,
+              after: ListingKey | None) -> list[StoredSession]:
         import sqlite3
 
         db = self._settle()
-        conditions, params = listing_filters(cwd, archived, "?")
+        conditions, params = listing_filters(cwd, archived, "?", principal, after)
         try:
-            rows = db.execute(f"SELECT {_LISTED} FROM sessions {conditions} ORDER BY seq LIMIT ? OFFSET ?",
+            rows = db.execute(f"SELECT {_LISTED} FROM sessions {conditions} {LISTING_ORDER} LIMIT ? OFFSET ?",
                               [*params, limit, offset]).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"could not list sessions of {self.path}: {exc}") from exc
@@ -609,7 +618,7 @@ def _concerns(saves: list[Save], needed: str | bool) -> bool:
 
 
 def _stored(session_id: str, cwd: str, title: str | None, created_at: str, updated_at: str, archived: int,
-            info: str) -> StoredSession:
+            info: str, principal: str) -> StoredSession:
     doc = orjson.loads(info)
     return StoredSession(session_id, cwd, updated_at, created_at, title, list(doc.get("additionalDirectories") or []),
-                         bool(archived), doc.get("meta"))
+                         bool(archived), doc.get("meta"), principal)

@@ -4,7 +4,9 @@
   ([`TranscriptEntry`][acp_agent.testing.TranscriptEntry]); [`connect_agent`][acp_agent.testing.connect_agent] serves an
   [`Agent`][acp_agent.Agent] in this process, [`spawn_agent`][acp_agent.testing.spawn_agent] launches an agent command
   and talks to it over its pipes (an agent process that dies raises
-  [`AgentExitedError`][acp_agent.testing.AgentExitedError], with its exit status and stderr tail).
+  [`AgentExitedError`][acp_agent.testing.AgentExitedError], with its exit status and stderr tail);
+  [`connect_remote`][acp_agent.testing.connect_remote] reaches an agent served over WebSocket or Streamable HTTP (needs
+  ``httpx`` and ``httpx-ws``, imported when it connects).
 - [`WireChecker`][acp_agent.testing.WireChecker] and [`check_transcript`][acp_agent.testing.check_transcript] judge a
   transcript against the protocol's wire rules ([`RULES`][acp_agent.testing.RULES]), reporting each broken rule as a
   [`RuleViolation`][acp_agent.testing.RuleViolation].
@@ -38,6 +40,7 @@ from .client import (
     spawn_agent,
 )
 from .mcp import HostedMcpRequest, McpErrorAnswer
+from .remote import RemoteTransport, connect_remote
 from .schema import SchemaValidator, default_schema_path
 from .streams import byte_pipe
 
@@ -49,6 +52,7 @@ __all__ = [
     "HostedMcpRequest",
     "McpErrorAnswer",
     "PermissionPolicy",
+    "RemoteTransport",
     "RuleViolation",
     "SchemaValidator",
     "SessionView",
@@ -58,6 +62,7 @@ __all__ = [
     "byte_pipe",
     "check_transcript",
     "connect_agent",
+    "connect_remote",
     "default_schema_path",
     "monitor_event_loop",
     "spawn_agent",

@@ -685,6 +685,14 @@ class Client:
         """Close the client's sending side (the agent sees end of input)."""
         await self._send_stream.aclose()
 
+    async def wind_down(self, peer_done: anyio.Event, timeout: float = 10.0) -> None:
+        """End the connection politely: [`close`][acp_agent.testing.Client.close], wait up to ``timeout`` seconds for
+        ``peer_done`` (the agent, or the transport carrying it, has finished), then stop reading."""
+        await self.close()
+        with anyio.move_on_after(timeout):
+            await peer_done.wait()
+        self.connection.close()
+
     def check(self) -> None:
         """Raise ``AssertionError`` listing every wire-rule violation seen (end of connection)."""
         if self.checker is None:
@@ -730,10 +738,7 @@ async def connect_agent(agent: Any, *, limits: Limits | None = None, store: Sess
         try:
             yield client
         finally:
-            await client.close()
-            with anyio.move_on_after(10):
-                await agent_done.wait()
-            client.connection.close()
+            await client.wind_down(agent_done)
             tg.cancel_scope.cancel()
     client.check()
 

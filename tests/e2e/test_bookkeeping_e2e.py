@@ -63,8 +63,8 @@ async def test_titles_and_archive_marks_survive_an_agent_restart(tmp_path: Path,
 
     async with spawn_agent(AGENT, env=env) as second:
         await second.initialize()
-        assert [(s["sessionId"], s.get("title"), s["archived"]) for s in await listed(second)] == [
-            (kept, "Kept title", False), (stored, "Stored title", False)]
+        assert sorted((s["sessionId"], s.get("title"), s["archived"]) for s in await listed(second)) == sorted([
+            (kept, "Kept title", False), (stored, "Stored title", False)])
         assert [s["sessionId"] for s in await listed(second, "only")] == [hidden]
         assert await status(second, kept) == "saved"
         await second.resume_session(kept, cwd, replay=True)
@@ -72,7 +72,7 @@ async def test_titles_and_archive_marks_survive_an_agent_restart(tmp_path: Path,
         assert list(view.messages().values())[-1] == "title=Kept title"  # the client's title still wins
         assert await status(second, kept) == "open"
         await second.request("session/unarchive", {"sessionId": hidden})
-        assert [s["sessionId"] for s in await listed(second)] == [kept, hidden, stored]
+        assert sorted(s["sessionId"] for s in await listed(second)) == sorted([kept, hidden, stored])
         with pytest.raises(RequestError) as info:
             await second.request("session/status", {"sessionId": "sess_gone"})
         assert (info.value.code, info.value.data) == (-32002, {"sessionId": "sess_gone"})

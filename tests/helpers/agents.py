@@ -17,10 +17,22 @@ from acp_agent import (
     TextContent,
 )
 from acp_agent.schema import Content, Cost, SessionConfigOption, SessionConfigSelectOption
+from acp_agent.testing import SessionView, connect_agent
 
 
 def text_of(prompt: list[ContentBlock]) -> str:
     return " ".join(b.text for b in prompt if isinstance(b, TextContent))
+
+
+async def one_turn(agent: Agent, prompt: str = "go", *, turns: int = 1, capabilities: dict[str, Any] | None = None,
+                   **options: Any) -> SessionView:
+    """Serve ``agent`` in-process to the checked client, prompt a new session once and wait for ``turns``
+    ``idle``s (a follow-up the turn starts is a turn of its own); the session's view."""
+    async with connect_agent(agent, **options) as client:
+        await client.initialize(capabilities=capabilities or {})
+        sid = await client.new_session("/tmp")
+        await client.prompt_and_wait(sid, prompt)
+        return await client.wait_idle(sid, count=turns)
 
 
 OPTIONS = [

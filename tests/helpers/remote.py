@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -89,12 +90,26 @@ def wait_until(condition: object, timeout: float = 10.0, what: str = "condition"
 
 
 @contextmanager
-def served_agent(agent: Path | str, *args: str, env: dict[str, str] | None = None) -> Iterator[ServedAgent]:
-    """Serve ``agent`` (a file or module spec) on a free loopback port for the duration of the block."""
-    command = [sys.executable, "-m", "acp_agent", "serve", str(agent), "--port", "0", *args]
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+def printing_process(command: list[str], url_line: re.Pattern[str], what: str,
+                     env: dict[str, str] | None = None, open_files: int | None = None,
+                     ) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
+    """Run ``command`` (in its own process group, from the repository root) until it prints a line matching
+    ``url_line`` on stderr; yield the process, the URL (group 1) and the stderr lines so far (kept growing).
+    ``open_files``: the process's file-descriptor limit, as ``ulimit -n`` sets it.
+
+    On exit: SIGTERM, an exit status 0 within 20 s, and none of its children left running.
+    """
+
+    def limit_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
+    # ROOT first; a PYTHONPATH already set (make test's run on the lowest uvicorn supported) stays after it.
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    full_env = {**os.environ, "PYTHONPATH": python_path, **(env or {})}
     proc = subprocess.Popen(command, cwd=ROOT, env=full_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=limit_files if open_files is not None else None)
     assert proc.stderr is not None
     lines: list[str] = []
     url: list[str] = []
@@ -104,7 +119,7 @@ def served_agent(agent: Path | str, *args: str, env: dict[str, str] | None = Non
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append(line)
-            match = URL_LINE.search(line)
+            match = url_line.search(line)
             if match and not url:
                 url.append(match.group(1))
                 ready.set()
@@ -113,20 +128,29 @@ def served_agent(agent: Path | str, *args: str, env: dict[str, str] | None = Non
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     try:
-        if not ready.wait(20) or not url:
-            raise AssertionError(f"the server printed no URL:\n{''.join(lines)}")
-        served = ServedAgent(proc, url[0], lines)
-        yield served
-        children = children_of(proc.pid)  # the watchdog too: it ends with the server
+        if not ready.wait(30) or not url:
+            raise AssertionError(f"the {what} printed no URL:\n{''.join(lines)}")
+        yield proc, url[0], lines
+        children = children_of(proc.pid)
         proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(20)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"the server did not exit within 20s of SIGTERM:\n{''.join(lines)}") from None
-        assert code == 0, f"the server exited {code}:\n{''.join(lines)}"
-        wait_until(lambda: not any(alive(pid) for pid in children), 5, "the server's children to be gone")
+            raise AssertionError(f"the {what} did not exit within 20s of SIGTERM:\n{''.join(lines)}") from None
+        assert code == 0, f"the {what} exited {code}:\n{''.join(lines)}"
+        wait_until(lambda: not any(alive(pid) for pid in children), 10, f"the {what}'s children to be gone")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         reader.join(5)
+
+
+@contextmanager
+def served_agent(agent: Path | str, *args: str, env: dict[str, str] | None = None,
+                 open_files: int | None = None) -> Iterator[ServedAgent]:
+    """Serve ``agent`` (a file or module spec) on a free loopback port for the duration of the block
+    (``open_files``: the server's file-descriptor limit, as ``ulimit -n`` sets it)."""
+    command = [sys.executable, "-m", "acp_agent", "serve", str(agent), "--port", "0", *args]
+    with printing_process(command, URL_LINE, "server", env, open_files) as (proc, url, lines):
+        yield ServedAgent(proc, url, lines)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,17 +58,18 @@ def test_official_typescript_client_bookkeeping_and_providers(tmp_path: Path, ba
     a = {"id": ids["a"], "title": "Kept title", "archived": False}
     b = {"id": ids["b"], "title": None, "archived": True}
     c = {"id": ids["c"], "title": "Stored title", "archived": False}
-    assert summary["lists"] == {"default": [a, c], "exclude": [a, c], "only": [b], "include": [a, b, c],
-                                "bad": -32602}
+    lists = {name: by_id(found) for name, found in summary["lists"].items()}  # listed most recently active first
+    assert lists == {"default": by_id([a, c]), "exclude": by_id([a, c]), "only": [b], "include": by_id([a, b, c]),
+                     "bad": -32602}
 
     second = run_official_client(tmp_path / "second", CLIENT_SCRIPT, AGENT, wire=True, backend=backend,
                                  env={**env, "ACP_INTEROP_PHASE": "second", "ACP_INTEROP_SESSIONS": json.dumps(ids)})
     after = second.summary
-    assert after["listed"] == {"default": [a, c], "only": [b]}  # what the first process stored
+    assert {name: by_id(found) for name, found in after["listed"].items()} == {"default": by_id([a, c]), "only": [b]}
     assert after["statuses"]["before"] == {"status": "saved"}
     assert after["statuses"]["after"] == {"status": "open", "state": {"state": "idle", "background": []}}
     assert after["unarchived"] == {}
-    assert after["afterUnarchive"] == [a, {**b, "archived": False}, c]
+    assert by_id(after["afterUnarchive"]) == by_id([a, {**b, "archived": False}, c])
     # Provider endpoints live in the agent process: a new one starts from its declaration.
     assert after["providers"][0]["current"] == {"apiType": "anthropic", "baseUrl": "https://api.anthropic.com"}
 
@@ -77,3 +79,8 @@ def test_official_typescript_client_bookkeeping_and_providers(tmp_path: Path, ba
         assert SECRET not in run.stderr
     assert SECRET in json.dumps(first.client_messages)
     assert "provider main now speaks openai" in first.stderr  # the agent really logged at DEBUG
+
+
+def by_id(found: Any) -> Any:
+    """A listing in id order (the order it was listed in is the order of activity, checked elsewhere)."""
+    return sorted(found, key=lambda s: s["id"]) if isinstance(found, list) else found

@@ -891,6 +891,14 @@ BAD: list[Any] = [
         ok(5, {"sessionId": "f1"})], "update-before-fork-answer"),
     ("S2", OPEN + [up("agent_message", "s9", **MSG), rq(5, "session/resume", sessionId="s9", cwd="/p"),
                    st("idle", "s9"), ok(5)], "update-before-resume"),
+    ("S8", OPEN + [rq(5, "session/new", cwd="/p"), ok(5, {"sessionId": "s2", "configOptions": [
+        {"configId": "mode", "name": "Mode", "type": "select", "currentValue": "fast",
+         "options": [{"value": "ask", "name": "Ask"}, {"value": "code", "name": "Code"}]}]})], "not-an-option"),
+    ("S8", OPEN + [up("config_option_update", configOptions=[
+        {"configId": "model", "name": "Model", "type": "select", "currentValue": "a",
+         "options": [{"groupId": "g1", "name": "G1", "options": [{"value": "a", "name": "A"}]},
+                     {"groupId": "g2", "name": "G2", "options": [{"value": "a", "name": "A again"}]}]}])],
+     "value-twice"),
 ]
 
 

@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from acp_agent import Agent, ContentBlock, Session, StopReason
-from acp_agent.testing import connect_agent
+from tests.helpers.agents import one_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -32,12 +32,8 @@ class ForegroundAgent(Agent):
 
 async def test_start_foreground_now_is_a_deprecated_no_op() -> None:
     agent = ForegroundAgent()
-    async with connect_agent(agent) as client:
-        await client.initialize()
-        sid = await client.new_session("/tmp")
-        await client.prompt_and_wait(sid, "go")
-        view = await client.wait_idle(sid, count=2)
-        assert list(view.messages().values()) == ["follow-up"]
+    view = await one_turn(agent, turns=2)
+    assert list(view.messages().values()) == ["follow-up"]
     [warning] = agent.caught
     assert warning.category is DeprecationWarning
     assert "start_foreground(now=...) is deprecated" in str(warning.message)

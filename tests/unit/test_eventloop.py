@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import acp_agent.stdio
-from acp_agent import Agent, run_stdio
+from acp_agent import Agent, EnvironmentVariableError, run_stdio
 from acp_agent._util import eventloop
 from acp_agent._util.eventloop import UVLOOP_ENV, backend_options, choose_backend
 from acp_agent.testing.client import spawn_agent
@@ -57,12 +57,10 @@ def test_asyncio_runs_on_uvloop_only_when_asked(monkeypatch: pytest.MonkeyPatch)
         assert backend_options("asyncio", False) == {}
 
 
-def test_an_unknown_setting_is_ignored_with_a_warning(monkeypatch: pytest.MonkeyPatch,
-                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unknown_setting_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(UVLOOP_ENV, "sometimes")
-    with caplog.at_level(logging.WARNING, logger="acp_agent._util.eventloop"):
-        assert backend_options("asyncio") == {}
-    assert [r.getMessage() for r in caplog.records] == ["acp: ignoring ACP_AGENT_UVLOOP='sometimes' (use 0 or 1)"]
+    with pytest.raises(EnvironmentVariableError, match=r"^ACP_AGENT_UVLOOP='sometimes' is not valid: it accepts 1, on"):
+        backend_options("asyncio")
 
 
 def test_trio_is_left_alone() -> None:
@@ -138,7 +136,7 @@ REPORTER = """
 import asyncio, sys
 if "--no-uvloop-installed" in sys.argv:
     sys.modules["uvloop"] = None  # as if it were not installed
-from acp_agent import Agent, run_stdio
+from acp_agent import Agent, EnvironmentVariableError, run_stdio
 
 class LoopReporter(Agent):
     name = "loop-reporter"

@@ -18,7 +18,9 @@ from acp_agent import AcpMcpServer, Session, Subagent, Terminal, ToolCall
 EXPORTS = {
     "AcpAgentError", "Agent", "AgentMessage", "AgentThought", "AudioContent", "AuthMethodAgent", "AuthMethodTerminal",
     "AvailableCommand", "BackgroundRegistry", "ClientPeer", "ContentBlock", "ElicitationResult",
-    "ElicitationUnsupportedError", "EmbeddedResource", "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent",
+    "ElicitationUnsupportedError", "EmbeddedResource", "EnvironmentVariableError",
+    "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent",
+    "InvalidArgumentError",
     "LimitExceededError", "Limits", "Login", "MessageStream", "NotInTurnError", "PermissionOption",
     "PermissionOutcome", "PlanEntry", "ProcessStartError", "Provider", "ProviderSettings", "RequestError",
     "ResourceLink", "Session",
@@ -34,7 +36,7 @@ EXPORTS = {
 SESSION_API = {
     "additional_directories", "ask", "ask_url", "available_commands", "background", "batch", "client", "closed",
     "closing", "complete_elicitation", "config_options", "cwd", "data", "history", "id", "limits", "message", "meta",
-    "notice", "parent", "plan", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage",
+    "notice", "parent", "plan", "principal", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage",
     "system_prompt",
     "send", "title", "spawn", "spawn_subagent", "start_foreground", "start_terminal", "start_tool_call", "state",
     "task_group", "think", "thought", "tool_call_content", "update_available_commands", "update_config_options",
@@ -134,9 +136,9 @@ def test_no_import_cycles() -> None:
 # Modules allowed an ``if TYPE_CHECKING:`` block (names loaded on first use, or only for the type checker).
 USES_TYPE_CHECKING = {
     "acp_agent._runtime.bookkeeping", "acp_agent._runtime.children", "acp_agent._runtime.runtime", "acp_agent.auth",
-    "acp_agent.http.leases", "acp_agent.http.sessions", "acp_agent.http.websocket", "acp_agent.mcp",
+    "acp_agent.http.leases", "acp_agent.http.server", "acp_agent.http.sessions", "acp_agent.mcp",
     "acp_agent.providers", "acp_agent.records", "acp_agent.session", "acp_agent.store.codec",
-    "acp_agent._wire.templates",
+    "acp_agent._wire.dispatch", "acp_agent._wire.templates", "acp_agent._util.watch",
     "acp_agent.store.postgres", "acp_agent.store.sqlite", "acp_agent.testing.checker", "acp_agent.v1.streams",
 }
 

@@ -28,25 +28,27 @@ Message = dict[str, Any]
 class HttpClient:
     """One Streamable HTTP connection: POSTs, and its event stream read in a task."""
 
-    def __init__(self, app: AcpApp, tg: anyio.abc.TaskGroup) -> None:
+    def __init__(self, app: AcpApp, tg: anyio.abc.TaskGroup, auth: dict[str, str] | None = None) -> None:
         self.app = app
         self.tg = tg
+        self.auth = auth or {}
+        """Headers every request carries (an ``Authorization``)."""
         self.cid = ""
         self.events = Events()
         self.next_id = 1
 
     async def open(self) -> HttpClient:
-        status, headers, body = await request(self.app, "POST", {}, INITIALIZE)
+        status, headers, body = await request(self.app, "POST", self.auth, INITIALIZE)
         assert status == 200, body
         self.cid = headers["acp-connection-id"]
-        self.tg.start_soon(self.events.run, self.app, {"acp-connection-id": self.cid})
+        self.tg.start_soon(self.events.run, self.app, {"acp-connection-id": self.cid, **self.auth})
         return self
 
     async def call(self, method: str, params: Message, session: str | None = None) -> Message:
         """Send a request; every message up to its answer, the answer last."""
         self.next_id += 1
         message = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        headers = {"acp-connection-id": self.cid, **({"acp-session-id": session} if session else {})}
+        headers = {"acp-connection-id": self.cid, **self.auth, **({"acp-session-id": session} if session else {})}
         status, _, body = await request(self.app, "POST", headers, message)
         assert status == 202, body
         seen = []
@@ -68,7 +70,7 @@ class HttpClient:
         return await self.call("session/resume", params, sid)
 
     async def delete(self) -> None:
-        assert (await request(self.app, "DELETE", {"acp-connection-id": self.cid}))[0] == 202
+        assert (await request(self.app, "DELETE", {"acp-connection-id": self.cid, **self.auth}))[0] == 202
         self.events.gone.set()
 
     def drop(self) -> None:

@@ -20,7 +20,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from acp_agent import Agent, ContentBlock, Session, StopReason, TextContent, stdio
+from acp_agent import Agent, ContentBlock, EnvironmentVariableError, Session, StopReason, TextContent, stdio
+from acp_agent._util import environment
 from acp_agent._util.loop_monitor import (
     BLOCK_WARNING_ENV,
     DEFAULT_THRESHOLD,
@@ -353,11 +354,11 @@ def test_the_threshold_comes_from_the_argument_then_the_environment(
     monkeypatch.setenv(BLOCK_WARNING_ENV, "off")
     assert _resolve_threshold(2.0) == 2.0  # the code's own value wins
     assert _resolve_threshold(0) is None
-    with caplog.at_level(logging.WARNING, logger=LOGGER):
-        for junk in ("soon", "-1", "nan", "inf"):
-            monkeypatch.setenv(BLOCK_WARNING_ENV, junk)
-            assert _resolve_threshold(None) == DEFAULT_THRESHOLD
-    assert len(warnings_of(caplog)) == 4
+    for junk in ("soon", "-1", "nan", "inf"):  # refused naming the variable (run_stdio: exit status 2)
+        monkeypatch.setenv(BLOCK_WARNING_ENV, junk)
+        with pytest.raises(EnvironmentVariableError, match=f"^ACP_AGENT_BLOCK_WARNING='{junk}' is not valid"):
+            _resolve_threshold(None)
+    assert environment.BLOCK_WARNING.default == DEFAULT_THRESHOLD
     for bad in (-1.0, math.nan, math.inf):
         with pytest.raises(ValueError):
             _resolve_threshold(bad)

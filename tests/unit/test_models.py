@@ -1684,7 +1684,7 @@ _SCHEMA_ACCEPTS: list[Any] = [
         ("error", {"error": {"code": -1, "message": "m", "data": None, "extra": 1}, "_meta": None}),
     ]),
     *_cases(SessionConfigOption, "config", [
-        ("select-grouped", {**_SELECT, "currentValue": "x", "options": [
+        ("select-grouped", {**_SELECT, "currentValue": "fast", "options": [
             {"groupId": "g", "name": "G", "options": _SELECT_VALUES}]}),
         ("boolean-false", {"configId": "v", "name": "V", "type": "boolean", "currentValue": False}),
         ("other-without-current", {"configId": "o", "name": "O", "type": "_slider"}),

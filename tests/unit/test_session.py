@@ -431,7 +431,7 @@ async def test_list_sessions() -> None:  # R47, R48
         assert (await client.request("session/list", {}))["sessions"] == []
         ids = [await client.new_session("/tmp") for _ in range(3)] + [await client.new_session("/var")]
         listed = await client.request("session/list", {"cwd": "/tmp"})
-        assert [s["sessionId"] for s in listed["sessions"]] == ids[:3]
+        assert sorted(s["sessionId"] for s in listed["sessions"]) == sorted(ids[:3])
         assert "nextCursor" not in listed
         for s in listed["sessions"]:
             assert s["cwd"] == "/tmp" and s["updatedAt"].endswith("Z")
@@ -452,7 +452,44 @@ async def test_list_pages() -> None:  # R47
             if "nextCursor" not in page:
                 break
             params = {"cursor": page["nextCursor"]}
-        assert seen == ids
+        assert len(seen) == len(ids) and sorted(seen) == sorted(ids)
+
+
+async def test_list_is_most_recent_first_and_its_cursors_survive_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28: ``updatedAt`` descending (ties by id), and paging on while sessions change neither repeats
+    nor skips a session that did not change."""
+    import time
+    import types
+
+    import acp_agent.records as records
+
+    clock = [2_000_000_000]
+    monkeypatch.setattr(records, "time", types.SimpleNamespace(time=lambda: clock[0], strftime=time.strftime,
+                                                                 gmtime=time.gmtime))
+    async with connect_agent(ScriptedAgent()) as client:
+        await client.initialize()
+        made = []
+        for i in range(120):
+            clock[0] += i % 2  # pairs share a second: ties
+            made.append(await client.new_session("/tmp"))
+        first = await client.request("session/list", {})
+        listed = first["sessions"]
+        keys = [(s["updatedAt"], s["sessionId"]) for s in listed]
+        assert keys == sorted(keys, reverse=True) and listed[0]["sessionId"] in made[-2:]
+        clock[0] += 10
+        moved = [made[0], listed[3]["sessionId"]]  # one not listed yet, one already listed
+        for sid in moved:
+            await client.prompt_and_wait(sid, "echo later")
+        seen = [s["sessionId"] for s in listed]
+        cursor = first["nextCursor"]
+        while cursor:
+            page = await client.request("session/list", {"cursor": cursor})
+            seen += [s["sessionId"] for s in page["sessions"]]
+            cursor = page.get("nextCursor")
+        assert len(seen) == len(set(seen))  # nothing twice
+        assert set(made) - set(seen) == {made[0]}  # only the session that moved ahead of the cursor is not seen
+        again = await client.list_sessions()
+        assert [s["sessionId"] for s in again[:2]] == sorted(moved, reverse=True)  # the active ones lead
 
 
 async def test_resume_active_session_with_replay() -> None:  # R35, R36, R39, R40

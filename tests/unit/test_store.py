@@ -139,20 +139,48 @@ async def test_saves_are_incremental_and_follow_every_change(store: SessionStore
     await again.close()
 
 
+def at(second: int) -> str:
+    """An ``updatedAt`` ``second`` seconds into a fixed minute."""
+    return f"2026-12-01T00:{second // 60:02d}:{second % 60:02d}Z"
+
+
 async def test_list_filters_pages_and_deletes(store: SessionStore) -> None:
     for i in range(7):
-        await store.save(SessionRecord(session_id=f"sess_{i}", cwd="/a" if i % 2 else "/b"))
+        await store.save(SessionRecord(session_id=f"sess_{i}", cwd="/a" if i % 2 else "/b", updated_at=at(i)))
     listed = await store.list_sessions()
-    assert [s.session_id for s in listed] == [f"sess_{i}" for i in range(7)]
-    assert [s.session_id for s in await store.list_sessions(cwd="/a")] == ["sess_1", "sess_3", "sess_5"]
-    assert [s.session_id for s in await store.list_sessions(offset=2, limit=3)] == ["sess_2", "sess_3", "sess_4"]
-    assert [s.session_id for s in await store.list_sessions(cwd="/b", offset=3)] == ["sess_6"]
-    await store.save(SessionRecord(session_id="sess_0", cwd="/b", title="kept in place"))  # an update keeps order
-    assert (await store.list_sessions(limit=1))[0].title == "kept in place"
+    assert [s.session_id for s in listed] == [f"sess_{i}" for i in reversed(range(7))]  # most recently active first
+    assert [s.session_id for s in await store.list_sessions(cwd="/a")] == ["sess_5", "sess_3", "sess_1"]
+    assert [s.session_id for s in await store.list_sessions(offset=2, limit=3)] == ["sess_4", "sess_3", "sess_2"]
+    assert [s.session_id for s in await store.list_sessions(cwd="/b", offset=3)] == ["sess_0"]
+    await store.save(SessionRecord(session_id="sess_0", cwd="/b", title="moved up", updated_at=at(30)))
+    assert (await store.list_sessions(limit=1))[0].title == "moved up"  # an update moves it to the front
     assert await store.delete("sess_3") is True
     assert await store.delete("sess_3") is False
     assert await store.load("sess_3") is None
     assert "sess_3" not in [s.session_id for s in await store.list_sessions()]
+
+
+async def test_list_order_ties_pages_and_principals(store: SessionStore) -> None:
+    """Issue 28: most recently active first, ties by id (descending), and a page after a key neither repeats
+    nor skips a session that did not change, however others change; each principal lists its own."""
+    for i in range(6):
+        await store.save(SessionRecord(session_id=f"sess_{i}", cwd="/a", updated_at=at(i // 2),
+                                       principal="alice" if i < 5 else "bob"))
+    alice = await store.list_sessions(principal="alice")
+    assert names(alice) == ["sess_4", "sess_3", "sess_2", "sess_1", "sess_0"]
+    assert all(s.principal == "alice" for s in alice)
+    assert names(await store.list_sessions(principal="bob")) == ["sess_5"]
+    assert names(await store.list_sessions(principal="carol")) == []
+    first = await store.list_sessions(principal="alice", limit=2)
+    # sess_0 becomes the most recent, sess_4 (already listed) too: neither shifts the next page
+    await store.save(SessionRecord(session_id="sess_0", cwd="/a", updated_at=at(40), principal="alice"))
+    await store.save(SessionRecord(session_id="sess_4", cwd="/a", updated_at=at(41), principal="alice"))
+    rest = await store.list_sessions(principal="alice", after=first[-1].key)
+    assert names(first) + names(rest) == ["sess_4", "sess_3", "sess_2", "sess_1"]
+    found = await store.find("sess_5")
+    assert found is not None and found.principal == "bob"
+    loaded = await store.load("sess_5")
+    assert loaded is not None and loaded.principal == "bob"
 
 
 def names(page: list[StoredSession]) -> list[str]:
@@ -162,8 +190,8 @@ def names(page: list[StoredSession]) -> list[str]:
 async def test_archived_filter_find_and_client_title(store: SessionStore, make_store: StoreFactory) -> None:
     for i in range(7):
         await store.save(SessionRecord(session_id=f"sess_{i}", cwd="/a" if i % 2 else "/b", archived=i % 3 == 0))
-    assert names(await store.list_sessions(archived=True)) == ["sess_0", "sess_3", "sess_6"]
-    assert names(await store.list_sessions(archived=False, offset=1, limit=2)) == ["sess_2", "sess_4"]
+    assert names(await store.list_sessions(archived=True)) == ["sess_6", "sess_3", "sess_0"]
+    assert names(await store.list_sessions(archived=False, offset=1, limit=2)) == ["sess_4", "sess_2"]
     assert names(await store.list_sessions(archived=True, cwd="/a")) == ["sess_3"]
     assert len(await store.list_sessions(archived=None)) == 7
     found = await store.find("sess_3")
@@ -262,7 +290,7 @@ async def test_sqlite_file_is_wal_and_versioned(tmp_path: Path) -> None:
     await store.close()
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert [r[0] for r in db.execute("SELECT version FROM schema_migrations")] == [SCHEMA_VERSION]
+        assert [r[0] for r in db.execute("SELECT version FROM schema_migrations")] == [1, SCHEMA_VERSION]
 
 
 async def test_sqlite_refuses_newer_schema_and_corrupt_files(tmp_path: Path) -> None:
@@ -566,8 +594,11 @@ async def test_list_pages_through_the_store(make_store: StoreFactory) -> None:
                 await client.close_session(made[-1])
         first = await client.request("session/list", {})
         assert len(first["sessions"]) == 50 and "nextCursor" in first
-        assert [s["sessionId"] for s in await client.list_sessions()] == made
-        assert [s["sessionId"] for s in await client.list_sessions("/b")] == made[::3]
+        listed = await client.list_sessions()
+        assert sorted(s["sessionId"] for s in listed) == sorted(made)  # every one once, across three pages
+        keys = [(s["updatedAt"], s["sessionId"]) for s in listed]
+        assert keys == sorted(keys, reverse=True)  # most recently active first, ties by id
+        assert sorted(s["sessionId"] for s in await client.list_sessions("/b")) == sorted(made[::3])
 
 
 async def test_forks_are_kept(make_store: StoreFactory) -> None:
@@ -641,8 +672,10 @@ class FaultyStore(SessionStore):
         return await self.inner.delete(session_id)
 
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
-                            archived: bool | None = None) -> list[StoredSession]:
-        return await self.inner.list_sessions(cwd=cwd, offset=offset, limit=limit, archived=archived)
+                            archived: bool | None = None, principal: str | None = None,
+                            after: tuple[str, str] | None = None) -> list[StoredSession]:
+        return await self.inner.list_sessions(cwd=cwd, offset=offset, limit=limit, archived=archived,
+                                              principal=principal, after=after)
 
 
 async def stored_messages(store: SessionStore, sid: str) -> list[str]:
@@ -759,7 +792,7 @@ async def test_sqlite_stores_sharing_a_file_open_and_write_concurrently(tmp_path
         await store.close()
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == 1
+        assert db.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == SCHEMA_VERSION
 
 
 async def test_agents_starting_together_on_a_new_file_all_open_it(tmp_path: Path) -> None:
@@ -818,7 +851,7 @@ async def test_imported_threads_are_listed_resumed_rebuilt_deleted_and_imported_
     agent = Rebuilding()
     async with connect_agent(agent, store=SqliteStore.for_agent(Rebuilding.name)) as client:
         await client.initialize()
-        assert [(s["sessionId"], s["title"]) for s in await client.list_sessions()] == [
+        assert sorted((s["sessionId"], s["title"]) for s in await client.list_sessions()) == [
             ("sess_imported_1", "Fix the login"), ("sess_imported_2", "Old question")]
         await client.resume_session("sess_imported_1", "/home/me/app", replay=True)
         assert list(client.view("sess_imported_1").messages().values()) == ["The token expired.", "Done."]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -132,3 +133,21 @@ async def test_a_warm_up_cancelled_with_its_connection_runs_again_on_the_next(mo
     assert steps == []
     await warmup.warm_up()  # the next connection's initialize
     assert steps == ["load", *(m.__name__ for m in warmup._first_turn_models())]
+
+
+LOADS = """
+import sys
+import anyio
+import acp_agent, acp_agent.stdio, acp_agent._runtime.runtime
+print("jsonrpcserver" in sys.modules)
+import acp_agent._runtime.warmup as warmup
+warmup.WARM_UP_DELAY = 0.0
+anyio.run(warmup.warm_up)
+print("jsonrpcserver" in sys.modules)
+"""
+
+
+def test_initialize_is_answered_before_jsonrpcserver_loads_and_the_warm_up_loads_it() -> None:
+    # Importing jsonrpcserver costs 100-350 ms (jsonschema); initialize goes through dispatch.call without it.
+    out = subprocess.run([sys.executable, "-c", LOADS], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.split() == ["False", "True"]

@@ -109,6 +109,8 @@ RULES: dict[str, str] = {
           "that comes to exist on the connection",
     "S3": "nothing for a new or forked session goes out before the answer that gives the client its id "
           "(the reference allows it; a client cannot place it)",
+    "S8": "a select config option's currentValue is one of its values, and its values are unique "
+          "(the reference says so in §5.7 without a rule number)",
 }
 
 SHOULD_RULES: frozenset[str] = frozenset({

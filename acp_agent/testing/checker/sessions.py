@@ -135,6 +135,8 @@ class SessionRules(TurnRules):
                 self.flag("R32", f"{name} must be an array or omitted", answer.message)
         if isinstance(answer.result.get("availableCommands"), list):
             self.r77_commands(answer.result["availableCommands"], answer.message)
+        if isinstance(answer.result.get("configOptions"), list):
+            self.s4_config_values(answer.result["configOptions"], answer.message)
 
     def _r33_mcp(self, req: Req, answer: Answer) -> None:
         """R33: MCP servers of transports not advertised are rejected."""
@@ -269,6 +271,8 @@ class SessionRules(TurnRules):
         """R50: a successful ``set_config_option`` returns the full ``configOptions`` list."""
         if answer.ok and not isinstance(answer.result.get("configOptions"), list):
             self.flag("R50", "set_config_option must return the configOptions array", answer.message)
+        elif answer.ok:
+            self.s4_config_values(answer.result["configOptions"], answer.message)
 
     def s2_never_created(self) -> None:
         """S2: every session the agent sent something for came to exist on the connection."""

@@ -157,6 +157,22 @@ class TurnRules(BackgroundRules):
             self.flag("R51", f"{update.get('sessionUpdate')} must carry the complete {name} array", message)
         elif name == "availableCommands":
             self.r77_commands(value, message)
+        else:
+            self.s4_config_values(value, message)
+
+    def s4_config_values(self, options: list[Any], message: Any) -> None:
+        """S8: a ``select`` option's ``currentValue`` is one of its values, and its values are unique."""
+        for option in options:
+            o = obj(option)
+            if o.get("type") != "select" or not isinstance(o.get("options"), list):
+                continue
+            values = [obj(v).get("value") for entry in o["options"]
+                      for v in (obj(entry)["options"] if isinstance(obj(entry).get("options"), list) else [entry])]
+            if len(values) != len(set(map(repr, values))):
+                self.flag("S8", f"config option {o.get('configId')!r} lists a value twice: {values!r}", message)
+            elif o.get("currentValue") not in values:
+                self.flag("S8", f"config option {o.get('configId')!r} has currentValue {o.get('currentValue')!r}, "
+                                f"not one of its values {values!r}", message)
 
     def r77_commands(self, commands: list[Any], message: Any) -> None:
         """R77: ``{"type": "command"}`` entries with unique names, no leading ``/``, no whitespace."""

@@ -1,0 +1,260 @@
+"""A shell-and-files toolset for coding agents, on the SDK's own terminals and v2 diffs.
+
+[`CodingTools`][acp_agent.integrations.pydantic_ai.CodingTools] gives a pydantic-ai agent, per session
+(``PydanticAIAgent(agent, toolsets=CodingTools().toolsets)``):
+
+- ``read_file``, ``list_files``, ``search``: read-only, run without asking;
+- ``write_file``, ``edit_file``: need approval; the tool call shows the change as a ``diff`` (a
+  ``git_patch`` with absolute paths) with the file as its location;
+- ``run_command``: needs approval; runs as an SDK terminal shown in the tool call (live output,
+  ``terminal/cancel`` stops it). With ``background=true`` it is left running (a dev server, a watcher):
+  listed, stoppable, its exit reported, and with ``notify_on_exit=true`` the model hears of the exit in
+  a follow-up turn. ``list_background`` and ``stop_background`` manage those.
+
+Paths are confined to the session's cwd (symlinks resolved) unless ``confine=False``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fnmatch
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from pydantic_ai import ModelRetry
+from pydantic_ai.toolsets import FunctionToolset
+
+from ...schema import Diff, DiffPatch, DiffPathChange, ToolCallLocation
+from ...session import Session
+from ...terminals import Terminal
+from .bridge import current_tool
+
+__all__ = ["CodingTools", "patch_text"]
+
+OUTPUT_LIMIT = 16_000
+"""Characters of a command's output (its tail) or a file returned to the model at most."""
+
+SKIPPED_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache"})
+
+
+def patch_text(path: str, old: str | None, new: str) -> str:
+    """A ``git_patch`` of one file (absolute path, no ``a/``/``b/``), ``old=None`` for a new file."""
+    before = (old or "").splitlines(keepends=True)
+    after = new.splitlines(keepends=True)
+    lines = difflib.unified_diff(before, after, fromfile=path if old is not None else "/dev/null", tofile=path)
+    body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return f"diff --git {path} {path}\n{body}"
+
+
+@dataclass
+class _Background:
+    command: str
+    terminal: Terminal
+
+
+@dataclass
+class CodingTools:
+    """Shell and file tools rooted at each session's cwd (see the module docstring).
+
+    ``confine``: refuse paths outside the cwd. ``shell_env``: environment added for commands (the
+    agent's own environment is passed on, as a terminal does). ``command_timeout``: seconds a
+    foreground command may run before it is stopped.
+    """
+
+    confine: bool = True
+    shell_env: dict[str, str] = field(default_factory=dict)
+    command_timeout: float = 300.0
+    _background: dict[str, dict[str, _Background]] = field(default_factory=dict)
+
+    def toolsets(self, session: Session) -> list[FunctionToolset[Any]]:
+        """The session's toolset (pass this method as ``PydanticAIAgent(toolsets=...)``)."""
+        return [self.toolset(session)]
+
+    def toolset(self, session: Session) -> FunctionToolset[Any]:
+        """A pydantic-ai toolset whose tools work in ``session.cwd``."""
+        root = os.path.realpath(session.cwd)
+        tools: FunctionToolset[Any] = FunctionToolset()
+        resolve = self._resolver(root)
+        background = self._background.setdefault(session.id, {})
+
+        @tools.tool_plain
+        async def read_file(path: str, offset: int = 1, limit: int = 2000) -> str:
+            """Read a text file: lines ``offset`` to ``offset + limit - 1`` (1-based)."""
+            target = resolve(path)
+            with _told(path):
+                text = await anyio.Path(target).read_text(errors="replace")
+            lines = text.splitlines()[max(offset, 1) - 1:max(offset, 1) - 1 + limit]
+            return _clip("\n".join(lines))
+
+        @tools.tool_plain
+        async def list_files(path: str = ".", pattern: str = "*") -> str:
+            """List the files under a directory (recursively) whose name matches a glob pattern."""
+            base = resolve(path)
+            found = await anyio.to_thread.run_sync(lambda: sorted(_walk(base, root, pattern))[:500])
+            return "\n".join(found) or "(no files)"
+
+        @tools.tool_plain
+        async def search(pattern: str, path: str = ".", glob: str = "*") -> str:
+            """Search files for a regular expression; answers ``file:line: text`` lines."""
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                raise ModelRetry(f"not a valid regular expression: {exc}") from None
+            base = resolve(path)
+            hits = await anyio.to_thread.run_sync(lambda: list(_grep(base, root, glob, regex)))
+            return _clip("\n".join(hits)) or "(no matches)"
+
+        @tools.tool_plain(requires_approval=True)
+        async def write_file(path: str, content: str) -> str:
+            """Create or overwrite a text file with ``content``."""
+            target = resolve(path)
+            file = anyio.Path(target)
+            with _told(path):
+                old = await file.read_text(errors="replace") if await file.exists() else None
+                await _show_diff(target, old, content)
+                await file.parent.mkdir(parents=True, exist_ok=True)
+                await file.write_text(content)
+            return f"wrote {len(content)} characters to {path}"
+
+        @tools.tool_plain(requires_approval=True)
+        async def edit_file(path: str, old_text: str, new_text: str) -> str:
+            """Replace the one occurrence of ``old_text`` in a file with ``new_text``."""
+            target = resolve(path)
+            file = anyio.Path(target)
+            if not await file.exists():
+                raise ModelRetry(f"{path} does not exist")
+            with _told(path):
+                old = await file.read_text(errors="replace")
+            count = old.count(old_text)
+            if count != 1:
+                raise ModelRetry(f"old_text occurs {count} times in {path}; it must occur exactly once")
+            new = old.replace(old_text, new_text, 1)
+            await _show_diff(target, old, new)
+            with _told(path):
+                await file.write_text(new)
+            return f"edited {path}"
+
+        @tools.tool_plain(requires_approval=True)
+        async def run_command(command: str, background: bool = False, notify_on_exit: bool = False) -> str:
+            """Run a shell command in the project directory and answer its exit status and output.
+
+            ``background=true`` leaves it running (a dev server, a watcher) and answers at once; with
+            ``notify_on_exit=true`` you are told when it exits.
+            """
+            return await self._run(session, root, command, background, notify_on_exit)
+
+        @tools.tool_plain
+        async def list_background() -> str:
+            """List the commands left running in the background, with their terminal ids and state."""
+            rows = [f"{terminal_id}: {job.command} ({_state(job.terminal)})"
+                    for terminal_id, job in background.items()]
+            return "\n".join(rows) or "(no background commands)"
+
+        @tools.tool_plain
+        async def stop_background(terminal_id: str) -> str:
+            """Stop a background command by its terminal id."""
+            job = background.get(terminal_id)
+            if job is None:
+                raise ModelRetry(f"no background command {terminal_id}; see list_background")
+            if job.terminal.exit_status is None:
+                await job.terminal.cancel()
+                await job.terminal.wait()
+            return f"{terminal_id}: {_state(job.terminal)}"
+
+        return tools
+
+    def _resolver(self, root: str) -> Callable[[str], str]:
+        confine = self.confine
+
+        def resolve(path: str) -> str:
+            target = os.path.realpath(os.path.join(root, os.path.expanduser(path)))
+            if confine and os.path.commonpath([root, target]) != root:
+                raise ModelRetry(f"{path} is outside the project directory {root}; use a path inside it")
+            return target
+
+        return resolve
+
+    async def _run(self, session: Session, root: str, command: str, background: bool, notify_on_exit: bool) -> str:
+        context = current_tool()
+        tool = context.tool_call
+        if background:
+            tool.detach()  # from now on the terminal stands for the work: its exit ends the tool call
+            terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool,
+                                                    ends_tool_call=True, detach=True)
+            self._background.setdefault(session.id, {})[terminal.id] = _Background(command, terminal)
+            if notify_on_exit:
+                terminal.on_exit(lambda status: context.follow_up(
+                    f"[background] The command `{command}` (terminal {terminal.id}) exited "
+                    f"({_status_text(status.exit_code, status.signal)}). Its last output:\n"
+                    f"{_clip(terminal.tail().decode(errors='replace'))}"))
+            return f"Started in the background as terminal {terminal.id}; it keeps running after this turn."
+        terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool)
+        with anyio.move_on_after(self.command_timeout) as scope:
+            status = await terminal.wait()
+        if scope.cancelled_caught:
+            await terminal.cancel()
+            status = await terminal.wait()
+        output = _clip(terminal.tail().decode(errors="replace"))
+        return f"{_status_text(status.exit_code, status.signal)}\n{output}"
+
+
+async def _show_diff(path: str, old: str | None, new: str) -> None:
+    tool = current_tool().tool_call
+    change = DiffPathChange(operation="add" if old is None else "modify", path=path, file_type="text")
+    diff = Diff(changes=[change], patch=DiffPatch(format="git_patch", text=patch_text(path, old, new)))
+    await tool.update(locations=[ToolCallLocation(path=path)])
+    await tool.append(diff)
+
+
+@contextlib.contextmanager
+def _told(path: str) -> Iterator[None]:
+    """A file system error becomes a retry the model reads (``No such file or directory: a.txt``)."""
+    try:
+        yield
+    except OSError as exc:
+        raise ModelRetry(f"{exc.strerror or type(exc).__name__}: {path}") from None
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= OUTPUT_LIMIT else "…" + text[-OUTPUT_LIMIT:]
+
+
+def _status_text(exit_code: int | None, signal: str | None) -> str:
+    if signal:
+        return f"killed by {signal}"
+    return f"exit code {exit_code}" if exit_code is not None else "exit status unknown"
+
+
+def _state(terminal: Terminal) -> str:
+    status = terminal.exit_status
+    return "running" if status is None else _status_text(status.exit_code, status.signal)
+
+
+def _walk(base: str, root: str, pattern: str) -> Iterator[str]:
+    for directory, dirs, files in os.walk(base):
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+        for name in files:
+            if fnmatch.fnmatch(name, pattern):
+                yield os.path.relpath(os.path.join(directory, name), root)
+
+
+def _grep(base: str, root: str, glob: str, regex: re.Pattern[str]) -> Iterator[str]:
+    paths = [base] if os.path.isfile(base) else (os.path.join(root, p) for p in _walk(base, root, glob))
+    count = 0
+    for path in paths:
+        try:
+            with open(path, errors="replace") as file:
+                for number, line in enumerate(file, 1):
+                    if regex.search(line):
+                        yield f"{os.path.relpath(path, root)}:{number}: {line.rstrip()[:300]}"
+                        count += 1
+                        if count >= 200:
+                            return
+        except OSError:
+            continue
