@@ -162,7 +162,7 @@ class RecordKeeper:
         return False
 
     async def acquire_or_refuse(self, session_id: str) -> None:
-        """:meth:`acquire`, or raise ``-32002`` "Session is active in another process" (`active_in_another_process`)."""
+        """`acquire`, or raise ``-32002`` "Session is active in another process" (`active_in_another_process`)."""
         if not await self.acquire(session_id):
             raise active_in_another_process(session_id)
 
