@@ -100,3 +100,15 @@ def test_every_checker_rule_links_to_its_entry_on_the_rules_page() -> None:
     assert all(anchor == rule.lower() for anchor, rule in anchors)
     violation = RuleViolation("R94", "something happened")
     assert "(see docs/rules.md#r94)" in str(violation).splitlines()[0]
+
+
+def test_the_changelog_keeps_a_changelog_and_names_this_version() -> None:
+    import tomllib
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    releases = re.findall(r"^## \[([^\]]+)\]", text, re.M)
+    assert releases[0] == "Unreleased"
+    assert releases[1] == version, "the newest release in CHANGELOG.md is pyproject's version"
+    kinds = set(re.findall(r"^### (.+)$", text, re.M))
+    assert kinds <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
