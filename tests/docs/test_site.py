@@ -3,9 +3,11 @@ every page. (`make docs` builds the site strictly; `make test` runs that build.)
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,3 +114,22 @@ def test_the_changelog_keeps_a_changelog_and_names_this_version() -> None:
     assert releases[1] == version, "the newest release in CHANGELOG.md is pyproject's version"
     kinds = set(re.findall(r"^### (.+)$", text, re.M))
     assert kinds <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
+
+
+REFERENCE_MODULES = ("acp_agent", "acp_agent.testing", "acp_agent.http", "acp_agent.store", "acp_agent.schema")
+
+
+def test_every_public_name_has_a_docstring_the_reference_renders() -> None:
+    """The Reference shows documented names only (``show_if_no_docstring: false``): a public name without a
+    docstring would be missing from it."""
+    griffe = pytest.importorskip("griffe")
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT)])
+    loader.load("acp_agent")
+    loader.resolve_aliases(implicit=False, external=None)
+    undocumented = []
+    for name in REFERENCE_MODULES:
+        module = loader.modules_collection[name]
+        for public in importlib.import_module(name).__all__:
+            if not module[public].docstring:
+                undocumented.append(f"{name}.{public}")
+    assert not undocumented, undocumented
