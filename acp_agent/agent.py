@@ -8,7 +8,7 @@ implements it or declares it (R28).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 from .auth import Login
@@ -124,6 +124,15 @@ class Agent:
 
     async def resume_session(self, session: Session) -> None:
         """Called when a session that is not active here is brought back by ``session/resume``."""
+
+    async def rearm_wakeup(self, session: Session, name: str, payload: Any
+                           ) -> Callable[[], Awaitable[StopReason | None]] | None:
+        """Called when a session is loaded again (after [`resume_session`][acp_agent.Agent.resume_session]) for
+        each durable wake-up it had pending (``session.schedule(..., durable=name, payload=payload)``):
+        return the work to run when it fires, and the SDK schedules it again for the time left as a new
+        ``pending`` tool call; return ``None`` (the default) to let it go.
+        """
+        return None
 
     async def fork_session(self, source: Session, session: Session) -> None:
         """Called for ``session/fork``; ``session`` already holds a copy of the source's history,

@@ -26,7 +26,7 @@ from ._session.core import SessionCore
 from ._session.registry import Entity
 from ._util.ids import new_id
 from ._wire.connection import CURRENT_REQUEST, RequestId
-from .errors import ElicitationUnsupportedError, RequestError
+from .errors import ElicitationUnsupportedError, InvalidArgumentError, RequestError
 from .peer import ClientPeer
 from .schema import (
     CompleteElicitationNotification,
@@ -203,6 +203,12 @@ def _checked_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
         ElicitationSchema.model_validate(dict(schema))
     except ValidationError as exc:
         raise ValueError(f"not a form schema (a flat object of primitive properties): {exc}") from None
+    properties = schema.get("properties")
+    for name, prop in (properties.items() if isinstance(properties, Mapping) else ()):
+        if isinstance(prop, Mapping) and prop.get("format") == "password":
+            raise InvalidArgumentError(
+                f"R83: a form never asks for a secret, and property {name!r} is a password; nothing was sent. Send "
+                "the user to a page of yours with ask_url(...) to enter it (see docs/rules.md#r83)")
     return dict(schema)
 
 

@@ -57,6 +57,10 @@ class SessionRecord:
     available_commands: list[schema.AvailableCommand] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     """The author's ``Session.data``."""
+    wakeups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Durable wake-ups still pending (``Session.schedule(..., durable=...)``), by tool call id:
+    ``{"name", "payload", "due" (seconds since the epoch), "repeat", "title"}``; re-armed when the session
+    is loaded again."""
     request_meta: dict[str, Any] | None = None
     """The ``_meta`` of the latest ``session/new``, ``session/resume`` or ``session/fork`` for the session."""
     system_prompt: schema.SystemPrompt | None = None

@@ -18,10 +18,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Unpack
 
+import orjson
 from anyio.abc import TaskGroup
 from pydantic import BaseModel
 
@@ -49,7 +51,8 @@ if TYPE_CHECKING:
     from .terminals import Terminal
     from .tool_calls import ToolCall, ToolCallExtras, ToolCallFields
 
-__all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "session_of"]
+__all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "rearm_wakeups",
+           "session_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -404,8 +407,12 @@ class Session:
         foreground work the session is ``requires_action`` while the question waits and ``session/cancel`` withdraws it;
         with ``tool_call`` the question names that tool call, and for a listed (background) tool call
         it is owned by that work instead. Never ask for a secret in a form: use [`ask_url`][acp_agent.Session.ask_url].
-        Raises [`ElicitationUnsupportedError`][acp_agent.ElicitationUnsupportedError] (nothing sent) if the
-        client did not advertise forms.
+
+        Raises:
+            ElicitationUnsupportedError: The client did not advertise forms. Nothing is sent.
+            InvalidArgumentError: A property asks for a secret (``"format": "password"``, R83), or
+                ``tool_call`` is another session's. Nothing is sent.
+            ValueError: ``schema`` is not a flat object schema. Nothing is sent.
         """
         from .questions import ask_form
 
@@ -536,6 +543,8 @@ class Session:
         title: str = "Wake up",
         name: str | None = "schedule_wakeup",
         repeat: float | None = None,
+        durable: str | None = None,
+        payload: Any = None,
     ) -> ToolCall:
         """Schedule foreground work: a tool call that stays ``pending`` (listed) until it fires.
 
@@ -543,12 +552,32 @@ class Session:
         foreground work in the same step (R95). With ``repeat``, it fires every ``repeat``
         seconds after the first and stays ``pending`` until cancelled. Either way it offers
         ``tool_call/cancel``.
+
+        A wake-up ends with its session (close, shutdown, a crash): a replay shows it ``cancelled``
+        (or ``failed`` after a crash). A **durable** one (``durable=`` a name of your choosing,
+        ``payload=`` any JSON value) comes back: its name, payload, due time (wall clock) and
+        ``repeat`` are kept with the session in its store, and when the session is loaded again
+        (``session/resume``, in this process or after a restart) the SDK calls
+        [`Agent.rearm_wakeup`][acp_agent.Agent.rearm_wakeup]``(session, name, payload)`` right after
+        [`Agent.resume_session`][acp_agent.Agent.resume_session]; the work it returns is scheduled
+        again as a new ``pending`` tool call for the time left (at once if the due time passed). A
+        wake-up that fired for good or was cancelled is not kept.
+
+        Raises:
+            LimitExceededError: One more listed item would go past ``limits.max_listed_items``.
+                Nothing is sent.
+            TypeError: ``payload`` is not JSON-serializable (a durable wake-up is stored).
         """
         from .tool_calls import CANCEL_CAPABILITIES
 
+        entry: dict[str, Any] | None = None
+        if durable is not None:
+            orjson.dumps(payload)  # TypeError before anything is sent: it is stored with the session
+            entry = {"name": durable, "payload": payload, "due": time.time() + delay, "repeat": repeat,
+                     "title": title}
         tool = await self.start_tool_call(title, kind="other", name=name, detach=True,
                                           capabilities=CANCEL_CAPABILITIES)
-        tool.wake_up(delay, work, repeat=repeat)
+        tool.wake_up(delay, work, repeat=repeat, durable=entry)
         return tool
 
     async def spawn_subagent(
@@ -754,3 +783,20 @@ def _blocks(content: str | Sequence[ContentBlock]) -> list[ContentBlock]:
     if isinstance(content, str):
         return [TextContent(text=content)]
     return list(content)
+
+
+async def rearm_wakeups(session: Session, agent: Any) -> int:
+    """Schedule again the durable wake-ups ``session``'s store kept (see
+    [`Session.schedule`][acp_agent.Session.schedule]), asking ``agent.rearm_wakeup`` for each one's work;
+    returns how many were re-armed. Called by the SDK when a session is loaded."""
+    record = session._core.record
+    stored = dict(record.wakeups)
+    record.wakeups.clear()
+    rearmed = 0
+    for entry in stored.values():
+        work = await agent.rearm_wakeup(session, entry["name"], entry.get("payload"))
+        if work is not None:
+            await session.schedule(max(0.0, float(entry["due"]) - time.time()), work, title=entry["title"],
+                                   repeat=entry.get("repeat"), durable=entry["name"], payload=entry.get("payload"))
+            rearmed += 1
+    return rearmed

@@ -31,7 +31,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from ._runtime.runtime import SHUTDOWN_TIMEOUT
 from ._runtime.serve import open_runtime, serve
 from ._runtime.storage import session_store
-from ._util import environment, eventloop
+from ._util import awaiting, environment, eventloop
 from ._util.loop_monitor import watch_event_loop
 from ._util.processes import kill_all_process_groups
 from ._wire.connection import Connection
@@ -278,4 +278,5 @@ def run_stdio(agent: Agent, *, backend: str | None = None, uvloop: bool | None =
             level=environment.read(environment.LOG_LEVEL),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+    awaiting.log_never_awaited()  # a forgotten `await session.say(...)`: one error naming the call
     eventloop.run(lambda: serve_stdio(agent, **options), backend=backend, uvloop=uvloop)

@@ -15,10 +15,11 @@ the terminal and its output are kept, and no tool call changes because of it (R1
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import anyio
@@ -80,7 +81,7 @@ class Terminal:
         self._live = False  # announced; False for a process started but never announced
         self._exited = anyio.Event()
         self._exit: ExitStatus | None = None
-        self._exit_callbacks: list[Callable[[ExitStatus], None]] = []
+        self._exit_callbacks: list[Callable[[ExitStatus], Awaitable[None] | None]] = []
         self._output_head = core.sink.output_head(entity.id)
 
     @property
@@ -111,17 +112,26 @@ class Terminal:
         assert self._exit is not None
         return self._exit
 
-    def on_exit(self, callback: Callable[[ExitStatus], None]) -> None:
+    def on_exit(self, callback: Callable[[ExitStatus], Awaitable[None] | None]) -> None:
         """Call ``callback(status)`` right after the exit is reported, in the same snapshot batch
         (at once if the exit was already reported).
 
-        Anything the callback does is part of the exit's step: ``session.start_foreground(report)``
-        there makes the snapshot that drops the terminal already say ``running`` (R95).
+        Anything a plain callback does is part of the exit's step: ``session.start_foreground(report)``
+        there makes the snapshot that drops the terminal already say ``running`` (R95). An ``async``
+        callback (or one that returns an awaitable) is awaited as background work of the session,
+        right after that step; like any background work it cannot send agent messages (start
+        foreground work for that), and an exception it raises is logged.
         """
         if self._exit is not None and self._exited.is_set():
-            callback(self._exit)
+            self._call_exit_callback(callback, self._exit)
         else:
             self._exit_callbacks.append(callback)
+
+    def _call_exit_callback(self, callback: Callable[[ExitStatus], Awaitable[None] | None], status: ExitStatus
+                            ) -> None:
+        result = callback(status)
+        if inspect.isawaitable(result):
+            self._core.spawn(_await, result)
 
     def detach(self) -> None:
         """Hand the process to the background: it is listed until it exits.
@@ -239,9 +249,13 @@ class Terminal:
                 core.emit(TerminalUpdate(terminal_id=self.id, **fields))
                 self._exited.set()
                 for callback in self._exit_callbacks:
-                    callback(status)
+                    self._call_exit_callback(callback, status)
         self._exited.set()
         self._entity.withdraw_questions()
+
+
+async def _await(awaitable: Awaitable[None]) -> None:
+    await awaitable
 
 
 async def start_terminal(

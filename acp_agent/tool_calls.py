@@ -19,6 +19,7 @@ silent extra field on the wire.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Protocol, TypedDict, Unpack
 
@@ -246,24 +247,35 @@ class ToolCall:
             self.end_now(status)
 
     def wake_up(self, delay: float, work: Callable[[], Awaitable[StopReason | None]], *,
-                repeat: float | None = None) -> None:
+                repeat: float | None = None, durable: dict[str, Any] | None = None) -> None:
         """Make this (``pending``, listed) tool call a wake-up timer (see
         [`Session.schedule`][acp_agent.Session.schedule]).
 
         After ``delay`` seconds it completes and ``work`` starts as new foreground work in the same
         step (R95); with ``repeat`` it starts ``work`` every ``repeat`` seconds instead and stays
-        ``pending``. Cancelled (``tool_call/cancel``), it reports ``cancelled``.
+        ``pending``. Cancelled (``tool_call/cancel``), it reports ``cancelled``. ``durable`` is the
+        stored entry of a durable wake-up: kept in the session's record while the timer is pending
+        (its ``due`` moved at each repeat), dropped when it fires for good, is cancelled or ends; the
+        end of the session (close, shutdown) keeps it, to be re-armed when the session is loaded.
         """
         scope = self.own_scope()
         core = self._core
+        wakeups = core.record.wakeups
+        if durable is not None:
+            wakeups[self.id] = durable
 
         async def timer() -> None:
             with scope:
                 await anyio.sleep(delay)
                 while repeat is not None:
+                    if durable is not None:
+                        durable["due"] = time.time() + repeat
                     core.turns.start(work)
                     await anyio.sleep(repeat)
-            if core.closing or self.final:
+            if core.closing or core.turns.refusing is not None:
+                return  # the session is ending: a durable entry stays for the next load
+            wakeups.pop(self.id, None)
+            if self.final:
                 return
             if scope.cancel_called:
                 await self.cancel()

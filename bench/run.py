@@ -724,9 +724,12 @@ def main() -> int:
     parser.add_argument("--echo-reps", type=int, default=3,
                         help="repetitions of the interleaved echo comparison of acp-agent and the official SDKs, "
                              "--echo x2 turns each (default 3; 0 skips it)")
+    parser.add_argument("--remote-blocks", type=int, default=15,
+                        help="blocks of 20 echo turns per server and transport for bench/remote_latency.py (default "
+                             "15; 0 skips it)")
     parser.add_argument("--only", help="comma-separated agent keys (the anchor is always included)")
     parser.add_argument("--skip-scripts", action="store_true",
-                        help="do not run dispatch_overhead.py and background_bench.py")
+                        help="do not run dispatch_overhead.py, background_bench.py and remote_latency.py")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 2 rounds, small workloads, no scripts, no interleaved echo comparison")
     parser.add_argument("--baseline", metavar="CHECKOUT",
@@ -882,6 +885,13 @@ def main() -> int:
         targets.append({"target": "echo p50 <= 1.2x raw stdlib json", "value": r, "ok": r <= 1.2})
         rss = summary["acp-agent"]["peak_rss_mb"]
         targets.append({"target": "peak RSS <= 35 MB (stream workload)", "value": rss, "ok": rss <= 35})
+        if "ts-sdk" in keys:
+            r = startup_ratio(startups, "acp-agent", "ts-sdk")
+            targets.append({"target": "start-up <= 1.0x TypeScript SDK (issue 31)", "value": r, "ok": r <= 1.0})
+        if "official-py" in keys:
+            over = rss - summary["official-py"]["peak_rss_mb"]
+            targets.append({"target": "peak RSS - official Python SDK <= 2 MB (issue 31)", "value": over,
+                            "ok": over <= 2.0})
         if FLOOR in keys:
             floor_startup = startup_ratio(startups, FLOOR, ANCHOR)
             floor_rss = summary[FLOOR]["peak_rss_mb"]
@@ -921,6 +931,20 @@ def main() -> int:
                             "ok": bg_mb_s >= 100})
             targets.append({"target": "terminal KiB per chunk >= 16 (background_bench)", "value": per_chunk_kib,
                             "ok": per_chunk_kib >= 16})
+
+    if not args.skip_scripts and args.remote_blocks:
+        command = ["bench/remote_latency.py", "--blocks", str(args.remote_blocks), "--json"]
+        print()
+        print(f"$ .venv/bin/python {' '.join(command)}   # one connection's echo turn, next to the TS AcpServer")
+        output = run_script(python, command)
+        rows = [orjson.loads(line) for line in output.splitlines() if line.startswith("{")]
+        for row in rows:
+            records.append({"kind": "remote_latency", **row})
+            ours, theirs = row["acp-agent"], row["ts-sdk"]
+            print(f"  {row['transport']:<5} acp-agent p50 {ours['p50']:.3f} ms p99 {ours['p99']:.3f} ms | TS AcpServer "
+                  f"p50 {theirs['p50']:.3f} ms p99 {theirs['p99']:.3f} ms | p50 ratio {row['ratio_p50']:.2f}x")
+            targets.append({"target": f"one {row['transport']} connection's echo p50 <= 1.0x TS AcpServer",
+                            "value": row["ratio_p50"], "ok": row["ratio_p50"] <= 1.0})
 
     if targets:
         print()

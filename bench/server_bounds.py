@@ -12,6 +12,7 @@ Bounded in time and count, loopback only; nothing fails on a number.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ class Server:
         self.host, port = self.url.split("//")[1].split("/")[0].rsplit(":", 1)
         self.port = int(port)
         self.log_at_start = len(self.log)
+        self.held: list[Any] = []
 
     def rss_mb(self) -> float:
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -89,7 +91,9 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def raw(self, timeout: float = 5.0) -> socket.socket:
-        return socket.create_connection((self.host, self.port), timeout=timeout)
+        sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        self.held.append(sock)
+        return sock
 
     def client_ok(self) -> str:
         try:
@@ -112,6 +116,18 @@ class Server:
             self.proc.wait()
 
 
+@contextlib.contextmanager
+def served(root: Path, *args: str, open_files: int | None = None) -> Iterator[Server]:
+    """A fresh server for one scenario, stopped after it; every socket the scenario opened is closed."""
+    server = Server(root, *args, open_files=open_files)
+    try:
+        yield server
+    finally:
+        for held in server.held:
+            held.close()
+        server.stop()
+
+
 def first_answer(sock: socket.socket) -> str:
     try:
         data = sock.recv(200)
@@ -124,8 +140,7 @@ def first_answer(sock: socket.socket) -> str:
 
 def huge_head(root: Path) -> dict[str, Any]:
     """8 requests with a 64 MiB header, no token."""
-    server = Server(root, "--token", "secret")
-    try:
+    with served(root, "--token", "secret") as server:
         rss = server.rss_mb()
         cpu = server.cpu_seconds()
         started = time.monotonic()
@@ -134,105 +149,70 @@ def huge_head(root: Path) -> dict[str, Any]:
         for _ in range(8):
             sock = server.raw(timeout=60)
             sock.sendall(b"POST /acp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ")
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 for _ in range(64):
                     sock.sendall(piece)
                 sock.sendall(b"\r\n\r\n")
-            except (BrokenPipeError, ConnectionResetError):
-                pass
             answers.append(first_answer(sock))
-            sock.close()
         return {"answers": sorted(set(answers)), "seconds": round(time.monotonic() - started, 2),
                 "server_cpu_s": round(server.cpu_seconds() - cpu, 2),
                 "rss_mb": f"{rss:.0f} -> {server.rss_mb():.0f}", "client": server.client_ok()}
-    finally:
-        server.stop()
 
 
 def many_fields(root: Path) -> dict[str, Any]:
     """A request with 5,000 header fields, no token."""
-    server = Server(root)
-    try:
+    with served(root) as server:
         sock = server.raw()
         sock.sendall(b"POST /acp HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X: y\r\n" * 5000 + b"Content-Length: "
                      + str(len(json.dumps(INIT))).encode() + b"\r\nContent-Type: application/json\r\n"
                      + b"Accept: application/json, text/event-stream\r\n\r\n" + json.dumps(INIT).encode())
         return {"answer": first_answer(sock)}
-    finally:
-        server.stop()
 
 
 def slowloris(root: Path) -> dict[str, Any]:
     """300 sockets sending a partial head, then nothing; held after 15 s?"""
-    server = Server(root)
-    try:
-        socks = []
+    with served(root) as server:
         for _ in range(300):
-            sock = server.raw()
-            sock.sendall(b"POST /acp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-            socks.append(sock)
+            server.raw().sendall(b"POST /acp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         time.sleep(1)
         held = server.sockets()
         time.sleep(14)
-        result = {"held_after_1s": held, "held_after_15s": server.sockets(), "client": server.client_ok()}
-        for sock in socks:
-            sock.close()
-        return result
-    finally:
-        server.stop()
+        return {"held_after_1s": held, "held_after_15s": server.sockets(), "client": server.client_ok()}
 
 
 def few_descriptors(root: Path) -> dict[str, Any]:
-    """ulimit -n 256, 300 idle sockets; a real client and the log over 15 s."""
-    server = Server(root, open_files=256)
-    try:
-        socks = []
-        for _ in range(300):
-            try:
-                socks.append(server.raw(timeout=2))
-            except OSError:
-                break
+    """ulimit -n 256, 300 idle sockets; a real client at 3 s and 15 s, and the log."""
+    with served(root, open_files=256) as server:
+        with contextlib.suppress(OSError):
+            for _ in range(300):
+                server.raw(timeout=2)
         time.sleep(3)
         client = server.client_ok()
         time.sleep(12)
-        result = {"client": client, "held": server.sockets(), "log_bytes_15s": server.logged_bytes()}
-        for sock in socks:
-            sock.close()
-        return result
-    finally:
-        server.stop()
+        return {"client_3s": client, "client_15s": server.client_ok(), "held": server.sockets(),
+                "log_bytes_15s": server.logged_bytes()}
 
 
 def idle_websockets(root: Path) -> dict[str, Any]:
     """300 WebSockets that do nothing, --idle-timeout 5: how many are open after 10 s."""
-    server = Server(root, "--idle-timeout", "5", "--max-connections", "2000")
-    try:
-        sockets = [connect(server.url.replace("http", "ws", 1), open_timeout=10) for _ in range(300)]
+    with served(root, "--idle-timeout", "5", "--max-connections", "2000") as server:
+        server.held += [connect(server.url.replace("http", "ws", 1), open_timeout=10).socket for _ in range(300)]
         time.sleep(10)
-        result = {"held_after_10s": server.sockets()}
-        for ws in sockets:
-            ws.close()
-        return result
-    finally:
-        server.stop()
+        return {"held_after_10s": server.sockets()}
 
 
 def stray_responses(root: Path) -> dict[str, Any]:
     """20,000 responses to no request over one WebSocket: bytes logged."""
-    server = Server(root)
-    try:
-        with connect(server.url.replace("http", "ws", 1), open_timeout=10) as ws:
-            ws.send(json.dumps(INIT))
-            ws.recv(10)
-            started = time.monotonic()
-            for i in range(20_000):
-                ws.send(json.dumps({"jsonrpc": "2.0", "id": 10_000 + i, "result": {}}))
-            ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/tmp"}}))
-            ws.recv(30)
-            seconds = time.monotonic() - started
+    with served(root) as server, connect(server.url.replace("http", "ws", 1), open_timeout=10) as ws:
+        ws.send(json.dumps(INIT))
+        ws.recv(10)
+        started = time.monotonic()
+        for i in range(20_000):
+            ws.send(json.dumps({"jsonrpc": "2.0", "id": 10_000 + i, "result": {}}))
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/tmp"}}))
+        ws.recv(30)
+        seconds = time.monotonic() - started
         return {"log_bytes": server.logged_bytes(), "seconds": round(seconds, 2)}
-    finally:
-        server.stop()
 
 
 SCENARIOS: dict[str, Callable[[Path], dict[str, Any]]] = {

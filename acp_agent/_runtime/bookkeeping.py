@@ -113,11 +113,17 @@ class Bookkeeping:
             await change(owner.records[session_id], owner)
             return
         async with self.runtime.live.changing(session_id):  # a resume waits for the stored change
-            store = await self.runtime.keeper.ready()
-            record = await store.load(session_id)
-            if record is None:
-                raise RequestError.session_not_found(session_id)
-            await change(record, None)
+            keeper = self.runtime.keeper
+            await keeper.acquire_or_refuse(session_id)  # not while another process has it active (it would save over)
+            try:
+                store = await keeper.ready()
+                record = await store.load(session_id)
+                if record is None:
+                    raise RequestError.session_not_found(session_id)
+                await change(record, None)
+                await store.sync()  # committed before another process may take the session
+            finally:
+                await keeper.release(session_id)
 
     # -- the methods -------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ from ..schema import (
     LoginAuthRequest,
     LogoutAuthRequest,
 )
-from ..session import Session
+from ..session import Session, rearm_wakeups
 from ..session import session_of as _session
 from ..store import SessionStore, StoredSession
 from ..store.keeper import RecordKeeper
@@ -79,7 +79,7 @@ if TYPE_CHECKING:
         SystemPrompt,
     )
 
-__all__ = ["ACTIVE_IN_ANOTHER_PROCESS", "PROTOCOL_VERSION", "AgentRuntime", "active_in_another_process"]
+__all__ = ["PROTOCOL_VERSION", "AgentRuntime"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +99,6 @@ _GATED: Final = ("session/", "tool_call/", "terminal/")
 """Methods a login gates ([`Agent.require_login`][acp_agent.Agent.require_login])."""
 _UNGATED: Final = frozenset({"session/cancel", "session/close"})
 """Stopping work is never gated: after ``auth/logout`` a client can still cancel and close (R68)."""
-ACTIVE_IN_ANOTHER_PROCESS: Final = "Session is active in another process"
-"""The message of the ``-32002`` answer to a request for a session another process sharing the store has active."""
 SHUTDOWN_TIMEOUT: Final = 5.0
 """Default seconds the end of the connection (EOF, SIGTERM, SIGINT) waits for agent code and
 processes to stop before it kills what is left and reports it ended (``ACP_AGENT_SHUTDOWN_TIMEOUT``)."""
@@ -489,11 +487,10 @@ class AgentRuntime:
                     await self.keeper.release(sid)
 
     async def _acquire(self, sid: str) -> None:
-        """Hold ``sid`` for this connection unless it is active here already; ``-32002`` "Session is active in
-        another process" if a process sharing the store has it
-        ([`SessionStore.acquire_session`][acp_agent.store.SessionStore.acquire_session])."""
-        if sid not in self.records and not await self.keeper.acquire(sid):
-            raise active_in_another_process(sid)
+        """Hold ``sid`` for this connection unless it is active here already (``-32002`` if another process has
+        it: `RecordKeeper.acquire_or_refuse`)."""
+        if sid not in self.records:
+            await self.keeper.acquire_or_refuse(sid)
 
     async def _resume_record(self, request: ResumeSessionRequest, record: SessionRecord) -> ResumeSessionResponse:
         replay = _replay_mode(request.replay_from)
@@ -508,6 +505,8 @@ class AgentRuntime:
         if core is None:
             core = await self._open(record, request.mcp_servers)
             await self.agent.resume_session(_session(core))
+            if record.wakeups:
+                await rearm_wakeups(_session(core), self.agent)  # durable wake-ups it had pending
         else:
             _session(core).mcp_servers = list(request.mcp_servers or [])
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.
@@ -705,11 +704,6 @@ class AgentRuntime:
         await self.agent.set_config_option(session, request.config_id, value)
         option.current_value = value
         return schema.SetSessionConfigOptionResponse(config_options=list(session.config_options))
-
-
-def active_in_another_process(session_id: str) -> RequestError:
-    """The ``-32002`` answer for a session another process sharing the store has active."""
-    return RequestError(ErrorCode.RESOURCE_NOT_FOUND, ACTIVE_IN_ANOTHER_PROCESS, {"sessionId": session_id})
 
 
 def _parse_initialize(params: dict[str, Any]) -> InitializeRequest:

@@ -6,8 +6,7 @@ models build their validators and serializers on first use (``defer_build``). Th
 short, but would make a fresh agent's first ``session/new`` and first prompt pay for them (about
 25 ms each). An editor starts an agent, sends ``initialize`` and ``session/new``, and the user types a
 prompt seconds later; so once ``initialize`` is answered the runtime does that work in the pause
-(`warm_up`): it imports the session modules and the JSON-RPC dispatcher (jsonrpcserver, for calls off the
-direct path: `acp_agent._wire.dispatch`), then builds the models of ``session/new`` and of a
+(`warm_up`): it imports the session modules, then builds the models of ``session/new`` and of a
 plain turn. It takes one step per event-loop pass, so a request arriving meanwhile waits for one step
 at most (the first, the imports, is the longest: 25-45 ms), and no step starts while a request is being
 answered (a ``session/new`` sent with ``initialize`` goes first; for `HOLD_LIMIT` at most). It stops
@@ -19,15 +18,15 @@ watchdog) left running (`acp_agent._util.watch.reap_left_behind`: a look at one 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Callable
 from typing import Final
 
 import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
-
-from .._wire import dispatch
 
 __all__ = ["HOLD_LIMIT", "HOLD_POLL", "WARM_UP_DELAY", "warm_up"]
 
@@ -47,10 +46,15 @@ _done = False
 
 
 def _reap_left_behind() -> None:
-    """Reap what terminals of agents that died left running (the module loads here, not at start-up)."""
-    from .._util.watch import reap_left_behind
+    """Reap what terminals of agents that died left running: a look at a directory that is usually absent or empty
+    (the reaping loads only if it is not)."""
+    from .._util.paths import ledger_dir
 
-    reap_left_behind()
+    with contextlib.suppress(OSError):
+        if os.listdir(ledger_dir()):
+            from .._util.watch import reap_left_behind
+
+            reap_left_behind()
 
 
 def _load_session_modules() -> None:
@@ -87,8 +91,6 @@ async def warm_up(busy: Callable[[], bool] | None = None, hold: Callable[[], boo
         hold_until = anyio.current_time() + HOLD_LIMIT
         await _step(_reap_left_behind, None, hold, hold_until)  # also when a turn runs: it is short
         if not await _step(_load_session_modules, busy, hold, hold_until):
-            return
-        if not await _step(dispatch.load, busy, hold, hold_until):
             return
         for model in _first_turn_models():
             if not model.__pydantic_complete__ and not await _step(model.model_rebuild, busy, hold, hold_until):

@@ -12,8 +12,9 @@ code, message and data; any other exception becomes ``-32603`` "Internal error" 
 may hold paths, tokens or user data), and its traceback is logged on stderr.
 
 A turn whose save failed (a full disk: the store logs the cause with the file's path) never ends with an
-``idle`` that reads as saved: it ends ``error`` with `unsaved_error`, whatever it would have ended with.
-The turn stays in memory and is written by the session's next save that succeeds.
+``idle`` that reads as saved: it ends ``error`` with `unsaved_error`, whatever it would have ended with, except a
+cancelled turn, which ends ``cancelled`` as a cancellation always does (R69; the log tells). The turn stays in
+memory and is written by the session's next save that succeeds.
 """
 
 from __future__ import annotations
@@ -311,8 +312,8 @@ class Turns:
                     saved = await self._end_items(ending)
             if self._cancelled_late:
                 stop, error = "cancelled", None
-            if not saved:  # never an idle that reads as saved: the client learns the turn is not kept
-                stop, error = "error", unsaved_error(self._session_id)
+            if not saved and stop != "cancelled":  # the client learns the turn is not kept (a cancellation
+                stop, error = "error", unsaved_error(self._session_id)  # stays cancelled: R69)
             self.last_stop, self.last_error = stop or "end_turn", error
             self.set_state("idle", self.last_stop, error, self.usage)
             self._sink.flush()  # the client sees the turn end now, not one event-loop pass later

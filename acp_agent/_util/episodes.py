@@ -1,7 +1,7 @@
 """One log line per episode of a repeated failure, not one per failure.
 
 A peer that sends 20,000 stray responses, or a server out of file descriptors failing every
-``accept``, would otherwise write a line (or a traceback) for each. An :class:`Episode` logs the
+``accept``, would otherwise write a line (or a traceback) for each. An `Episode` logs the
 first occurrence, counts the rest, and says how many there were when the next occurrence comes
 after a quiet gap (a new episode) or, while it lasts, once every ``report_every`` seconds.
 """

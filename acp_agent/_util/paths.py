@@ -8,10 +8,13 @@ from typing import Final
 
 from . import environment
 
-__all__ = ["DATA_DIR_ENV", "data_dir"]
+__all__ = ["DATA_DIR_ENV", "LEDGER_DIR", "data_dir", "ledger_dir"]
 
 DATA_DIR_ENV: Final = environment.DATA_DIR.name
 """The environment variable that overrides where agents keep their session files."""
+
+LEDGER_DIR: Final = "processes"
+"""The directory of the terminal ledgers (``acp_agent._util.reaper``), in `data_dir`."""
 
 
 def data_dir() -> Path:
@@ -26,3 +29,8 @@ def data_dir() -> Path:
         base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
         return Path(base) / "acp-agent"
     return Path(platformdirs.user_data_dir("acp-agent", appauthor=False))
+
+
+def ledger_dir() -> Path:
+    """Where the ledgers of terminal processes are (``<data dir>/processes``)."""
+    return data_dir() / LEDGER_DIR

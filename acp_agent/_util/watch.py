@@ -16,30 +16,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import secrets
+import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
 
 from . import reaper
-from .paths import data_dir
+from .paths import ledger_dir
 
-if TYPE_CHECKING:
-    import subprocess
+# Loaded with the first terminal of a process (``processes`` imports this module then), never at start-up.
 
-__all__ = ["LEDGER_DIR", "current", "ended", "ledger_dir", "mark", "reap_left_behind", "started", "stop"]
+__all__ = ["current", "ended", "mark", "reap_left_behind", "started", "stop"]
 
 logger = logging.getLogger(__name__)
-
-LEDGER_DIR: Final = "processes"
-"""The directory of the ledgers, in [`data_dir`][acp_agent.store.data_dir]."""
 
 _lock = threading.Lock()
 _mark: str | None = None
 _watchdog: subprocess.Popen[bytes] | None = None
 _ledger: int | None = None
 _ledger_path: Path | None = None
-_reaped = False
 _retired: list[subprocess.Popen[bytes]] = []  # watchdogs let go (kept referenced: they end on their own)
 
 
@@ -47,18 +43,11 @@ def _supported() -> bool:
     return sys.platform.startswith("linux")
 
 
-def ledger_dir() -> Path:
-    """Where the ledgers are (``<data dir>/processes``)."""
-    return data_dir() / LEDGER_DIR
-
-
 def reap_left_behind() -> int:
-    """Once per process: reap the ledgers of agents that died with their watchdog (see `reaper`); how many
-    processes were signalled."""
-    global _reaped
-    if _reaped or not _supported():
+    """Reap the ledgers of agents that died with their watchdog (see `acp_agent._util.reaper`); how many processes
+    were signalled."""
+    if not _supported():
         return 0
-    _reaped = True
     killed = reaper.reap_ledgers(ledger_dir())
     if killed:
         logger.warning("acp: killed %d process(es) left by terminals of an agent that died", killed)
@@ -78,8 +67,6 @@ def mark() -> str | None:
         return None
     with _lock:
         if _mark is None:
-            import secrets
-
             reap_left_behind()
             _mark = secrets.token_hex(16)
             _open_ledger(_mark)
@@ -107,8 +94,6 @@ def _open_ledger(name: str) -> None:
 
 def _start_watchdog(name: str, ledger: Path | None) -> None:
     global _watchdog
-    import subprocess
-
     try:
         _watchdog = subprocess.Popen(
             [sys.executable, "-I", "-S", reaper.__file__, name, *([str(ledger)] if ledger else [])],
@@ -152,13 +137,18 @@ def ended(pgid: int) -> None:
             _record(f"-{pgid}\n".encode())
 
 
-def stop() -> None:
-    """A normal exit (after every group was killed): delete the ledger and let the watchdog finish."""
+def stop(wait: float = 1.0) -> None:
+    """A normal exit (after every group was killed): delete the ledger and let the watchdog finish (waiting up to
+    ``wait`` seconds for it to reap what left the groups and exit)."""
     with _lock:
         if _ledger_path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(_ledger_path)
+        watchdog = _watchdog
         _close()
+    if watchdog is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            watchdog.wait(wait)
 
 
 def _close() -> None:

@@ -17,9 +17,10 @@ A *bound method* here is a plain callable ``fn(context, /, **params) -> None`` t
 Both return the error of the call as a JSON-RPC ``error`` object, or ``None`` when the method
 ran; the same normalization applies to both, so an answer does not depend on the path taken.
 
-jsonrpcserver is imported on the first `dispatch`, or by `load` (the runtime's warm-up calls it once
-``initialize`` is answered): importing it takes 100-350 ms (``jsonschema``, its asyncio dispatcher), which
-``initialize``, answered through `call`, does not need.
+An unknown method is answered here too (jsonrpcserver would answer it the same way). jsonrpcserver is
+imported only for what is left, a call with by-position params, on the first one: importing it takes
+100-350 ms and 9 MB of RSS (``jsonschema``, its asyncio dispatcher), which no ACP method with object params
+needs (``bench/README.md``, "Performance round 11").
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..errors import ErrorCode, RequestError
 if TYPE_CHECKING:
     from jsonrpcserver import Result
 
-__all__ = ["BoundMethod", "call", "dispatch", "load"]
+__all__ = ["BoundMethod", "call", "dispatch"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +65,12 @@ def dispatch(
 
     ``None`` also for a notification, which jsonrpcserver never answers (a refused one is dropped).
     """
+    bound = table.get(method)
+    if bound is None:
+        return None if "id" not in message else RequestError.method_not_found(method).to_dict()
     from jsonrpcserver import dispatch_to_serializable
 
-    bound = table.get(method)
-    methods = {method: _adapt(bound)} if bound is not None else {}
+    methods = {method: _adapt(bound)}
     response = dispatch_to_serializable(
         message, methods, context=context, deserializer=_identity, validator=_identity
     )
@@ -89,11 +92,6 @@ def _adapt(bound: BoundMethod) -> Callable[..., Result]:
         return Success(None)
 
     return method
-
-
-def load() -> None:
-    """Import jsonrpcserver now (it is otherwise imported on the first `dispatch`)."""
-    import jsonrpcserver  # noqa: F401  (an import statement, so ``python -X importtime`` shows it)
 
 
 def _error(method: str, code: int, message: str, data: Any) -> dict[str, Any]:

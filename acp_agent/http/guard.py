@@ -1,23 +1,24 @@
 """What a peer costs before the application sees it: sockets, request heads, and batched writes.
 
 uvicorn serves each TCP connection with an asyncio protocol of the class its ``http`` setting names
-(a documented setting that takes a class). :func:`guarded_protocol` makes such a class: it wraps the
+(a documented setting that takes a class). `guarded_protocol` makes such a class: it wraps the
 protocol uvicorn would have used (its own ``auto``/``httptools``/``h11``, created with the arguments
 uvicorn passes) and keeps it behind two thin layers, using only asyncio's public protocol and
 transport interfaces and no uvicorn internals:
 
-- **Sockets are counted** against :attr:`Bounds.max_sockets` from the moment they are accepted;
+- **Sockets are counted** against `Bounds.max_sockets` from the moment they are accepted;
   one more gets ``503`` and is closed at once, so idle or half-open TCP sockets cannot take the
   file descriptors real clients need (the limit stays below the process's descriptor limit).
 - **Request heads are bounded** before authentication: a head larger than
-  :attr:`Bounds.max_head_bytes` or with more than :attr:`Bounds.max_header_fields` fields gets
-  ``431``, and a head not complete within :attr:`Bounds.head_timeout` of its first byte (or of the
+  `Bounds.max_head_bytes` or with more than `Bounds.max_header_fields` fields gets
+  ``431``, and a head not complete within `Bounds.head_timeout` of its first byte (or of the
   connection, for the first request) closes the connection. The layer finds request boundaries
   from ``Content-Length``; after a chunked body or an upgrade (WebSocket) it steps aside.
 - **Writes are batched**: what the server writes during one pass of the event loop goes to the
-  socket in one write (a turn's several WebSocket frames or SSE events: one system call).
+  socket in one write (a turn's several WebSocket frames or SSE events: one system call), and a
+  pause of reading takes effect at the end of the pass, so one undone within it costs nothing.
 
-Refusals are logged once per episode (:mod:`acp_agent._util.episodes`), never once per peer.
+Refusals are logged once per episode (`acp_agent._util.episodes`), never once per peer.
 This module is an asyncio protocol because uvicorn's transports are asyncio's; it never awaits.
 """
 
@@ -88,7 +89,8 @@ class BatchingTransport:
     """The socket's transport as the wrapped protocol sees it: writes of one loop pass go out as one,
     and ``set_protocol`` (an upgrade) replaces the protocol behind the guard, not the guard."""
 
-    __slots__ = ("_guard", "_loop", "_pending", "_scheduled", "_size", "transport", "written")
+    __slots__ = ("_guard", "_loop", "_pause_due", "_paused", "_pending", "_scheduled", "_size", "_want_paused",
+                 "transport", "written")
 
     def __init__(self, transport: asyncio.Transport, guard: GuardedProtocol, loop: asyncio.AbstractEventLoop) -> None:
         self.transport = transport
@@ -97,6 +99,7 @@ class BatchingTransport:
         self._pending: list[bytes] = []
         self._size = 0
         self._scheduled = False
+        self._want_paused = self._paused = self._pause_due = False
         self.written = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -148,6 +151,34 @@ class BatchingTransport:
         self._size = 0
         self.transport.abort()
 
+    def pause_reading(self) -> None:
+        """Stop reading at the end of this pass of the loop, unless reading resumes first.
+
+        uvicorn pauses reading after each WebSocket message until the application takes it, usually in the
+        next pass: deferred, the pause and its resume cost no system call then.
+        """
+        self._want_paused = True
+        if not self._pause_due:
+            self._pause_due = True
+            self._loop.call_soon(self._pause_now)
+
+    def resume_reading(self) -> None:
+        """Read again (at once if reading was paused)."""
+        self._want_paused = False
+        if self._paused:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        """Whether reading goes on (not paused, nor about to be)."""
+        return not self._want_paused and bool(self.transport.is_reading())
+
+    def _pause_now(self) -> None:
+        self._pause_due = False
+        if self._want_paused and not self._paused and not self.transport.is_closing():
+            self._paused = True
+            self.transport.pause_reading()
+
     def get_write_buffer_size(self) -> int:
         """Bytes not yet written to the socket, held here or in the transport."""
         return self._size + self.transport.get_write_buffer_size()
@@ -167,7 +198,7 @@ class BatchingTransport:
 class GuardedProtocol(asyncio.Protocol):
     """Counts the socket, bounds request heads and batches writes in front of uvicorn's protocol.
 
-    A subclass made by :func:`guarded_protocol` is given to uvicorn as its ``http`` class; uvicorn
+    A subclass made by `guarded_protocol` is given to uvicorn as its ``http`` class; uvicorn
     calls it with the arguments of its own protocols, which go to the wrapped protocol unchanged.
     """
 

@@ -21,7 +21,7 @@ import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
-from .._util import environment, eventloop
+from .._util import awaiting, environment, eventloop
 from .._util.episodes import EpisodeFilter
 from ..agent import Agent
 from ..store import SessionStore
@@ -118,7 +118,7 @@ NOISY_FAILURES: Final = (
     ("uvicorn.error", "Invalid HTTP request received."),
 )
 """Log messages (logger, start of the message) that come once per failing peer or ``accept``: logged once per
-episode (:class:`~acp_agent._util.episodes.EpisodeFilter`)."""
+episode (`EpisodeFilter`)."""
 
 
 def http_protocol(setting: str | type[asyncio.Protocol]) -> tuple[type[asyncio.Protocol], str]:
@@ -140,14 +140,14 @@ def describe_stack(http: str | type[asyncio.Protocol] = "auto", ws: object = WEB
 
 
 def guard_bounds(settings: HttpOptions) -> Bounds:
-    """The server's :class:`~acp_agent.http.guard.Bounds`: four sockets per ``max_connections`` (a Streamable HTTP
+    """The server's `Bounds`: four sockets per ``max_connections`` (a Streamable HTTP
     client holds a POST connection and one or more event streams), below the file-descriptor limit."""
     return Bounds(max_sockets=descriptor_room(4 * settings.max_connections))
 
 
 @contextlib.contextmanager
 def one_line_per_episode() -> Iterator[None]:
-    """Log :data:`NOISY_FAILURES` once per episode while the server runs."""
+    """Log `NOISY_FAILURES` once per episode while the server runs."""
     filters = [(logging.getLogger(name), EpisodeFilter((prefix,))) for name, prefix in NOISY_FAILURES]
     for target, one in filters:
         target.addFilter(one)
@@ -178,8 +178,8 @@ async def serve_http(
 ) -> None:
     """Serve ``agent`` on uvicorn in the running asyncio loop until a signal (see `run_http`).
 
-    Every connection goes through :mod:`acp_agent.http.guard` first (``bounds``, default
-    :func:`guard_bounds`); WebSockets are uvicorn's :data:`WEBSOCKET_PROTOCOL` unless
+    Every connection goes through `acp_agent.http.guard` first (``bounds``, default
+    `guard_bounds`); WebSockets are uvicorn's `WEBSOCKET_PROTOCOL` unless
     ``uvicorn_settings`` names another ``ws``."""
     if "allowed_hosts" not in options and is_loopback(host):
         options["allowed_hosts"] = LOOPBACK_HOSTS
@@ -237,4 +237,5 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
             level=environment.read(environment.LOG_LEVEL),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+    awaiting.log_never_awaited()  # a forgotten `await session.say(...)`: one error naming the call
     eventloop.run(lambda: serve_http(agent, host=host, port=port, **options), backend="asyncio", uvloop=uvloop)

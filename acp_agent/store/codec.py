@@ -55,6 +55,8 @@ def encode_state(record: SessionRecord) -> bytes:
         "availableCommands": [_dump(c) for c in record.available_commands],
         "data": record.data,
     }
+    if record.wakeups:
+        state["wakeups"] = record.wakeups
     try:
         return orjson.dumps(state)
     except TypeError as exc:
@@ -80,7 +82,7 @@ def encode_info_text(record: SessionRecord) -> str:
 def encode_state_text(record: SessionRecord) -> str:
     """`encode_state` as text; a session with no options, no commands and empty ``data`` takes no
     serializing."""
-    if not record.config_options and not record.available_commands and not record.data:
+    if not record.config_options and not record.available_commands and not record.data and not record.wakeups:
         return _EMPTY_STATE
     return encode_state(record).decode()
 
@@ -118,6 +120,7 @@ def record_from(
                                        columns["session_id"]),
         available_commands=[AvailableCommand.model_validate(c) for c in state_doc.get("availableCommands") or []],
         data=dict(state_doc.get("data") or {}),
+        wakeups=dict(state_doc.get("wakeups") or {}),
         principal=columns.get("principal") or DEFAULT_PRINCIPAL,
     )
 

@@ -32,12 +32,12 @@ from typing import Final
 
 import anyio
 
-from ..errors import StoreError, StoreUnusableError
+from ..errors import ErrorCode, RequestError, StoreError, StoreUnusableError
 from ..records import SessionRecord
 from .base import ListingKey, SessionStore, StoredSession
 from .memory import MemoryStore
 
-__all__ = ["FLUSH_INTERVAL", "HELD_RETRY_MAX", "RecordKeeper"]
+__all__ = ["ACTIVE_IN_ANOTHER_PROCESS", "FLUSH_INTERVAL", "HELD_RETRY_MAX", "RecordKeeper", "active_in_another_process"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,15 @@ FLUSH_INTERVAL: Final = 1.0
 
 HELD_RETRY_MAX: Final = 60.0
 """Seconds between retries of a held session's save, at most (the wait doubles from `FLUSH_INTERVAL`)."""
+
+
+ACTIVE_IN_ANOTHER_PROCESS: Final = "Session is active in another process"
+"""The message of the ``-32002`` answer to a request for a session another process sharing the store has active."""
+
+
+def active_in_another_process(session_id: str) -> RequestError:
+    """The ``-32002`` answer for a session another process sharing the store has active."""
+    return RequestError(ErrorCode.RESOURCE_NOT_FOUND, ACTIVE_IN_ANOTHER_PROCESS, {"sessionId": session_id})
 
 
 class RecordKeeper:
@@ -151,6 +160,11 @@ class RecordKeeper:
             return True
         await store.release_session(session_id)
         return False
+
+    async def acquire_or_refuse(self, session_id: str) -> None:
+        """:meth:`acquire`, or raise ``-32002`` "Session is active in another process" (`active_in_another_process`)."""
+        if not await self.acquire(session_id):
+            raise active_in_another_process(session_id)
 
     async def release(self, session_id: str) -> None:
         """Give the hold back (the session left this connection, saved, or never became active)."""

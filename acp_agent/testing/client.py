@@ -46,6 +46,10 @@ __all__ = [
     "spawn_agent",
 ]
 
+WAIT_FOR_INTERVAL = 0.02
+"""Seconds between checks of a [`Client.wait_for`][acp_agent.testing.Client.wait_for] predicate while no message
+arrives."""
+
 STDERR_TAIL_BYTES = 4096
 """How many trailing bytes of an agent subprocess's stderr [`AgentExitedError`][acp_agent.testing.AgentExitedError]
 quotes (at most)."""
@@ -337,6 +341,17 @@ class Client:
 
     Use it inside [`connect_agent`][acp_agent.testing.connect_agent] or [`spawn_agent`][acp_agent.testing.spawn_agent].
     Every request helper raises [`RequestError`][acp_agent.RequestError] when the agent answers with an error.
+
+    Attributes:
+        transcript: Every message in both directions, in wire order (`TranscriptEntry` items).
+        sessions: The client's view of each session, by id (`SessionView`; also `view(session_id)`).
+        pending_permissions: Permission requests held for a hand answer (``permission_policy=None``), by
+            arrival number (0, 1, 2, ...): ``{"params": <the request's params>, "done": <event>}``. Read
+            ``["params"]``; answer with `answer_permission`, which also removes the entry.
+        pending_elicitations: Questions held for a hand answer (no ``elicitation_policy``, or it returned
+            ``None``), shaped and numbered the same way; answer with `answer_elicitation`.
+        returncode: The exit code of an agent subprocess once it ended, else ``None``.
+        checker: The wire-rule checker fed with every message (``None`` with ``check=False``).
     """
 
     def __init__(
@@ -375,12 +390,16 @@ class Client:
         [`pending_elicitations`][acp_agent.testing.Client.pending_elicitations] for
         [`answer_elicitation`][acp_agent.testing.Client.answer_elicitation]."""
         self.pending_elicitations: dict[int, dict[str, Any]] = {}
-        """Elicitations waiting for a hand answer: arrival number (0, 1, 2, ...) -> ``{"params": ...}``."""
+        """Elicitations waiting for a hand answer: arrival number (0, 1, 2, ...) -> ``{"params": <the request's
+        params>, "done": <an event the answer sets>}``; read ``["params"]``, answer with
+        [`answer_elicitation`][acp_agent.testing.Client.answer_elicitation]."""
         self._elicitation_count = 0
         self.permission_policy = permission_policy
         self.sessions: dict[str, SessionView] = {}
         self.pending_permissions: dict[Any, dict[str, Any]] = {}
-        """Permission requests waiting for a hand answer, by arrival number (0, 1, 2, ...)."""
+        """Permission requests waiting for a hand answer, by arrival number (0, 1, 2, ...): ``{"params": <the
+        request's params>, "done": <an event the answer sets>}``; read ``["params"]``, answer with
+        [`answer_permission`][acp_agent.testing.Client.answer_permission]."""
         self._permission_count = 0
         self.returncode: int | None = None
         """Exit code of an agent subprocess, once it ended (see [`spawn_agent`][acp_agent.testing.spawn_agent])."""
@@ -542,8 +561,13 @@ class Client:
         assert self.returncode is not None
         return self.returncode
 
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-        """Wait until ``predicate()`` holds (checked after every message), or time out.
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0, *,
+                       interval: float = WAIT_FOR_INTERVAL) -> None:
+        """Wait until ``predicate()`` holds, or time out (`TimeoutError`).
+
+        The predicate is checked after every message from the agent and every ``interval`` seconds
+        besides, so it may look at the agent's own state too (``lambda: agent.done``), not only at
+        what the client saw.
 
         Raises [`AgentExitedError`][acp_agent.testing.AgentExitedError] when an agent subprocess exited with it still
         false.
@@ -555,7 +579,8 @@ class Client:
                     exited = await agent.explain(None)
                     if exited is not None:
                         raise exited
-                await self._changed.wait()
+                with anyio.move_on_after(interval):
+                    await self._changed.wait()
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -762,6 +787,12 @@ async def spawn_agent(
     (killing it after 10 seconds); its exit code is then in ``client.returncode``.
     ``limits`` cannot reach another process: the agent's own ``run_stdio(agent, limits=...)``
     (or its ``Agent.limits``) sets them, so passing one raises ``TypeError``.
+
+    When the block ends normally, the whole transcript is judged by the client's
+    [`WireChecker`][acp_agent.testing.WireChecker], as for [`connect_agent`][acp_agent.testing.connect_agent]: a
+    broken rule raises `AssertionError` listing every violation (``check=False`` skips it). Validation
+    against the official JSON Schema is not done here; the pytest fixtures (``acp_client``,
+    ``acp_connect``) do both.
     """
     if limits is not None:
         raise TypeError("an agent subprocess sets its own limits (run_stdio(agent, limits=...)); "

@@ -22,17 +22,24 @@ backend in use):
 
 A command-line agent that dies makes the waiting request fail with
 [`AgentExitedError`][acp_agent.testing.AgentExitedError] (exit status and stderr tail).
+
+A forgotten ``await``: in every test, a coroutine of acp-agent's (``session.say(...)``,
+``tool.complete()``, ``client.prompt(...)``, ...) that is created and dropped without being awaited fails
+the test, naming the file and line that called it (Python itself only warns, and the call did nothing).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+import sys
+import warnings
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import pytest
 
+from .._util.awaiting import NEVER_AWAITED, describe, sdk_call
 from .checker import WireChecker
 from .client import Client, connect_agent, spawn_agent
 
@@ -42,6 +49,32 @@ __all__ = ["acp_client", "acp_connect", "check_client"]
 def pytest_configure(config: pytest.Config) -> None:
     """Register the ``acp_agent`` marker."""
     config.addinivalue_line("markers", "acp_agent(target): the agent (instance, class or command) for acp_client")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """Fail a test in which an acp-agent coroutine was never awaited, at the line that created it."""
+    depth = sys.get_coroutine_origin_tracking_depth()
+    sys.set_coroutine_origin_tracking_depth(max(depth, 1))  # where each coroutine was created
+    try:
+        with warnings.catch_warnings(record=True) as caught:  # the filters in force stay as they are
+            warnings.filterwarnings("always", message=NEVER_AWAITED.pattern, category=RuntimeWarning)
+            result = yield
+    finally:
+        sys.set_coroutine_origin_tracking_depth(depth)
+    problems = []
+    for warning in caught:
+        qualname = sdk_call(str(warning.message)) if issubclass(warning.category, RuntimeWarning) else None
+        if qualname is None:  # not ours: on to pytest's own record, as if this wrapper were not here
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
+                                   source=warning.source)
+            continue
+        origin = getattr(warning.source, "cr_origin", None)
+        filename, lineno = (origin[0][0], origin[0][1]) if origin else (warning.filename, warning.lineno)
+        problems.append(describe(qualname, filename, lineno))
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+    return result
 
 
 def check_client(client: Client, *, schema_path: str | None = None) -> list[str]:

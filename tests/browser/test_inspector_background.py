@@ -72,6 +72,20 @@ def test_subagent_in_the_tree(page: Page) -> None:
     page.wait_for(lambda: not items(page, "subagent"), 20, "the subagent to finish")
 
 
+def test_subagent_stopped_with_session_cancel(page: Page) -> None:
+    page.prompt("/subagent 30 a long answer from a child")
+    page.wait_for(lambda: items(page, "subagent") and items(page, "subagent")[0].find_elements(
+        "css selector", css("stop")), what="the subagent listed with a Stop button")
+    child = page.js("return acpInspector.model.sessions.get(arguments[0]).background[0].sessionId",
+                    page.one(".session.selected").get_attribute("data-session-id"))
+    items(page, "subagent")[0].find_element("css selector", css("stop")).click()
+    page.wait_for(lambda: not items(page, "subagent"), what="the stopped subagent to leave the list")
+    cancels = page.js("return acpInspector.model.wire.filter(e => e.dir === 'out' && e.msg.method === "
+                      "'session/cancel').map(e => e.msg.params.sessionId)")
+    assert cancels == [child]
+    assert not page.all(css("violation"))
+
+
 def test_ask_allow_and_reject(page: Page) -> None:
     for kind, word in (("allow_once", "allowed"), ("reject_once", "rejected")):
         page.prompt(f"/ask deploy {word}")

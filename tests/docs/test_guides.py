@@ -20,6 +20,8 @@ from docs_src.asking import MigrationAgent, SignInAgent
 from docs_src.background_work import DevAgent
 from docs_src.bookkeeping_test import test_title_archive_status
 from docs_src.config_options import MODE_OPTION, ModalAgent
+from docs_src.diff_edit import EditingAgent
+from docs_src.durable_wakeup import DeployWatcher
 from docs_src.extensions import IndexingAgent
 from docs_src.first_agent import EchoAgent
 from docs_src.import_threads import import_threads
@@ -254,3 +256,42 @@ def test_the_script_prints_the_answer() -> None:
     done = subprocess.run([sys.executable, "-m", "docs_src.testing_script"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=True)
     assert done.stdout == "['hello'] end_turn\n"
+
+
+async def test_a_durable_wakeup_survives_a_restart(tmp_path: Path) -> None:
+    store_file = tmp_path / "agent.sqlite3"
+    first = SqliteStore(store_file)
+    async with connect_agent(DeployWatcher(), store=first) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        view = await client.prompt_and_wait(sid, "deploy")
+        assert [item["type"] for item in view.background or []] == ["tool_call"]
+    await first.close()  # the agent stopped before the check was due
+
+    second = SqliteStore(store_file)
+    async with connect_agent(DeployWatcher(), store=second) as client:  # restarted
+        await client.initialize()
+        await client.resume_session(sid, "/tmp")
+        view = client.view(sid)
+        [again] = view.background or []
+        assert view.tool_calls[again["toolCallId"]]["status"] == "pending"  # re-armed for the time left
+        await client.cancel_tool_call(sid, again["toolCallId"])
+        await client.wait_for(lambda: view.background == [])
+    await second.close()
+
+
+async def test_a_diff_reaches_the_client(tmp_path: Path) -> None:
+    (tmp_path / "greeting.txt").write_text("Hello\n")
+    async with connect_agent(EditingAgent()) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        view = await client.prompt_and_wait(sid, "greet the world")
+        [tool] = view.tool_calls.values()
+        assert tool["status"] == "completed" and tool["kind"] == "edit"
+        chunks = [u["content"] for u in view.updates if u["sessionUpdate"] == "tool_call_content_chunk"]
+        [diff] = [c for c in chunks if c["type"] == "diff"]
+        path = str(tmp_path / "greeting.txt")
+        assert diff["changes"] == [{"operation": "modify", "path": path, "fileType": "text"}]
+        assert diff["patch"]["format"] == "git_patch"
+        assert f"--- {path}\n+++ {path}\n" in diff["patch"]["text"] and "+Hello, world\n" in diff["patch"]["text"]
+    assert (tmp_path / "greeting.txt").read_text() == "Hello, world\n"

@@ -16,11 +16,12 @@ import anyio
 import pytest
 
 from acp_agent import RequestError
-from acp_agent._runtime.runtime import ACTIVE_IN_ANOTHER_PROCESS
 from acp_agent._session.turns import NOT_SAVED
-from acp_agent._util.reaper import start_time, stat_fields
+from acp_agent._util.reaper import start_time
+from acp_agent.store.keeper import ACTIVE_IN_ANOTHER_PROCESS
 from acp_agent.testing.client import Client, spawn_agent
 from tests.e2e.test_store_e2e import STORE_AGENT, kill
+from tests.helpers.remote import children_of, is_watchdog
 
 pytestmark = pytest.mark.anyio
 
@@ -141,7 +142,8 @@ async def test_a_session_active_in_one_process_is_refused_in_another(tmp_path: P
     cwd = str(tmp_path)
 
     async def refused(client: Client, method: str, sid: str) -> None:
-        params = {"sessionId": sid, "cwd": cwd} if method == "session/resume" else {"sessionId": sid}
+        params: dict[str, str] = {"sessionId": sid, **({"cwd": cwd} if method == "session/resume" else {}),
+                                  **({"title": "t"} if method == "session/set_title" else {})}
         with pytest.raises(RequestError) as caught:
             await client.request(method, params)
         assert (caught.value.code, caught.value.message) == (-32002, ACTIVE_IN_ANOTHER_PROCESS)
@@ -154,6 +156,8 @@ async def test_a_session_active_in_one_process_is_refused_in_another(tmp_path: P
         await first.prompt_and_wait(sid, "one")
         await refused(second, "session/resume", sid)
         await refused(second, "session/delete", sid)
+        await refused(second, "session/archive", sid)  # a stored change would be saved over by the first
+        await refused(second, "session/set_title", sid)
         await first.prompt_and_wait(sid, "two")
         await first.close_session(sid)  # saved, then let go
         await second.resume_session(sid, cwd)
@@ -211,15 +215,8 @@ async def wait_gone(pids: list[int], seconds: float) -> float:
 
 def watchdog_of(agent_pid: int) -> int:
     """The pid of the watchdog the agent ``agent_pid`` started (its child running ``reaper.py``)."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
-            parent = int(stat_fields(Path(f"/proc/{name}/stat").read_bytes())[1])
-            if parent == agent_pid and any(arg.endswith(b"reaper.py") for arg in argv):
-                return int(name)
-    raise AssertionError(f"agent {agent_pid} has no watchdog")
+    (watchdog,) = [pid for pid in children_of(agent_pid) if is_watchdog(pid)]
+    return watchdog
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watchdog needs /proc (Linux)")

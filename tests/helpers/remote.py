@@ -36,11 +36,21 @@ class ServedAgent:
         return "ws" + self.url[len("http"):]
 
     def children(self) -> set[int]:
-        """Processes whose parent is the server (the terminals its sessions started)."""
-        return children_of(self.proc.pid)
+        """Processes whose parent is the server: the terminals its sessions started (not the watchdog that kills
+        them if the server is killed, ``acp_agent._util.reaper``, which lives as long as the server)."""
+        return {pid for pid in children_of(self.proc.pid) if not is_watchdog(pid)}
 
     def log(self) -> str:
         return "".join(self.stderr)
+
+
+def is_watchdog(pid: int) -> bool:
+    """Whether ``pid`` is a terminal watchdog (it runs ``acp_agent/_util/reaper.py``)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(arg.endswith(b"reaper.py") for arg in argv)
 
 
 def children_of(pid: int) -> set[int]:
@@ -121,7 +131,7 @@ def printing_process(command: list[str], url_line: re.Pattern[str], what: str,
         if not ready.wait(30) or not url:
             raise AssertionError(f"the {what} printed no URL:\n{''.join(lines)}")
         yield proc, url[0], lines
-        children = children_of(proc.pid)
+        children = children_of(proc.pid)  # the watchdog too: it ends with the server
         proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(20)

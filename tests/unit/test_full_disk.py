@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from acp_agent._session.turns import NOT_SAVED
-from acp_agent.store import SqliteStore
+from acp_agent.store import SqliteStore, StoreError
 from acp_agent.store.journal import JournalFile
 from acp_agent.testing.client import connect_agent
 from tests.helpers.agents import ScriptedAgent
@@ -80,3 +80,29 @@ async def test_a_turn_not_saved_ends_with_an_error_and_the_cause_is_logged(
         await client.initialize()
         await client.resume_session(sid, str(tmp_path), replay=True)
         assert list(client.view(sid).messages().values()) == ["echo saved before", f"echo {big}", "echo after"]
+
+
+async def test_a_cancelled_turn_not_saved_still_ends_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R69 wins: a cancellation never ends ``error``; the log says the save failed."""
+    store = SqliteStore(tmp_path / "agent.sqlite3")
+    async with connect_agent(ScriptedAgent(), store=store) as client:
+        await client.initialize()
+        sid = await client.new_session(str(tmp_path))
+        await client.prompt_and_wait(sid, "echo saved before")
+        await Disk(store, monkeypatch).fill()
+
+        def full(self: SqliteStore, db: Any, saves: Any) -> None:  # the database has free pages left: fill them
+            raise StoreError(f"could not save session {sid} to {self.path}: disk full (database or disk is full)")
+
+        monkeypatch.setattr(SqliteStore, "_apply", full)
+        view = client.view(sid)
+        await client.prompt(sid, "sleep 30")
+        await client.wait_for(lambda: "sleeping" in view.messages().values())
+        client.cancel(sid)
+        await client.wait_idle(sid, 2)
+        assert view.updates[-1]["stopReason"] == "cancelled" and "error" not in view.updates[-1]
+        assert "disk full" in caplog.text
+        monkeypatch.undo()
+    await store.close()

@@ -250,3 +250,35 @@ async def test_asgi_app_on_loopback_refuses_a_foreign_host() -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://10.0.0.5") as client:
         elsewhere = await client.get("/acp", headers={"host": "agent.example", "accept": "text/event-stream"})
     assert elsewhere.status_code == 400  # not served on loopback: allowed_hosts decides, and it is unset
+
+
+class PausableTransport(FakeTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = True
+
+    def pause_reading(self) -> None:
+        self.calls.append("pause")
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.calls.append("resume")
+        self.reading = True
+
+    def is_reading(self) -> bool:
+        return self.reading
+
+
+def test_a_pause_undone_within_the_pass_costs_nothing_and_one_kept_takes_effect() -> None:
+    transport, loop = PausableTransport(), FakeLoop()
+    batch = BatchingTransport(transport, None, loop)  # type: ignore[arg-type]
+    batch.pause_reading()
+    assert not batch.is_reading()
+    batch.resume_reading()
+    loop.run_once()
+    assert transport.calls == [] and batch.is_reading()
+    batch.pause_reading()
+    loop.run_once()
+    assert transport.calls == ["pause"] and not batch.is_reading()
+    batch.resume_reading()
+    assert transport.calls == ["pause", "resume"] and batch.is_reading()

@@ -19,6 +19,8 @@ import orjson
 import pytest
 
 from acp_agent import RequestError, Session, StopReason
+from acp_agent._util import watch
+from acp_agent._util.reaper import MARK_ENV
 from acp_agent.terminals import command_text
 from acp_agent.testing.client import Client, connect_agent
 from tests.helpers.agents import ForkingAgent, ScriptedAgent
@@ -310,6 +312,7 @@ DUMP_ENV = [sys.executable, "-c", "import json, os, sys; sys.stdout.write(json.d
 
 async def test_terminal_environment_is_the_agents_plus_the_authors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACP_TEST_AGENT_ONLY", "agent")
+    monkeypatch.setenv("ACP_AGENT_TOKEN", "never in a terminal")
     monkeypatch.setenv("ACP_TEST_BOTH", "agent")
 
     async def run(session: Session, arg: str) -> None:
@@ -317,13 +320,16 @@ async def test_terminal_environment_is_the_agents_plus_the_authors(monkeypatch: 
         terminal = await session.start_terminal(DUMP_ENV, env=env if arg == "env" else None)
         await terminal.wait()
         agent.h[arg] = json.loads(terminal.tail())
-        agent.h[f"{arg}-expected"] = {**os.environ, **(env if arg == "env" else {})}
+        # The agent's environment without the SDK's variables (child_environment), the author's, and the mark
+        # the watchdog finds the terminal's processes by (reaper).
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("ACP_AGENT_")}
+        agent.h[f"{arg}-expected"] = {**inherited, **(env if arg == "env" else {}), MARK_ENV: watch.current()}
 
     agent = BgAgent(run=run)
     async with opened(agent) as (client, sid, _):
         await client.prompt_and_wait(sid, "run env")
         await client.prompt_and_wait(sid, "run plain")
-    assert agent.h["env"] == agent.h["env-expected"]  # exactly: nothing added, nothing lost
+    assert agent.h["env"] == agent.h["env-expected"]  # exactly: nothing else added, nothing else lost
     assert agent.h["env"]["ACP_TEST_BOTH"] == "author"  # the author wins on conflicts
     assert agent.h["env"]["ACP_TEST_AGENT_ONLY"] == "agent"
     assert agent.h["env"]["ACP_TEST_AUTHOR_ONLY"] == "author $(x) `y`"  # values are never expanded

@@ -20,6 +20,7 @@ PUBLIC_NAMES = [
     "HostedMcpRequest",
     "McpErrorAnswer",
     "PermissionPolicy",
+    "RemoteTransport",
     "RuleViolation",
     "SchemaValidator",
     "SessionView",
@@ -29,6 +30,7 @@ PUBLIC_NAMES = [
     "byte_pipe",
     "check_transcript",
     "connect_agent",
+    "connect_remote",
     "default_schema_path",
     "monitor_event_loop",
     "spawn_agent",
@@ -61,7 +63,7 @@ def test_public_names_are_pinned() -> None:
     assert acp_agent.testing.__all__ == PUBLIC_NAMES
     for name in PUBLIC_NAMES:
         value = getattr(acp_agent.testing, name)
-        if callable(value) and name != "PermissionPolicy":  # a type alias carries no docstring of its own
+        if callable(value) and name not in ("PermissionPolicy", "RemoteTransport"):  # type aliases: no docstring
             assert (value.__doc__ or "").strip(), f"acp_agent.testing.{name} has no docstring"
     assert (acp_agent.testing.__doc__ or "").strip()
 
@@ -80,8 +82,9 @@ def test_the_runtime_never_imports_the_testing_package() -> None:
 
         def import_all(package):
             for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-                # demo.py is a command (``python -m acp_agent.demo``) built on the testing client.
-                if info.name in ("acp_agent.testing", "acp_agent.demo"):
+                # demo.py and dev/ are commands (``python -m acp_agent.demo``, ``python -m acp_agent dev``)
+                # built on the testing client.
+                if info.name in ("acp_agent.testing", "acp_agent.demo", "acp_agent.dev"):
                     continue
                 module = importlib.import_module(info.name)
                 if info.ispkg:

@@ -119,6 +119,12 @@ function renderHeader() {
   ] : []));
 }
 
+// A Stop button: terminal/cancel and tool_call/cancel are requests, session/cancel (a child) a notification.
+function stopItem(method, params) {
+  if (method === "session/cancel") op({ op: "notify", method, params }).catch((e) => showError(e.message));
+  else request(method, params).catch(() => {});
+}
+
 function renderSession(view) {
   $("sessions").replaceChildren(...sessionsList(model, selected, (id) => {
     selected = id;
@@ -143,7 +149,7 @@ function renderSession(view) {
   }
   const bgKey = `${view?.id}:${model.version}`;
   if (drawn.bg !== bgKey) {
-    $("background").replaceChildren(...background(model, view, (method, params) => request(method, params)));
+    $("background").replaceChildren(...background(model, view, stopItem));
     drawn.bg = bgKey;
   }
 }

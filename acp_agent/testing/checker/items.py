@@ -71,6 +71,10 @@ class ItemRules(CheckerModel):
         caps = obj(self.client_caps.get("elicitation"))
         if mode in ("form", "url") and not isinstance(caps.get(mode), dict):
             self.flag("R83", f"elicitation mode {mode!r} was not advertised by the client", req.message)
+        properties = obj(obj(req.params.get("requestedSchema")).get("properties"))
+        secrets = [name for name, prop in properties.items() if obj(prop).get("format") == "password"]
+        if mode == "form" and secrets:
+            self.flag("R83", f"a form asks for a secret (password property {secrets[0]!r})", req.message)
 
     def permission_request(self, s: SessionModel, req: Req) -> None:
         """Record a ``session/request_permission`` and what its subject names (R81, R110)."""

@@ -77,7 +77,7 @@ RULES: dict[str, str] = {
     "R79": "a child's announcing subagent_update precedes every message naming the child; a child keeps its parent",
     "R80": "the parent's subagent_update.state mirrors the child's latest own snapshot",
     "R81": "permission requests have a title, >= 1 option with unique optionIds; command subjects an absolute cwd",
-    "R83": "elicitation modes are used only when the client advertised them",
+    "R83": "elicitation modes are used only when the client advertised them, and a form never asks for a secret",
     "R84": "unknown methods, update kinds, enum values and item types start with _",
     "R85": "work the foreground waits on (a pending foreground permission request or elicitation) is not listed in "
            "requires_action",
