@@ -99,10 +99,11 @@ def load_agent(spec: str) -> tuple[AgentSource, str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m acp_agent", description="acp-agent command line",
-        epilog="python -m acp_agent dev --help: the inspector in the browser (the inspector extra)")
+    parser = argparse.ArgumentParser(prog="python -m acp_agent", description="acp-agent command line")
     commands = parser.add_subparsers(dest="command", required=True)
+    # Listed here for --help only: ``python -m acp_agent dev`` is dispatched before this parser (acp_agent.__main__).
+    commands.add_parser("dev", add_help=False,
+                        help="open the inspector in the browser (the inspector extra; see: dev --help)")
     serve = commands.add_parser(
         "serve", help="serve an agent over Streamable HTTP and WebSocket",
         description="Serve the agent in FILE_OR_MODULE over ACP's Streamable HTTP and WebSocket transport at /acp.",
@@ -204,6 +205,9 @@ def affinity_header(spec: str) -> tuple[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
+    if list(sys.argv[1:] if argv is None else argv)[:1] == ["dev"]:  # listed in --help, run by acp_agent.__main__
+        sys.stderr.write("acp: run the inspector as `python -m acp_agent dev` (acp_agent.__main__.main)\n")
+        return 2
     args = _parser().parse_args(argv)
     problems = environment.check()
     if problems:  # one line each on stderr, exit status 2, as for a bad command line

@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="a Python file or module holding one Agent subclass or instance")
     parser.add_argument("--connect", metavar="URL", help="inspect a remote agent (Streamable HTTP or WebSocket)")
     parser.add_argument("--transport", choices=["websocket", "http"], default=None,
-                        help="remote transport (default: websocket, or http for an http(s) URL ending in no ws)")
+                        help="remote transport (default: websocket for ws:// and wss:// URLs, http for any other)")
     parser.add_argument("--token", default=None, help="bearer token for --connect (default: $ACP_AGENT_TOKEN)")
     parser.add_argument("--host", default="127.0.0.1", help="address the page is served on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port of the page (default 0: a free one)")

@@ -166,6 +166,9 @@ class Inspection:
                         tg.cancel_scope.cancel()
         except Exception as exc:  # the agent could not be started or reached
             logger.debug("inspector: run failed", exc_info=True)
+            # The page shows it too; the terminal that started `dev` should not show only the URL.
+            logger.warning("inspector: cannot run %s: %s: %s (the page can restart it)",
+                           self.target.description if self.target else "the agent", type(exc).__name__, exc)
             self._status("exited", returncode=None, error=f"{type(exc).__name__}: {exc}",
                          stderrTail=self._stderr_tail())
         finally:

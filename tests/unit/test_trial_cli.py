@@ -1,0 +1,41 @@
+"""The command line as the docs-only trials met it (notes/trial-host.md 1, 2 and 7): each test failed before its fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from acp_agent import cli
+from tests.helpers.inspector import running_inspector
+from tests.helpers.remote import wait_until
+
+
+def help_of(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "acp_agent", *args, "--help"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_help_lists_dev_beside_serve() -> None:
+    text = help_of()
+    assert "{dev,serve}" in text
+    assert "inspector" in text.split("{dev,serve}", 1)[1]
+
+
+def test_dev_help_says_the_transport_default_plainly() -> None:
+    text = " ".join(help_of("dev").split())
+    assert "default: websocket for ws:// and wss:// URLs, http for any other" in text
+
+
+def test_cli_main_points_dev_to_the_module_entry_point(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["dev", "agent.py"]) == 2
+    assert "python -m acp_agent dev" in capsys.readouterr().err
+
+
+def test_dev_with_a_missing_command_says_so_on_stderr() -> None:
+    with running_inspector("--", "/nonexistent/agent") as inspector:
+        wait_until(lambda: "cannot run /nonexistent/agent" in inspector.log(), 20, "the failure on stderr")
+        assert "FileNotFoundError" in inspector.log()
