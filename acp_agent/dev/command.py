@@ -31,7 +31,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="a Python file or module holding one Agent subclass or instance")
     parser.add_argument("--connect", metavar="URL", help="inspect a remote agent (Streamable HTTP or WebSocket)")
     parser.add_argument("--transport", choices=["websocket", "http"], default=None,
-                        help="remote transport (default: websocket for ws:// and wss:// URLs, http for any other)")
+                        help="remote transport (default: websocket for a ws:// or wss:// URL, else Streamable HTTP)")
+    parser.add_argument("--cwd", default=None, metavar="DIR",
+                        help="the agent's working directory and the cwd of new sessions (default: this one)")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable for the agent process (repeatable)")
     parser.add_argument("--token", default=None, help="bearer token for --connect (default: $ACP_AGENT_TOKEN)")
     parser.add_argument("--host", default="127.0.0.1", help="address the page is served on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port of the page (default 0: a free one)")
@@ -39,6 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--record", metavar="FILE.jsonl", help="write the whole transcript to this file")
     parser.add_argument("--replay", metavar="FILE.jsonl", help="show a recorded transcript, without an agent")
     return parser
+
+
+def _absolute(spec: str) -> str:
+    """A ``FILE.py[:ATTR]`` spec made absolute, so the agent finds it from another working directory."""
+    path, colon, attr = spec.rpartition(":") if spec.count(":") and not Path(spec).exists() else (spec, "", "")
+    return str(Path(path).resolve()) + colon + attr if Path(path).exists() else spec
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -66,6 +76,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from ..http.server import bind_socket, exit_quietly_on_signals, server_url
 
+    env: dict[str, str] = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            sys.stderr.write(f"acp: --env wants KEY=VALUE, got {item!r}\n")
+            return 2
+        env[key] = value
+    cwd = str(Path(args.cwd).resolve()) if args.cwd else None
+    if cwd is not None and not Path(cwd).is_dir():
+        sys.stderr.write(f"acp: no such directory: {args.cwd}\n")
+        return 2
     target: AgentTarget | None = None
     events: list[dict[str, Any]] = []
     if args.replay:
@@ -78,15 +99,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         transport: RemoteTransport = args.transport or ("websocket" if args.connect.startswith("ws") else "http")
         token = args.token if args.token is not None else os.environ.get("ACP_AGENT_TOKEN") or None
         target = AgentTarget(url=args.connect, transport=transport, token=token,
-                             description=f"{args.connect} ({transport})")
+                             description=f"{args.connect} ({transport})", cwd=cwd)
     elif command:
-        target = AgentTarget(command=command, description=" ".join(command))
+        target = AgentTarget(command=command, description=" ".join(command), env=env, cwd=cwd)
     else:
         spec = args.agent
         if spec.endswith(".py") and not Path(spec).is_file():
             sys.stderr.write(f"acp: no such file: {spec}\n")
             return 2
-        target = AgentTarget(command=[sys.executable, "-m", "acp_agent.dev.child", spec], description=spec)
+        if cwd is not None:
+            spec = _absolute(spec)
+        target = AgentTarget(command=[sys.executable, "-m", "acp_agent.dev.child", spec], description=spec, env=env,
+                             cwd=cwd)
     record: IO[bytes] | None = None
     if args.record:
         try:

@@ -63,6 +63,9 @@ class AgentTarget:
     token: str | None = None
     description: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    """Added to (and overriding) the inspector's environment for an agent process."""
+    cwd: str | None = None
+    """The agent process's working directory and the ``cwd`` the page sends (default: the inspector's)."""
 
 
 def load_recording(path: Path) -> list[Event]:
@@ -117,7 +120,7 @@ class Inspection:
     def _status(self, state: str, **fields: Any) -> None:
         assert self.target is not None
         self.emit({"type": "status", "run": self.run_number, "state": state, "agent": self.target.description,
-                   "capabilities": self.capabilities, "cwd": os.getcwd(), **fields})
+                   "capabilities": self.capabilities, "cwd": self.target.cwd or os.getcwd(), **fields})
 
     # -- running the agent ------------------------------------------------------------------------
 
@@ -200,7 +203,7 @@ class Inspection:
             return
         assert target.command is not None
         process = await anyio.open_process(list(target.command), stderr=subprocess.PIPE,
-                                           env={**os.environ, **target.env})
+                                           env={**os.environ, **target.env}, cwd=target.cwd)
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
         client = Client(process.stdout, process.stdin, **options)
         exited = anyio.Event()

@@ -85,13 +85,21 @@ ProtocolVersion: TypeAlias = Annotated[int, Field(ge=0, le=65535)]
 """An ACP protocol version number (uint16)."""
 
 SessionId: TypeAlias = str
+"""A session's id (``sessionId``); this SDK makes ``sess_`` and 16 random characters."""
 ToolCallId: TypeAlias = str
+"""A tool call's id (``toolCallId``), unique within its session."""
 TerminalId: TypeAlias = str
+"""A terminal's id (``terminalId``), unique within its session."""
 MessageId: TypeAlias = str
+"""A message's id (``messageId``): the chunks of one message share it."""
 PlanId: TypeAlias = str
+"""A plan's id (``planId``); a session may keep several plans."""
 CompactionId: TypeAlias = str
+"""A context compaction's id (``compactionId``)."""
 ElicitationId: TypeAlias = str
+"""A URL-mode elicitation's id (``elicitationId``), named again by ``elicitation/complete``."""
 MediaType: TypeAlias = str
+"""A media (MIME) type, e.g. ``image/png``."""
 AbsolutePath: TypeAlias = str
 """An absolute path in the Agent machine's native syntax (not a URI)."""
 

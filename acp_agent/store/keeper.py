@@ -151,6 +151,11 @@ class RecordKeeper:
         self._acquired.add(session_id)
         return True
 
+    async def acquire_or_refuse(self, session_id: str) -> None:
+        """`acquire`, or raise ``-32002`` "Session is active in another process" (`active_in_another_process`)."""
+        if not await self.acquire(session_id):
+            raise active_in_another_process(session_id)
+
     async def held_elsewhere(self, session_id: str) -> bool:
         """Whether another process has ``session_id`` active (a probe: nothing stays held here)."""
         if session_id in self._acquired:
@@ -160,11 +165,6 @@ class RecordKeeper:
             return True
         await store.release_session(session_id)
         return False
-
-    async def acquire_or_refuse(self, session_id: str) -> None:
-        """:meth:`acquire`, or raise ``-32002`` "Session is active in another process" (`active_in_another_process`)."""
-        if not await self.acquire(session_id):
-            raise active_in_another_process(session_id)
 
     async def release(self, session_id: str) -> None:
         """Give the hold back (the session left this connection, saved, or never became active)."""

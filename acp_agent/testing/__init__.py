@@ -13,7 +13,7 @@
 - [`SchemaValidator`][acp_agent.testing.SchemaValidator] checks agent-sent messages against the official v2 JSON Schema,
   which ships inside this package ([`default_schema_path`][acp_agent.testing.default_schema_path]); it needs
   ``jsonschema``, imported only when a validator is built.
-- [unstable] [`Client.host_mcp_server`][acp_agent.testing.Client.host_mcp_server] hosts MCP servers for an agent that
+- [`Client.host_mcp_server`][acp_agent.testing.Client.host_mcp_server] (unstable) hosts MCP servers for an agent that
   calls them over ACP (``mcp/message``): a handler gets each [`HostedMcpRequest`][acp_agent.testing.HostedMcpRequest]
   and returns its MCP result or raises [`McpErrorAnswer`][acp_agent.testing.McpErrorAnswer].
 - [`monitor_event_loop`][acp_agent.testing.monitor_event_loop] watches the event loop of a test that serves its agent

@@ -382,6 +382,7 @@ class Client:
         check: bool = True,
     ) -> None:
         self.transcript: list[TranscriptEntry] = []
+        """Every message in both directions, in wire order (unless ``keep_transcript`` is off)."""
         self.keep_transcript = keep_transcript
         """Whether [`transcript`][acp_agent.testing.Client.transcript] records messages (turn off for bulk
         benchmarks)."""

@@ -162,3 +162,13 @@ def test_thought_plan_diff_and_usage(browser: Any) -> None:
         page.wait_idle()
         assert "tokens 120 (in 100, out 20)" in page.text("usage")
         assert not page.all(css("violation"))
+
+
+def test_cwd_and_env_for_the_agent(browser: Any, tmp_path: Any) -> None:
+    with running_inspector("--cwd", str(tmp_path), "--env", "ACP_DEV_TEST=from-the-flag",
+                           "--", "python", str(BROKEN)) as inspector:
+        page = Page(browser, inspector.url)
+        page.prompt("where")
+        page.wait_for(lambda: f"cwd={tmp_path} env=from-the-flag" in page.messages(), what="the agent's cwd and env")
+        new = page.js("return acpInspector.model.wire.find(e => e.msg.method === 'session/new').msg.params.cwd")
+        assert new == str(tmp_path)

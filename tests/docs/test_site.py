@@ -3,9 +3,11 @@ every page. (`make docs` builds the site strictly; `make test` runs that build.)
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,3 +102,34 @@ def test_every_checker_rule_links_to_its_entry_on_the_rules_page() -> None:
     assert all(anchor == rule.lower() for anchor, rule in anchors)
     violation = RuleViolation("R94", "something happened")
     assert "(see docs/rules.md#r94)" in str(violation).splitlines()[0]
+
+
+def test_the_changelog_keeps_a_changelog_and_names_this_version() -> None:
+    import tomllib
+
+    text = (ROOT / "CHANGELOG.md").read_text()
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    releases = re.findall(r"^## \[([^\]]+)\]", text, re.M)
+    assert releases[0] == "Unreleased"
+    assert releases[1] == version, "the newest release in CHANGELOG.md is pyproject's version"
+    kinds = set(re.findall(r"^### (.+)$", text, re.M))
+    assert kinds <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
+
+
+REFERENCE_MODULES = ("acp_agent", "acp_agent.testing", "acp_agent.http", "acp_agent.store", "acp_agent.schema")
+
+
+def test_every_public_name_has_a_docstring_the_reference_renders() -> None:
+    """The Reference shows documented names only (``show_if_no_docstring: false``): a public name without a
+    docstring would be missing from it."""
+    griffe = pytest.importorskip("griffe")
+    loader = griffe.GriffeLoader(search_paths=[str(ROOT)])
+    loader.load("acp_agent")
+    loader.resolve_aliases(implicit=False, external=None)
+    undocumented = []
+    for name in REFERENCE_MODULES:
+        module = loader.modules_collection[name]
+        for public in importlib.import_module(name).__all__:
+            if not module[public].docstring:
+                undocumented.append(f"{name}.{public}")
+    assert not undocumented, undocumented

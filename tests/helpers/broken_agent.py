@@ -5,7 +5,8 @@ a prompt it also breaks the wire: it writes a line that is not JSON on stdout, s
 of an unknown method without the ``_`` prefix (rule R84), and a ``tool_call_update`` without its
 ``toolCallId`` (a schema error). The prompt ``crash`` makes it write to stderr and exit with status 3
 in the middle of the turn. The prompt ``show`` is answered correctly, with a thought, a plan, a tool call
-showing a diff and the turn's usage (what the page renders).
+showing a diff and the turn's usage (what the page renders); ``where`` names its working directory and
+``$ACP_DEV_TEST``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ def main() -> None:
                 os._exit(3)
             if text == "show":
                 show(session, message_id)
+                continue
+            if text == "where":  # a correct turn naming its working directory and $ACP_DEV_TEST
+                update(session, {"sessionUpdate": "agent_message_chunk", "messageId": message_id, "content": {
+                    "type": "text", "text": f"cwd={os.getcwd()} env={os.environ.get('ACP_DEV_TEST')}"}})
+                update(session, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn",
+                                 "background": []})
                 continue
             sys.stdout.write("this line is not JSON\n")
             send({"jsonrpc": "2.0", "method": "oops/unknown", "params": {"marker": "R84 here"}})

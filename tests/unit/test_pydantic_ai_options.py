@@ -23,6 +23,10 @@ from acp_agent.integrations.pydantic_ai import (
     ToolPresentation,
 )
 from tests.helpers.pydantic_ai_models import checked, last_tool_return, scripted, user_texts
+from tests.unit.test_v1 import new_session as v1_session
+from tests.unit.test_v1 import prompt as v1_prompt
+from tests.unit.test_v1 import updates as v1_updates
+from tests.unit.test_v1 import v1
 
 pytestmark = pytest.mark.anyio
 
@@ -185,3 +189,20 @@ async def test_cancel_while_asking_never_runs_the_tool() -> None:
         assert view.stop_reason == "cancelled" and ran == []
         (tool,) = view.tool_calls.values()
         assert tool["status"] in ("cancelled", "failed")
+
+
+async def test_a_v1_client_gets_the_stream_and_the_tool_calls() -> None:
+    agent = PydanticAgent(scripted([("lookup", {"path": "a.txt"}), "found it"]))
+
+    @agent.tool_plain
+    def lookup(path: str) -> str:
+        return "here"
+
+    async with v1(PydanticAIAgent(agent)) as (client, answer):
+        assert answer["protocolVersion"] == 1
+        sid = await v1_session(client)
+        assert (await v1_prompt(client, sid, "look"))["stopReason"] == "end_turn"
+        kinds = [u["sessionUpdate"] for u in v1_updates(client, sid)]
+        assert "tool_call" in kinds and "agent_message_chunk" in kinds
+        chunks = [u["content"]["text"] for u in v1_updates(client, sid) if u["sessionUpdate"] == "agent_message_chunk"]
+        assert "".join(chunks) == "found it"

@@ -27,7 +27,7 @@ def test_help_lists_dev_beside_serve() -> None:
 
 def test_dev_help_says_the_transport_default_plainly() -> None:
     text = " ".join(help_of("dev").split())
-    assert "default: websocket for ws:// and wss:// URLs, http for any other" in text
+    assert "default: websocket for a ws:// or wss:// URL, else Streamable HTTP" in text
 
 
 def test_cli_main_points_dev_to_the_module_entry_point(capsys: pytest.CaptureFixture[str]) -> None:

@@ -112,10 +112,15 @@ RULES: dict[str, str] = {
     "S8": "a select config option's currentValue is one of its values, and its values are unique "
           "(the reference says so in §5.7 without a rule number)",
 }
+"""Every rule the checker judges: rule id (``R94``, ``S1``) -> the rule in words, as it judges it.
+
+[Wire rules](../rules.md) states each in full."""
 
 SHOULD_RULES: frozenset[str] = frozenset({
     "R44", "R46", "R58", "R59", "R67", "R70", "R74", "R80", "R92", "R95", "R100", "S3",
 })
+"""The rules that are SHOULDs: reported with ``level == "SHOULD"``; ``WireChecker(ignore=SHOULD_RULES)``
+switches them off."""
 
 
 RULES_PAGE = "docs/rules.md"

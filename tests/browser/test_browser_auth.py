@@ -1,5 +1,5 @@
-"""A real browser (Debian's headless Chromium) against a real server (``serve --tokens --allow-origin``): a page
-from an allowed origin POSTs ``initialize`` with a bearer token (the browser sends a CORS preflight first) and
+"""A real browser (the browser tests' headless Chromium) against a real server (``serve --tokens --allow-origin``):
+a page from an allowed origin POSTs ``initialize`` with a bearer token (the browser sends a CORS preflight first) and
 opens a WebSocket that carries its token as a subprotocol (``docs_src/browser_socket.js``); a socket offering
 another user's token lists none of the first user's sessions, and one offering no token never opens."""
 
@@ -7,21 +7,17 @@ from __future__ import annotations
 
 import json
 import queue
-import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-
-import pytest
+from typing import Any
 
 from tests.helpers.remote import ROOT, served_agent
 
 ECHO = ROOT / "examples" / "echo_agent.py"
 TOKENS = {"alice": "alice-br0wser-token", "bob": "bob-br0wser-token"}
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 PAGE = """<!doctype html><html><body><script>
 %(socket)s
@@ -115,9 +111,7 @@ def page_server(body: list[bytes], results: queue.Queue[bytes]) -> Iterator[str]
         thread.join(5)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it in CI)")
-def test_a_browser_authenticates_over_cors_and_a_websocket_subprotocol(tmp_path: Path) -> None:
-    assert CHROMIUM is not None
+def test_a_browser_authenticates_over_cors_and_a_websocket_subprotocol(browser: Any, tmp_path: Path) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_text("".join(f"{p}:{t}\n" for p, t in TOKENS.items()))
     tokens.chmod(0o600)
@@ -128,18 +122,8 @@ def test_a_browser_authenticates_over_cors_and_a_websocket_subprotocol(tmp_path:
         body[0] = (PAGE % {"socket": (ROOT / "docs_src" / "browser_socket.js").read_text(),
                            "agent": json.dumps(served.url), "ws": json.dumps(served.ws_url),
                            "tokens": json.dumps(TOKENS)}).encode()
-        browser = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                    f"--user-data-dir={tmp_path / 'profile'}", "--remote-debugging-port=0",
-                                    origin + "/"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            out = json.loads(results.get(timeout=60))
-        finally:
-            browser.terminate()
-            try:
-                browser.wait(10)
-            except subprocess.TimeoutExpired:
-                browser.kill()
-                browser.wait()
+        browser.get(origin + "/")
+        out = json.loads(results.get(timeout=60))
         assert out == {"postStatus": 200, "connectionIdVisible": True, "postVersion": 2, "aliceOpened": True,
                        "aliceProtocol": "acp", "aliceListed": [True], "bobOpened": True, "bobListed": 0,
                        "bobStatus": -32002, "anonymousOpened": False}
