@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 from ._util import environment
 from .agent import Agent
@@ -195,6 +195,20 @@ def load_tokens(path: str) -> dict[str, str]:
     return tokens
 
 
+SHORT_TOKEN: Final = 16
+"""Tokens shorter than this (in characters) get a warning: guessable."""
+
+
+def _token_warnings(tokens: dict[str, str]) -> list[str]:
+    """What ``serve --tokens`` warns about, without refusing to start: short tokens, an ignored ``$ACP_AGENT_TOKEN``."""
+    problems = [f"the token of {principal!r} is short ({len(token)} characters); make one with: "
+                f"python -c \"import secrets; print(secrets.token_hex(16))\""
+                for principal, token in tokens.items() if len(token) < SHORT_TOKEN]
+    if environment.read(environment.TOKEN):
+        problems.append(f"${environment.TOKEN.name} is ignored: --tokens names every user's token")
+    return problems
+
+
 def affinity_header(spec: str) -> tuple[str, str]:
     """The ``Set-Cookie`` header of ``--affinity-cookie NAME=VALUE``."""
     name, sep, value = spec.partition("=")
@@ -230,6 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoadError as exc:
         sys.stderr.write(f"acp: {exc}\n")
         return 2
+    if tokens is not None:
+        for problem in _token_warnings(tokens):
+            sys.stderr.write(f"acp: warning: {problem}\n")
     try:
         from .http import HttpOptions, run_http
         from .http.server import describe_stack, guard_bounds  # fails early without the http extra

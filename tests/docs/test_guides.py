@@ -308,3 +308,13 @@ def test_the_stdio_by_hand_recipe_gets_every_answer(tmp_path: Path) -> None:
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [a["id"] for a in answers] == [0, 1, 2] and all("result" in a for a in answers), done.stdout
     assert [s["sessionId"] for s in answers[2]["result"]["sessions"]] == [answers[1]["result"]["sessionId"]]
+
+
+def test_host_limits_serve_picks_the_class_defined_there() -> None:
+    from acp_agent.cli import load_agent
+    from docs_src.host_limits import HostAgent
+
+    source, name = load_agent(str(ROOT / "docs_src" / "host_limits.py"))
+    assert name == "HostAgent"  # EchoAgent, imported, does not count
+    assert isinstance(source, type) and source.__name__ == "HostAgent"
+    assert HostAgent.limits.max_principal_sessions == 2 and HostAgent.limits.max_principal_processes == 4

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from acp_agent import cli
 from tests.helpers.inspector import running_inspector
-from tests.helpers.remote import wait_until
+from tests.helpers.remote import ROOT, served_agent, wait_until
 
 
 def help_of(*args: str) -> str:
@@ -39,3 +40,15 @@ def test_dev_with_a_missing_command_says_so_on_stderr() -> None:
     with running_inspector("--", "/nonexistent/agent") as inspector:
         wait_until(lambda: "cannot run /nonexistent/agent" in inspector.log(), 20, "the failure on stderr")
         assert "FileNotFoundError" in inspector.log()
+
+
+def test_serve_tokens_warns_of_short_tokens_and_an_ignored_token_variable(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("alice:short\nbob:8f2e7a4c1b9d4f03a6e5c2d8b1f0a374\n")
+    tokens.chmod(0o600)
+    with served_agent(ROOT / "examples" / "echo_agent.py", "--tokens", str(tokens), "--store", "memory",
+                      env={"ACP_AGENT_TOKEN": "from-the-environment"}) as served:
+        log = served.log()
+    assert "the token of 'alice' is short (5 characters)" in log and "secrets.token_hex" in log
+    assert "'bob'" not in log
+    assert "$ACP_AGENT_TOKEN is ignored: --tokens names every user's token" in log
