@@ -67,6 +67,9 @@ class SessionView:
     state: str = "idle"
     stop_reason: str | None = None
     idle_count: int = 0
+    error: dict[str, Any] | None = None
+    """The ``error`` (``{"code", "message", ...}``) of the last ``idle`` that ended work with ``stopReason:
+    "error"``, ``None`` when the last work ended otherwise."""
     background: list[dict[str, Any]] | None = None
     """The latest ``background`` list, or ``None`` while it is not reported (unknown)."""
     tool_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -462,6 +465,8 @@ class Client:
             view.background = background if isinstance(background, list) else None
             if view.state == "idle" and update.get("stopReason") is not None:
                 view.stop_reason = update["stopReason"]
+                error = update.get("error")
+                view.error = error if isinstance(error, dict) else None
                 view.idle_count += 1
 
     async def _on_update(self, params: dict[str, Any]) -> None:
@@ -580,7 +585,8 @@ class Client:
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0, *,
                        interval: float = WAIT_FOR_INTERVAL) -> None:
-        """Wait until ``predicate()`` holds, or time out (`TimeoutError`).
+        """Wait until ``predicate()`` holds, or time out (`TimeoutError`, whose message quotes the error of every
+        session whose last work ended ``stopReason: "error"``: often the reason the condition never came).
 
         The predicate is checked after every message from the agent and every ``interval`` seconds
         besides, so it may look at the agent's own state too (``lambda: agent.done``), not only at
@@ -589,15 +595,22 @@ class Client:
         Raises [`AgentExitedError`][acp_agent.testing.AgentExitedError] when an agent subprocess exited with it still
         false.
         """
-        with anyio.fail_after(timeout):
-            while not predicate():
-                agent = self._agent_process
-                if agent is not None and agent.gone():
-                    exited = await agent.explain(None)
-                    if exited is not None:
-                        raise exited
-                with anyio.move_on_after(interval):
-                    await self._changed.wait()
+        try:
+            with anyio.fail_after(timeout):
+                while not predicate():
+                    agent = self._agent_process
+                    if agent is not None and agent.gone():
+                        exited = await agent.explain(None)
+                        if exited is not None:
+                            raise exited
+                    with anyio.move_on_after(interval):
+                        await self._changed.wait()
+        except TimeoutError:
+            failed = [f"{sid} ended its last work with stopReason error: {view.error.get('code')} "
+                      f"{view.error.get('message')}" for sid, view in self.sessions.items() if view.error]
+            if not failed:
+                raise
+            raise TimeoutError(f"the condition did not hold within {timeout} s; " + "; ".join(failed)) from None
 
     # -- requests ---------------------------------------------------------------------------
 

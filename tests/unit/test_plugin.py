@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acp_agent import Agent, ContentBlock, Session, StopReason
+from acp_agent import Agent, ContentBlock, ErrorCode, RequestError, Session, StopReason
 from acp_agent.testing import Client
 from tests.helpers.agents import ScriptedAgent
 
@@ -122,3 +122,17 @@ async def test_notification_helpers_can_be_awaited_or_not(acp_client: Client) ->
 
     await acp_client.wait_for(lambda: len(sent()) == 4)
     assert sent() == ["session/cancel"] * 3 + ["$/cancel_request"]
+
+
+async def test_wait_for_timeout_quotes_the_error_that_ended_the_work(acp_connect: Any) -> None:
+    class Refusing(Agent):
+        async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+            raise RequestError(ErrorCode.INTERNAL_ERROR, "this agent runs on asyncio only")
+
+    async with acp_connect(Refusing()) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        await client.prompt(sid, "ask me something")
+        with pytest.raises(TimeoutError, match="this agent runs on asyncio only"):
+            await client.wait_for(lambda: bool(client.pending_permissions), timeout=1)
+        assert client.view(sid).error == {"code": -32603, "message": "this agent runs on asyncio only"}
