@@ -289,9 +289,10 @@ class Inspection:
             answered = self._asked.pop(_key(message["id"]), None)
         return self._validator.check(message, answered)
 
-    def _attach(self, violations: list[Any], current: Event | None) -> None:
+    def _attach(self, violations: list[Any], current: Event | None, *, ended: bool = False) -> None:
         """Show each violation not yet shown on the event of its latest offending message: added to
-        ``current`` (not yet sent) directly, announced as a ``problem`` event for one already sent."""
+        ``current`` (not yet sent) directly, announced as a ``problem`` event for one already sent.
+        ``ended``: the run is over, so an unanswered request (R8) was in flight when the agent went away."""
         for violation in violations[self._violations_seen:]:
             owner = current
             for message in reversed(violation.messages):
@@ -301,7 +302,10 @@ class Inspection:
                     break
             if owner is None:
                 continue
-            problem = {"rule": violation.rule, "level": violation.level, "text": violation.text,
+            text = violation.text
+            if ended and violation.rule == "R8":
+                text += ": the agent exited with it in flight (expected after a crash)"
+            problem = {"rule": violation.rule, "level": violation.level, "text": text,
                        "statement": violation.statement}
             if "seq" not in owner:
                 owner["problems"].append(problem)
@@ -317,7 +321,7 @@ class Inspection:
         with contextlib.suppress(AssertionError):
             checker.finish()
         last = next((e for e in reversed(self.events) if e["type"] == "wire" and e["run"] == self.run_number), None)
-        self._attach(checker.violations, last)
+        self._attach(checker.violations, last, ended=True)
         self._violations_seen = 0
         self._message_events.clear()
         self._asked.clear()
