@@ -17,9 +17,10 @@ from .._util.lazy import publish
 from ..agent import Agent
 from ..store import SessionStore
 from .app import AcpApp
+from .guard import Bounds
 from .options import DEFAULT_PATH, HttpOptions, TokenCheck
 
-__all__ = ["DEFAULT_PATH", "AcpApp", "HttpOptions", "TokenCheck", "asgi_app", "run_http", "serve_http"]
+__all__ = ["DEFAULT_PATH", "AcpApp", "Bounds", "HttpOptions", "TokenCheck", "asgi_app", "run_http", "serve_http"]
 
 
 def asgi_app(agent: Agent | Callable[[], Agent], *, store: SessionStore | None = None, **options: Any) -> AcpApp:
@@ -38,7 +39,9 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
     """Serve ``agent`` at ``http://host:port/acp`` on uvicorn until SIGINT/SIGTERM (loopback by default).
 
     ``options`` are the fields of [`HttpOptions`][acp_agent.http.HttpOptions], plus ``store`` (as for
-    [`asgi_app`][acp_agent.http.asgi_app]), ``ready`` (called with the URL once the server listens) and
+    [`asgi_app`][acp_agent.http.asgi_app]), ``ready`` (called with the URL once the server listens),
+    ``bounds`` (a [`Bounds`][acp_agent.http.Bounds]: what a peer may cost before the app sees its request;
+    default: 4 sockets per ``max_connections``, below the descriptor limit) and
     ``uvicorn_settings`` (a dict of extra ``uvicorn.Config`` settings, e.g. ``ssl_certfile``). It runs on asyncio, on
     uvloop's event loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1`` (as for [`run_stdio`][acp_agent.run_stdio]).
     Logging goes to stderr. Needs the ``http`` extra (``pip install 'acp-agent[http]'``).

@@ -54,7 +54,9 @@ _HEAD_END: Final = b"\r\n\r\n"
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """What one server allows a peer before the application sees its request."""
+    """What a server run by [`run_http`][acp_agent.http.run_http] allows a peer before the application sees its
+    request (``run_http(agent, bounds=Bounds(max_sockets=..., ...))``; ``serve`` sets ``max_sockets`` from
+    ``--max-connections`` and ``head_timeout`` from ``--head-timeout``)."""
 
     max_sockets: int
     """TCP connections open at once (HTTP, event streams and WebSockets alike)."""
