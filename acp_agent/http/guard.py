@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import resource
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
@@ -49,7 +50,7 @@ def _answer(status: str, text: str) -> bytes:
 
 _TOO_MANY: Final = _answer("503 Service Unavailable", "Too many connections")
 _HEAD_TOO_LARGE: Final = _answer("431 Request Header Fields Too Large", "Request Header Fields Too Large")
-_HEAD_END: Final = b"\r\n\r\n"
+_HEAD_END: Final = re.compile(rb"\r?\n\r?\n")  # CRLF, or the bare LF that HTTP/1.1 parsers also accept
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,14 +291,15 @@ class GuardedProtocol(asyncio.Protocol):
             if not prior and self._deadline is None:
                 self._deadline = asyncio.get_running_loop().call_later(bounds.head_timeout, self._head_late)
             self._head += view[: bounds.max_head_bytes + 4 - prior]
-            end = self._head.find(_HEAD_END, max(0, prior - 3))
-            if end < 0 or end > bounds.max_head_bytes:
+            found = _HEAD_END.search(self._head, max(0, prior - 3))
+            end = found.end() if found is not None else -1
+            if end < 0 or end > bounds.max_head_bytes + 4:
                 if len(self._head) > bounds.max_head_bytes:
                     self._refuse_head(f"larger than {bounds.max_head_bytes} bytes")
                     return False
                 return True
-            head = bytes(self._head[: end + 4])
-            view = view[end + 4 - prior :]
+            head = bytes(self._head[:end])
+            view = view[end - prior :]
             self._head.clear()
             self._stop_deadline()
             if not self._head_done(head):
@@ -306,8 +308,7 @@ class GuardedProtocol(asyncio.Protocol):
 
     def _head_done(self, head: bytes) -> bool:
         """Check one complete head and learn where its body ends; False if refused."""
-        lines = head.split(b"\r\n")
-        fields = lines[1:-2]
+        fields = head.rstrip(b"\r\n").split(b"\n")[1:]
         if len(fields) > self._server.bounds.max_header_fields:
             self._refuse_head(f"with more than {self._server.bounds.max_header_fields} header fields")
             return False

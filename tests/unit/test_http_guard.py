@@ -282,3 +282,13 @@ def test_a_pause_undone_within_the_pass_costs_nothing_and_one_kept_takes_effect(
     assert transport.calls == ["pause"] and not batch.is_reading()
     batch.resume_reading()
     assert transport.calls == ["pause", "resume"] and batch.is_reading()
+
+
+def test_heads_with_bare_lf_line_ends_are_followed_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # HTTP/1.1 parsers accept a bare LF as a line end: such a head must not wait for a CRLF that never comes.
+    protocol, inner, transport = guarded(monkeypatch, max_head_bytes=200, max_header_fields=2)
+    first = b"POST /acp HTTP/1.1\nHost: x\nContent-Length: 4\n\n\n\n\n\n"
+    protocol.data_received(first + first)
+    assert b"".join(inner.data) == first + first and transport.calls == []
+    protocol.data_received(b"GET /acp HTTP/1.1\nA: 1\nB: 2\nC: 3\n\n")
+    assert transport.calls[0].startswith(b"HTTP/1.1 431 ")
