@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 from ._util import environment
 from .agent import Agent
@@ -99,10 +99,11 @@ def load_agent(spec: str) -> tuple[AgentSource, str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m acp_agent", description="acp-agent command line",
-        epilog="python -m acp_agent dev --help: the inspector in the browser (the inspector extra)")
+    parser = argparse.ArgumentParser(prog="python -m acp_agent", description="acp-agent command line")
     commands = parser.add_subparsers(dest="command", required=True)
+    # Listed here for --help only: ``python -m acp_agent dev`` is dispatched before this parser (acp_agent.__main__).
+    commands.add_parser("dev", add_help=False,
+                        help="open the inspector in the browser (the inspector extra; see: dev --help)")
     serve = commands.add_parser(
         "serve", help="serve an agent over Streamable HTTP and WebSocket",
         description="Serve the agent in FILE_OR_MODULE over ACP's Streamable HTTP and WebSocket transport at /acp.",
@@ -194,6 +195,20 @@ def load_tokens(path: str) -> dict[str, str]:
     return tokens
 
 
+SHORT_TOKEN: Final = 16
+"""Tokens shorter than this (in characters) get a warning: guessable."""
+
+
+def _token_warnings(tokens: dict[str, str]) -> list[str]:
+    """What ``serve --tokens`` warns about, without refusing to start: short tokens, an ignored ``$ACP_AGENT_TOKEN``."""
+    problems = [f"the token of {principal!r} is short ({len(token)} characters); make one with: "
+                f"python -c \"import secrets; print(secrets.token_hex(16))\""
+                for principal, token in tokens.items() if len(token) < SHORT_TOKEN]
+    if environment.read(environment.TOKEN):
+        problems.append(f"${environment.TOKEN.name} is ignored: --tokens names every user's token")
+    return problems
+
+
 def affinity_header(spec: str) -> tuple[str, str]:
     """The ``Set-Cookie`` header of ``--affinity-cookie NAME=VALUE``."""
     name, sep, value = spec.partition("=")
@@ -204,6 +219,9 @@ def affinity_header(spec: str) -> tuple[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
+    if list(sys.argv[1:] if argv is None else argv)[:1] == ["dev"]:  # listed in --help, run by acp_agent.__main__
+        sys.stderr.write("acp: run the inspector as `python -m acp_agent dev` (acp_agent.__main__.main)\n")
+        return 2
     args = _parser().parse_args(argv)
     problems = environment.check()
     if problems:  # one line each on stderr, exit status 2, as for a bad command line
@@ -226,6 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoadError as exc:
         sys.stderr.write(f"acp: {exc}\n")
         return 2
+    if tokens is not None:
+        for problem in _token_warnings(tokens):
+            sys.stderr.write(f"acp: warning: {problem}\n")
     try:
         from .http import HttpOptions, run_http
         from .http.server import describe_stack, guard_bounds  # fails early without the http extra

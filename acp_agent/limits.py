@@ -44,7 +44,12 @@ LIMIT_ERROR_CODE: Final = ErrorCode.REQUEST_CANCELLED
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Every resource limit of one connection (frozen; build a new one to change a value).
+    """Every resource limit an agent enforces (frozen; build a new one to change a value).
+
+    Most apply to one connection; the ``max_principal_*`` ones apply to one principal (one user of a
+    server, see ``serve --tokens``) across all of its connections to this process. Set them with
+    ``run_stdio(agent, limits=...)``, ``run_http(..., limits=...)`` or a ``limits`` class attribute of your
+    [`Agent`][acp_agent.Agent] subclass (what ``serve`` uses: it has no flags for them).
 
     All values must be positive integers (``terminal_output_bytes`` may be 0: keep no tail).
     """

@@ -1,5 +1,9 @@
+import pytest
+
 from acp_agent.testing import connect_agent
 from docs_src.first_agent import EchoAgent as MyAgent
+
+pytestmark = pytest.mark.anyio  # every test on each anyio backend installed
 
 
 async def test_title_archive_status() -> None:

@@ -1,6 +1,15 @@
 from typing import Any
 
-from acp_agent import Agent, AvailableCommand, ContentBlock, RequestError, Session, SessionConfigOption, StopReason
+from acp_agent import (
+    Agent,
+    AvailableCommand,
+    ContentBlock,
+    RequestError,
+    Session,
+    SessionConfigOption,
+    StopReason,
+    TextContent,
+)
 from acp_agent.schema import SessionConfigSelectOption
 
 MODE_OPTION = SessionConfigOption(
@@ -29,6 +38,11 @@ class ModalAgent(Agent):
             raise RequestError.invalid_params("this session is read-only")
 
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
+        text = "".join(block.text for block in prompt if isinstance(block, TextContent))
+        command, _, args = text.partition(" ")
+        if command == "/plan":  # a slash command arrives as the prompt's text: "/plan fix the login"
+            await session.say(f"planning: {args}")
+            return "end_turn"
         [mode] = session.config_options
         await session.say(f"mode: {mode.current_value}")
         return "end_turn"

@@ -1,7 +1,11 @@
 from typing import Any
 
+import pytest
+
 from acp_agent.testing import HostedMcpRequest, McpErrorAnswer, connect_agent
 from docs_src.mcp_tools import ToolAgent
+
+pytestmark = pytest.mark.anyio  # every test on each anyio backend installed
 
 
 def calc(request: HostedMcpRequest) -> dict[str, Any]:

@@ -1,5 +1,9 @@
+import pytest
+
 from acp_agent.testing import connect_agent
 from docs_src.providers import RoutedAgent
+
+pytestmark = pytest.mark.anyio  # every test on each anyio backend installed
 
 
 async def test_a_gateway_replaces_the_endpoint() -> None:

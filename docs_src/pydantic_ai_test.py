@@ -2,12 +2,20 @@
 
 from collections.abc import AsyncIterator
 
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 
 from acp_agent.integrations.pydantic_ai import PydanticAIAgent
 from acp_agent.testing import connect_agent
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # pydantic-ai runs on asyncio only
 
 
 async def model(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | dict[int, DeltaToolCall]]:

@@ -3,7 +3,7 @@ import pytest
 from acp_agent.testing import Client
 from docs_src.first_agent import EchoAgent
 
-pytestmark = pytest.mark.anyio  # runs on the anyio backend(s) your suite uses
+pytestmark = pytest.mark.anyio  # anyio runs each test on every backend installed (asyncio, trio)
 
 
 @pytest.mark.acp_agent(agent=EchoAgent)

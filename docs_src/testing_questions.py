@@ -1,6 +1,10 @@
+import pytest
+
 from acp_agent.testing import connect_agent
 from docs_src.asking import MigrationAgent
 from docs_src.login_agent import LoginAgent
+
+pytestmark = pytest.mark.anyio
 
 
 async def test_login_asks_for_a_name() -> None:

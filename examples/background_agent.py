@@ -28,9 +28,11 @@ import anyio
 from acp_agent import (
     Agent,
     ContentBlock,
+    LimitExceededError,
     PermissionOption,
     Session,
     StopReason,
+    Terminal,
     TextContent,
     ToolCall,
     run_stdio,
@@ -49,6 +51,10 @@ class BackgroundAgent(Agent):
     title = "Background Agent"
     version = "1.0.0"
 
+    def __init__(self) -> None:
+        # Live handles stay here, by session id: session.data is for plain values (it is stored with the session).
+        self.workflows: dict[str, list[ToolCall]] = {}
+
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
         text = " ".join(b.text for b in prompt if isinstance(b, TextContent)).strip()
         command, _, arg = text.partition(" ")
@@ -64,25 +70,40 @@ class BackgroundAgent(Agent):
         return await handler(session, arg.strip()) or "end_turn"
 
     async def fork_session(self, source: Session, session: Session) -> None:
-        # The fork has the source's history; the source's workflows stay the source's (R112).
-        session.data["workflows"] = []
+        """The fork has the source's history; the source's workflows stay the source's (R112)."""
+        self.workflows[session.id] = []
+
+    async def close_session(self, session: Session) -> None:
+        self.workflows.pop(session.id, None)  # the SDK ends the session's live work itself
+
+    async def _start(self, session: Session, cmd: str, tool: ToolCall, *, detach: bool = False,
+                     ends_tool_call: bool = False) -> Terminal | None:
+        """Start ``cmd`` for ``tool``; past a process limit, fail the tool call and say why (no error turn)."""
+        try:
+            return await session.start_terminal(cmd, tool_call=tool, detach=detach, ends_tool_call=ends_tool_call)
+        except LimitExceededError as exc:  # Limits(max_processes=...) or max_principal_processes on a server
+            await tool.fail(raw_output={"limit": exc.limit, "value": exc.value})
+            await session.say(f"Not started: the limit {exc.limit}={exc.value} is reached; stop a process first.")
+            return None
 
     async def bg(self, session: Session, cmd: str) -> None:
         tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
                                              raw_input={"command": cmd})
-        await session.start_terminal(cmd, tool_call=tool, detach=True)
-        await tool.complete()  # handed off: from now on the terminal stands for the work
+        if await self._start(session, cmd, tool, detach=True):
+            await tool.complete()  # handed off: from now on the terminal stands for the work
 
     async def bgwait(self, session: Session, cmd: str) -> None:
         tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
                                              raw_input={"command": cmd})
         # The tool call ends with the process (completed or failed by exit code), after the turn.
-        await session.start_terminal(cmd, tool_call=tool, ends_tool_call=True, detach=True)
+        await self._start(session, cmd, tool, ends_tool_call=True, detach=True)
 
     async def run(self, session: Session, cmd: str) -> None:
         tool = await session.start_tool_call(cmd, kind="execute", name="bash", status="in_progress",
                                              raw_input={"command": cmd})
-        terminal = await session.start_terminal(cmd, tool_call=tool)
+        terminal = await self._start(session, cmd, tool)
+        if terminal is None:
+            return
         status = await terminal.wait()
         output = {"exitCode": status.exit_code, "signal": status.signal}
         await (tool.complete(raw_output=output) if status.exit_code == 0 else tool.fail(raw_output=output))
@@ -110,7 +131,7 @@ class BackgroundAgent(Agent):
     async def workflow(self, session: Session, steps: str) -> None:
         count = int(steps or 3)
         flow = await session.start_tool_call("Workflow", kind="other", name="workflow")
-        session.data.setdefault("workflows", []).append(flow)
+        self.workflows.setdefault(session.id, []).append(flow)
 
         async def run_steps(tool: ToolCall) -> None:
             for step in range(count):
@@ -121,7 +142,7 @@ class BackgroundAgent(Agent):
         flow.run(run_steps)
 
     def _newest_workflow(self, session: Session) -> ToolCall | None:
-        live = [tool for tool in session.data.get("workflows", []) if not tool.final]
+        live = [tool for tool in self.workflows.get(session.id, []) if not tool.final]
         return live[-1] if live else None
 
     async def pause(self, session: Session, _: str) -> None:

@@ -169,6 +169,9 @@ class Inspection:
                         tg.cancel_scope.cancel()
         except Exception as exc:  # the agent could not be started or reached
             logger.debug("inspector: run failed", exc_info=True)
+            # The page shows it too; the terminal that started `dev` should not show only the URL.
+            logger.warning("inspector: cannot run %s: %s: %s (the page can restart it)",
+                           self.target.description if self.target else "the agent", type(exc).__name__, exc)
             self._status("exited", returncode=None, error=f"{type(exc).__name__}: {exc}",
                          stderrTail=self._stderr_tail())
         finally:
@@ -286,9 +289,10 @@ class Inspection:
             answered = self._asked.pop(_key(message["id"]), None)
         return self._validator.check(message, answered)
 
-    def _attach(self, violations: list[Any], current: Event | None) -> None:
+    def _attach(self, violations: list[Any], current: Event | None, *, ended: bool = False) -> None:
         """Show each violation not yet shown on the event of its latest offending message: added to
-        ``current`` (not yet sent) directly, announced as a ``problem`` event for one already sent."""
+        ``current`` (not yet sent) directly, announced as a ``problem`` event for one already sent.
+        ``ended``: the run is over, so an unanswered request (R8) was in flight when the agent went away."""
         for violation in violations[self._violations_seen:]:
             owner = current
             for message in reversed(violation.messages):
@@ -298,7 +302,10 @@ class Inspection:
                     break
             if owner is None:
                 continue
-            problem = {"rule": violation.rule, "level": violation.level, "text": violation.text,
+            text = violation.text
+            if ended and violation.rule == "R8":
+                text += ": the agent exited with it in flight (expected after a crash)"
+            problem = {"rule": violation.rule, "level": violation.level, "text": text,
                        "statement": violation.statement}
             if "seq" not in owner:
                 owner["problems"].append(problem)
@@ -314,7 +321,7 @@ class Inspection:
         with contextlib.suppress(AssertionError):
             checker.finish()
         last = next((e for e in reversed(self.events) if e["type"] == "wire" and e["run"] == self.run_number), None)
-        self._attach(checker.violations, last)
+        self._attach(checker.violations, last, ended=True)
         self._violations_seen = 0
         self._message_events.clear()
         self._asked.clear()

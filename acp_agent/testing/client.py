@@ -17,10 +17,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import orjson
@@ -67,6 +67,9 @@ class SessionView:
     state: str = "idle"
     stop_reason: str | None = None
     idle_count: int = 0
+    error: dict[str, Any] | None = None
+    """The ``error`` (``{"code", "message", ...}``) of the last ``idle`` that ended work with ``stopReason:
+    "error"``, ``None`` when the last work ended otherwise."""
     background: list[dict[str, Any]] | None = None
     """The latest ``background`` list, or ``None`` while it is not reported (unknown)."""
     tool_calls: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -323,8 +326,11 @@ class _TappedSend(ByteSendStream):
     def __init__(self, inner: ByteSendStream, tap: _Tap) -> None:
         self._inner = inner
         self._tap = tap
+        self._closed = False
 
     async def send(self, item: bytes) -> None:
+        if self._closed:  # the client ended its side on purpose: what is left to say (e.g. the
+            return        # answer to a question still held) is dropped, not reported as a failed stream
         self._tap.feed(item)
         await self._inner.send(item)
 
@@ -332,8 +338,21 @@ class _TappedSend(ByteSendStream):
         await self.aclose()
 
     async def aclose(self) -> None:
+        self._closed = True
         self._tap.closed()
         await self._inner.aclose()
+
+
+class _Sent:
+    """Returned by the notification helpers: already sent, so awaiting it (optional) does nothing."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield from ()
+
+
+_SENT: Final = _Sent()
 
 
 class Client:
@@ -446,6 +465,8 @@ class Client:
             view.background = background if isinstance(background, list) else None
             if view.state == "idle" and update.get("stopReason") is not None:
                 view.stop_reason = update["stopReason"]
+                error = update.get("error")
+                view.error = error if isinstance(error, dict) else None
                 view.idle_count += 1
 
     async def _on_update(self, params: dict[str, Any]) -> None:
@@ -564,7 +585,8 @@ class Client:
 
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0, *,
                        interval: float = WAIT_FOR_INTERVAL) -> None:
-        """Wait until ``predicate()`` holds, or time out (`TimeoutError`).
+        """Wait until ``predicate()`` holds, or time out (`TimeoutError`, whose message quotes the error of every
+        session whose last work ended ``stopReason: "error"``: often the reason the condition never came).
 
         The predicate is checked after every message from the agent and every ``interval`` seconds
         besides, so it may look at the agent's own state too (``lambda: agent.done``), not only at
@@ -573,15 +595,22 @@ class Client:
         Raises [`AgentExitedError`][acp_agent.testing.AgentExitedError] when an agent subprocess exited with it still
         false.
         """
-        with anyio.fail_after(timeout):
-            while not predicate():
-                agent = self._agent_process
-                if agent is not None and agent.gone():
-                    exited = await agent.explain(None)
-                    if exited is not None:
-                        raise exited
-                with anyio.move_on_after(interval):
-                    await self._changed.wait()
+        try:
+            with anyio.fail_after(timeout):
+                while not predicate():
+                    agent = self._agent_process
+                    if agent is not None and agent.gone():
+                        exited = await agent.explain(None)
+                        if exited is not None:
+                            raise exited
+                    with anyio.move_on_after(interval):
+                        await self._changed.wait()
+        except TimeoutError:
+            failed = [f"{sid} ended its last work with stopReason error: {view.error.get('code')} "
+                      f"{view.error.get('message')}" for sid, view in self.sessions.items() if view.error]
+            if not failed:
+                raise
+            raise TimeoutError(f"the condition did not hold within {timeout} s; " + "; ".join(failed)) from None
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -602,9 +631,14 @@ class Client:
                 raise
             raise exited from None  # the bare "connection closed" it replaces adds nothing
 
-    def notify(self, method: str, params: Mapping[str, Any]) -> None:
-        """Send any notification."""
+    def notify(self, method: str, params: Mapping[str, Any]) -> Awaitable[None]:
+        """Send any notification, at once (a notification has no answer to wait for).
+
+        Call it plainly or ``await`` it, as you like: the returned object only lets ``await`` work like it does for
+        the request helpers.
+        """
         self.connection.notify(method, params)
+        return _SENT
 
     async def initialize(self, protocol_version: int = 2, **params: Any) -> dict[str, Any]:
         """Run ``initialize`` and return the agent's answer."""
@@ -641,9 +675,9 @@ class Client:
         await self.prompt(session_id, prompt)
         return await self.wait_idle(session_id, before + 1, timeout)
 
-    def cancel(self, session_id: str) -> None:
-        """Send ``session/cancel``."""
-        self.notify("session/cancel", {"sessionId": session_id})
+    def cancel(self, session_id: str) -> Awaitable[None]:
+        """Send ``session/cancel`` (a notification, sent at once; ``await client.cancel(sid)`` works too)."""
+        return self.notify("session/cancel", {"sessionId": session_id})
 
     async def resume_session(self, session_id: str, cwd: str | None = None, *, replay: bool = False,
                              **params: Any) -> dict[str, Any]:
@@ -694,9 +728,10 @@ class Client:
         """``terminal/cancel`` (answered once accepted; the ``exitStatus`` follows)."""
         await self.request("terminal/cancel", {"sessionId": session_id, "terminalId": terminal_id})
 
-    def cancel_request(self, request_id: int) -> None:
-        """Withdraw one of this client's pending requests with ``$/cancel_request``."""
-        self.notify("$/cancel_request", {"requestId": request_id})
+    def cancel_request(self, request_id: int) -> Awaitable[None]:
+        """Withdraw one of this client's pending requests with ``$/cancel_request`` (a notification, sent at once;
+        awaiting it works too)."""
+        return self.notify("$/cancel_request", {"requestId": request_id})
 
     @property
     def last_request_id(self) -> int:

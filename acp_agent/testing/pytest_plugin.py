@@ -20,6 +20,12 @@ backend in use):
     ``new_session``. Checked the same way. (Pass a class as ``agent=``: pytest treats a lone
     callable argument as the decorated object.)
 
+A command-line agent gets its own data directory: ``ACP_AGENT_DATA_DIR`` is set to a fresh
+directory under the test's ``tmp_path`` (``tmp_path / "acp-agent-data"``, shared by every agent
+the test starts, so a restart test finds what the first run stored), never your real data
+directory. Pass ``env={"ACP_AGENT_DATA_DIR": ...}`` in the marker or to ``acp_connect`` to choose
+another.
+
 A command-line agent that dies makes the waiting request fail with
 [`AgentExitedError`][acp_agent.testing.AgentExitedError] (exit status and stderr tail).
 
@@ -35,15 +41,21 @@ import sys
 import warnings
 from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 import pytest
 
+from .._util import environment
 from .._util.awaiting import NEVER_AWAITED, describe, sdk_call
 from .checker import WireChecker
 from .client import Client, connect_agent, spawn_agent
 
 __all__ = ["acp_client", "acp_connect", "check_client"]
+
+DATA_DIR: Final = environment.DATA_DIR.name
+DATA_SUBDIR: Final = "acp-agent-data"
+"""The directory under the test's ``tmp_path`` that command-line agents keep their sessions in."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -95,7 +107,7 @@ def check_client(client: Client, *, schema_path: str | None = None) -> list[str]
     return problems
 
 
-def _connect(target: Any, **options: Any) -> AbstractAsyncContextManager[Client]:
+def _connect(target: Any, data_dir: Path, **options: Any) -> AbstractAsyncContextManager[Client]:
     options.setdefault("check", False)  # judged by check_client() instead, together with the schema
     if isinstance(target, type):
         target = target()
@@ -103,12 +115,16 @@ def _connect(target: Any, **options: Any) -> AbstractAsyncContextManager[Client]
         if options.get("limits") is not None:
             raise TypeError("limits= applies to an in-process agent; a command's agent sets its own (run_stdio)")
         options.pop("limits", None)
-        return spawn_agent([str(part) for part in target], **options)
+        env = dict(options.pop("env", None) or {})
+        if DATA_DIR not in env:  # the test's own directory, not the user's real sessions
+            data_dir.mkdir(exist_ok=True)
+            env[DATA_DIR] = str(data_dir)
+        return spawn_agent([str(part) for part in target], env=env, **options)
     return connect_agent(target, **options)
 
 
 @pytest.fixture
-def acp_connect() -> Callable[..., AbstractAsyncContextManager[Client]]:
+def acp_connect(tmp_path: Path) -> Callable[..., AbstractAsyncContextManager[Client]]:
     """Connect a checked but *uninitialized* client to an agent instance or command line.
 
     Use ``async with acp_connect(target, **client_options) as client:`` and call
@@ -117,7 +133,7 @@ def acp_connect() -> Callable[..., AbstractAsyncContextManager[Client]]:
 
     @asynccontextmanager
     async def connect(target: Any, **options: Any) -> AsyncIterator[Client]:
-        async with _connect(target, **options) as client:
+        async with _connect(target, tmp_path / DATA_SUBDIR, **options) as client:
             yield client
         problems = check_client(client)
         if problems:
@@ -127,7 +143,7 @@ def acp_connect() -> Callable[..., AbstractAsyncContextManager[Client]]:
 
 
 @pytest.fixture
-async def acp_client(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+async def acp_client(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Client]:
     """An *initialized*, checked client for ``@pytest.mark.acp_agent(agent=target)``.
 
     ``initialize`` has already been answered (protocol version 2): start with ``new_session``.
@@ -138,7 +154,7 @@ async def acp_client(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
     target: Any = marker.args[0] if marker is not None and marker.args else options.pop("agent", None)
     if target is None:
         raise pytest.UsageError("acp_client needs @pytest.mark.acp_agent(agent=AgentClassOrInstance or [command])")
-    async with _connect(target, **options) as client:
+    async with _connect(target, tmp_path / DATA_SUBDIR, **options) as client:
         await client.initialize()
         yield client
     problems = check_client(client)

@@ -91,6 +91,9 @@ def test_ask_allow_and_reject(page: Page) -> None:
         page.prompt(f"/ask deploy {word}")
         dialog = page.one(css("permission-dialog"))
         assert dialog.find_elements("css selector", css("permission-option", kind=kind))
+        # The subject reads as the tool call's title, not as the raw {"type": "tool_call", ...} JSON.
+        subject = dialog.find_element("css selector", css("permission-subject")).text
+        assert f"Ask: deploy {word}" in subject and "toolCallId" not in subject
         page.wait_for(lambda: page.text("state") == "requires_action", what="requires_action while asked")
         page.click(css("permission-option", kind=kind))
         page.wait_for(lambda w=word: f"{w}: deploy {w}" in page.messages(), what=f"the {word} answer")

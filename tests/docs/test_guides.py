@@ -4,6 +4,7 @@ guides' own test examples collected here as tests (imported test functions are c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,8 @@ async def test_config_options_and_commands() -> None:
         view = await client.prompt_and_wait(sid, "which mode?")
         assert list(view.messages().values()) == ["mode: code"]
         assert MODE_OPTION.current_value == "ask"  # each session changes its own copy
+        view = await client.prompt_and_wait(sid, "/plan fix the login")  # the command is the prompt's text
+        assert list(view.messages().values())[-1] == "planning: fix the login"
 
 
 async def test_work_after_the_turn() -> None:
@@ -295,3 +298,23 @@ async def test_a_diff_reaches_the_client(tmp_path: Path) -> None:
         assert diff["patch"]["format"] == "git_patch"
         assert f"--- {path}\n+++ {path}\n" in diff["patch"]["text"] and "+Hello, world\n" in diff["patch"]["text"]
     assert (tmp_path / "greeting.txt").read_text() == "Hello, world\n"
+
+
+def test_the_stdio_by_hand_recipe_gets_every_answer(tmp_path: Path) -> None:
+    script = (ROOT / "docs_src" / "stdio_by_hand.sh").read_text()
+    script = script.replace("python my_agent.py", f"'{sys.executable}' '{ROOT / 'docs_src' / 'first_agent.py'}'")
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "ACP_AGENT_DATA_DIR": str(tmp_path)})
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [0, 1, 2] and all("result" in a for a in answers), done.stdout
+    assert [s["sessionId"] for s in answers[2]["result"]["sessions"]] == [answers[1]["result"]["sessionId"]]
+
+
+def test_host_limits_serve_picks_the_class_defined_there() -> None:
+    from acp_agent.cli import load_agent
+    from docs_src.host_limits import HostAgent
+
+    source, name = load_agent(str(ROOT / "docs_src" / "host_limits.py"))
+    assert name == "HostAgent"  # EchoAgent, imported, does not count
+    assert isinstance(source, type) and source.__name__ == "HostAgent"
+    assert HostAgent.limits.max_principal_sessions == 2 and HostAgent.limits.max_principal_processes == 4

@@ -75,3 +75,18 @@ async def test_unknown_transport() -> None:
     with pytest.raises(ValueError, match="unknown transport"):
         async with connect_remote("http://127.0.0.1:1/acp", transport="carrier-pigeon"):  # type: ignore[arg-type]
             pass
+
+
+@pytest.mark.parametrize("transport", ["websocket", "http"])
+async def test_leaving_with_a_question_held_logs_no_stream_failure(
+    server: ServedAgent, transport: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The client closes its side while it still holds a permission request: its late answer is dropped
+    # quietly, not reported as "output stream failed".
+    async with connect_remote(server.url, transport=transport, token=TOKEN,  # type: ignore[arg-type]
+                              permission_policy=None, check=False) as client:
+        await client.initialize()
+        session = await client.new_session()
+        await client.prompt(session, "/ask deploy")
+        await client.wait_for(lambda: bool(client.pending_permissions))
+    assert "output stream failed" not in caplog.text

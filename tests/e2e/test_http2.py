@@ -7,24 +7,25 @@ Every agent message is schema-checked.
 from __future__ import annotations
 
 import json
-import queue
 import shutil
 import socket
 import ssl
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from websockets.sync.client import connect
 
 from acp_agent.testing import SchemaValidator
-from tests.helpers.remote import ROOT, wait_until
+from tests.helpers.remote import ROOT
+
+pytestmark = pytest.mark.anyio
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
               "params": {"protocolVersion": 2, "info": {"name": "h2-test", "version": "0"}, "capabilities": {}}}
@@ -57,76 +58,84 @@ def hypercorn(*args: str) -> Iterator[int]:
         assert "Traceback" not in log, log
 
 
-def exchange(url: str, validator: SchemaValidator, **client: Any) -> None:
-    """initialize, the event stream, a session and an echoed prompt, all on one HTTP/2 connection."""
+async def exchange(url: str, validator: SchemaValidator, **client: Any) -> None:
+    """initialize, the event stream, a session and an echoed prompt, all on one HTTP/2 connection.
+
+    httpx's async client on anyio tasks: the event stream is read by one task while the POSTs go out from
+    another (the sync client shares one HTTP/2 connection between threads badly: a reading thread could stall
+    the others' requests until its read timed out)."""
     methods = {1: "session/new", 2: "session/prompt"}
-    messages: queue.Queue[dict[str, Any]] = queue.Queue()
-    with httpx.Client(http2=True, timeout=10, **client) as http:
-        wait_until(lambda: _reachable(http, url), 20, "hypercorn to listen")
-        answer = http.post(url, json=INITIALIZE)
+    send, receive = anyio.create_memory_object_stream[dict[str, Any]](1000)
+    async with httpx.AsyncClient(http2=True, timeout=10, **client) as http:
+        with anyio.fail_after(20):
+            while not await _reachable(http, url):
+                await anyio.sleep(0.05)
+        answer = await http.post(url, json=INITIALIZE)
         assert (answer.status_code, answer.http_version) == (200, "HTTP/2")
         assert validator.check(answer.json(), "initialize") == []
         headers = {"acp-connection-id": answer.headers["acp-connection-id"]}
+        deleted, finished = anyio.Event(), anyio.Event()
 
-        deleted = threading.Event()
-
-        def read() -> None:
+        async def read() -> None:
             try:
-                with http.stream("GET", url, headers={**headers, "accept": "text/event-stream"}) as stream:
+                async with http.stream("GET", url, headers={**headers, "accept": "text/event-stream"},
+                                       timeout=httpx.Timeout(10, read=None)) as stream:
                     assert stream.http_version == "HTTP/2"
-                    for line in stream.iter_lines():
+                    async for line in stream.aiter_lines():
                         if line.startswith("data: "):
-                            messages.put(json.loads(line[6:]))
+                            await send.send(json.loads(line[6:]))
             except httpx.TransportError:
                 if not deleted.is_set():  # the stream may end either way once the connection is deleted
                     raise
+            finally:
+                finished.set()
 
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        posted = http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/tmp"}},
-                           headers=headers)
-        assert (posted.status_code, posted.http_version) == (202, "HTTP/2")
-
-        def next_message() -> dict[str, Any]:
-            message = messages.get(timeout=10)
+        async def next_message() -> dict[str, Any]:
+            with anyio.fail_after(10):
+                message = await receive.receive()
             answered = methods.get(message["id"]) if "method" not in message else None
             assert validator.check(message, answered) == [], message
             return message
 
-        while "result" not in (message := next_message()):
-            pass
-        sid = message["result"]["sessionId"]
-        prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-                  "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hello over h2"}]}}
-        assert http.post(url, json=prompt, headers={**headers, "acp-session-id": sid}).status_code == 202
-        said = []
-        while (update := next_message().get("params", {}).get("update", {})).get("state") != "idle":
-            if update.get("sessionUpdate") == "agent_message_chunk":
-                said.append(update["content"]["text"])
-        assert "".join(said) == "hello over h2"
-        deleted.set()
-        assert http.delete(url, headers=headers).status_code == 202
-        reader.join(10)  # DELETE ends the event stream
-        assert not reader.is_alive()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(read)
+            posted = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                                                "params": {"cwd": "/tmp"}}, headers=headers)
+            assert (posted.status_code, posted.http_version) == (202, "HTTP/2")
+            while "result" not in (message := await next_message()):
+                pass
+            sid = message["result"]["sessionId"]
+            prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                      "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hello over h2"}]}}
+            assert (await http.post(url, json=prompt, headers={**headers, "acp-session-id": sid})).status_code == 202
+            said = []
+            while (update := (await next_message()).get("params", {}).get("update", {})).get("state") != "idle":
+                if update.get("sessionUpdate") == "agent_message_chunk":
+                    said.append(update["content"]["text"])
+            assert "".join(said) == "hello over h2"
+            deleted.set()
+            assert (await http.delete(url, headers=headers)).status_code == 202
+            with anyio.fail_after(10):  # DELETE ends the event stream, so the reading task ends
+                await finished.wait()
 
 
-def _reachable(http: httpx.Client, url: str) -> bool:
+async def _reachable(http: httpx.AsyncClient, url: str) -> bool:
     try:
-        http.get(url)
+        await http.get(url)
     except httpx.TransportError:
         return False
     return True
 
 
-def test_h2c_with_prior_knowledge(validator: SchemaValidator) -> None:
+async def test_h2c_with_prior_knowledge(validator: SchemaValidator) -> None:
     with hypercorn() as port:
-        exchange(f"http://127.0.0.1:{port}/acp", validator, http1=False)
+        await exchange(f"http://127.0.0.1:{port}/acp", validator, http1=False)
         with connect(f"ws://127.0.0.1:{port}/acp") as ws:  # WebSocket (HTTP/1.1 upgrade) on the same server
             ws.send(json.dumps(INITIALIZE))
             assert json.loads(ws.recv(10))["result"]["protocolVersion"] == 2
 
 
-def test_h2_over_tls(validator: SchemaValidator, tmp_path: Path) -> None:
+async def test_h2_over_tls(validator: SchemaValidator, tmp_path: Path) -> None:
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.skip("openssl is not installed (needed to make a throwaway certificate)")
@@ -135,4 +144,4 @@ def test_h2_over_tls(validator: SchemaValidator, tmp_path: Path) -> None:
                     "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
                    check=True, capture_output=True, timeout=60)
     with hypercorn("--certfile", str(cert), "--keyfile", str(key)) as port:
-        exchange(f"https://127.0.0.1:{port}/acp", validator, verify=ssl.create_default_context(cafile=str(cert)))
+        await exchange(f"https://127.0.0.1:{port}/acp", validator, verify=ssl.create_default_context(cafile=str(cert)))

@@ -163,7 +163,11 @@ function renderDialogs() {
     op({ op: "answer", id: question.msg.id, result }).catch((e) => showError(e.message));
   };
   let body;
-  if (question.kind === "permission") body = permissionDialog(question.msg, answer);
+  if (question.kind === "permission") {
+    const p = question.msg.params ?? {};
+    const callId = p.subject?.type === "tool_call" ? p.subject.toolCall?.toolCallId : null;
+    body = permissionDialog(question.msg, answer, model.sessions.get(p.sessionId)?.toolCalls.get(callId));
+  }
   else if (question.msg.params?.mode === "url") body = urlDialog(question.msg, answer);
   else body = h("div", { class: "dialog" }, h("h3", {}, question.msg.params?.message ?? "Question"),
     elicitationForm(question.msg.params ?? {}, answer));

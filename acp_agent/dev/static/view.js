@@ -134,11 +134,29 @@ export function background(model, view, stop, depth = 0) {
   });
 }
 
-export function permissionDialog(msg, answer) {
+// What the permission is for, in words: the tool call's title (`toolCall` is the client's stored tool call,
+// already patched with the subject), or the command and its directory; the raw JSON for any other subject.
+function permissionSubject(subject, toolCall) {
+  if (!subject) return "";
+  if (subject.type === "tool_call") {
+    const call = { ...(toolCall ?? {}), ...(subject.toolCall ?? {}) };
+    const about = [call.kind, call.status].filter(Boolean).join(", ");
+    return h("p", { class: "subject", "data-testid": "permission-subject" }, h("b", {}, "Tool call: "),
+      call.title ?? call.toolCallId ?? "?", about ? ` (${about})` : "");
+  }
+  if (subject.type === "command") {
+    return h("p", { class: "subject", "data-testid": "permission-subject" }, h("b", {}, "Command: "),
+      h("code", {}, subject.command ?? ""), subject.cwd ? ` in ${subject.cwd}` : "");
+  }
+  return h("pre", { class: "subject", "data-testid": "permission-subject" }, JSON.stringify(subject, null, 1));
+}
+
+export function permissionDialog(msg, answer, toolCall = null) {
   const p = msg.params ?? {};
   return h("div", { class: "dialog", "data-testid": "permission-dialog" },
     h("h3", {}, p.title ?? "Permission"),
-    p.subject ? h("pre", { class: "subject" }, JSON.stringify(p.subject, null, 1)) : "",
+    p.description ? h("p", { class: "description" }, p.description) : "",
+    permissionSubject(p.subject, toolCall),
     h("div", { class: "buttons" }, ...(p.options ?? []).map((o) => h("button", {
       "data-testid": "permission-option", "data-kind": o.kind, "data-option-id": o.optionId,
       class: o.kind?.startsWith("allow") ? "allow" : "reject",

@@ -70,12 +70,13 @@ class ProviderModels:
 class Command:
     """A slash command of the agent: ``/name args``.
 
-    ``handler(session, args)`` runs it; a returned string is sent to the model as the prompt (a
-    prompt template), ``None`` means the command did all there was to do.
+    ``handler(session, args)`` runs it (``args``: the text after ``/name ``); a returned string is sent to
+    the model as the prompt (a prompt template), ``None`` means the command did all there was to do. Write
+    it as ``async def handler(session, args) -> str | None``; a plain function (a ``lambda``) works too.
     """
 
     description: str
-    handler: Callable[[Session, str], Awaitable[str | None]]
+    handler: Callable[[Session, str], Awaitable[str | None] | str | None]
     hint: str | None = None
 
 
@@ -331,7 +332,8 @@ class PydanticAIAgent(Agent):
         command = self.commands.get(name)
         if command is None:
             return False, None
-        return True, await command.handler(session, args)
+        answer = command.handler(session, args)
+        return True, await answer if inspect.isawaitable(answer) else answer
 
     async def _switch_model(self, session: Session, choice: str) -> None:
         current = next((o.current_value for o in session.config_options if o.config_id == MODEL_OPTION), None)
