@@ -120,7 +120,7 @@ class Terminal:
         there makes the snapshot that drops the terminal already say ``running`` (R95). An ``async``
         callback (or one that returns an awaitable) is awaited as background work of the session,
         right after that step; like any background work it cannot send agent messages (start
-        foreground work for that), and an exception it raises is logged.
+        foreground work from a plain callback for that), and an exception it raises is logged.
         """
         if self._exit is not None and self._exited.is_set():
             self._call_exit_callback(callback, self._exit)

@@ -770,7 +770,7 @@ async def _refuse(send: Send, refusal: Refusal) -> None:
 
 async def _refuse_socket(receive: Receive, send: Send, subprotocol: str | None, error: RequestError) -> None:
     """Accept a WebSocket only to answer its first request with ``error`` (a limit, as JSON-RPC), then close it
-    (1008); a client that sends nothing within :data:`_REFUSAL_WAIT` seconds gets the close alone."""
+    (1008); a client that sends nothing within `_REFUSAL_WAIT` seconds gets the close alone."""
     accept: dict[str, Any] = {"type": "websocket.accept"}
     if subprotocol is not None:
         accept["subprotocol"] = subprotocol
