@@ -213,7 +213,8 @@ class StoreUnusableError(StoreError):
     newer acp-agent (its schema version is above the newest this version knows).
 
     Raised by ``SessionStore.open``; nothing in the store was changed. ``run_stdio`` logs it on
-    stderr and serves with a fresh in-memory store instead (see the README, "Sessions on disk").
+    stderr and serves with a fresh in-memory store instead (see the guide "Sessions on disk and the crash
+    contract").
     """
 
 

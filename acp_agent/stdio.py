@@ -162,7 +162,7 @@ async def serve_stdio(
     (default `SHUTDOWN_TIMEOUT`, or the ``ACP_AGENT_SHUTDOWN_TIMEOUT`` environment
     variable) plus `EXIT_MARGIN`: then the process kills whatever it started and
     exits with status 0 even if agent code ignores cancellation or the client stopped
-    reading (see the README, "Shutdown"). While it serves, agent code that blocks the event
+    reading (see the site's "Errors, limits and shutdown" page). While it serves, agent code that blocks the event
     loop for longer than ``ACP_AGENT_BLOCK_WARNING`` seconds (0.5 by default; ``off``
     disables it) gets a warning on stderr naming the function (`acp_agent._util.loop_monitor`).
     ``store`` keeps the sessions (default: ``agent.store``, else the agent's SQLite file,

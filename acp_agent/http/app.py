@@ -73,6 +73,8 @@ SESSION_SCOPED_METHODS: Final = frozenset({
 """Client methods whose POST must carry ``Acp-Session-Id``."""
 
 _EVENT_STREAM: Final = "text/event-stream"
+_REFUSAL_WAIT: Final = 5.0
+"""Seconds a WebSocket refused for a limit waits for its first request, to answer it with the limit's error."""
 _JSON: Final = "application/json"
 _BATCH_ERROR: Final = orjson.dumps({
     "jsonrpc": "2.0", "id": None,
@@ -553,7 +555,7 @@ class AcpApp:
         agent = self._new_agent()
         refusal = self._principal_full(agent, admitted.principal)
         if refusal is not None:
-            await _deny_socket(scope, send, (429, refusal.message))
+            await _refuse_socket(receive, send, admitted.subprotocol, refusal)
             return
         connection = RemoteConnection(
             agent, "websocket", self.options, credential=credential_digest(headers.get("authorization")),
@@ -764,6 +766,31 @@ async def _refuse(send: Send, refusal: Refusal) -> None:
     status, text = refusal
     extra = [(b"www-authenticate", b"Bearer")] if status == 401 else []
     await _text(send, status, text, extra)
+
+
+async def _refuse_socket(receive: Receive, send: Send, subprotocol: str | None, error: RequestError) -> None:
+    """Accept a WebSocket only to answer its first request with ``error`` (a limit, as JSON-RPC), then close it
+    (1008); a client that sends nothing within :data:`_REFUSAL_WAIT` seconds gets the close alone."""
+    accept: dict[str, Any] = {"type": "websocket.accept"}
+    if subprotocol is not None:
+        accept["subprotocol"] = subprotocol
+    await send(accept)
+    request_id: Any = None
+    with anyio.move_on_after(_REFUSAL_WAIT):
+        while True:
+            event = await receive()
+            if event["type"] == "websocket.disconnect":
+                return
+            if event["type"] == "websocket.receive" and event.get("text") is not None:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    message = orjson.loads(event["text"])
+                    request_id = message.get("id") if isinstance(message, dict) else None
+                break
+    with contextlib.suppress(Exception):  # the client may be gone
+        if request_id is not None:
+            answer = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()})
+            await send({"type": "websocket.send", "text": answer.decode()})
+        await send({"type": "websocket.close", "code": 1008, "reason": error.message[:120]})
 
 
 async def _deny_socket(scope: Scope, send: Send, refusal: Refusal) -> None:

@@ -133,3 +133,21 @@ def test_every_public_name_has_a_docstring_the_reference_renders() -> None:
             if not module[public].docstring:
                 undocumented.append(f"{name}.{public}")
     assert not undocumented, undocumented
+
+
+def test_every_command_line_flag_on_the_site_exists() -> None:
+    """Shell lines are not docs_src/ files; the `python -m acp_agent serve|dev` flags they use must exist."""
+    import subprocess
+    import sys
+
+    commands: dict[str, set[str]] = {"serve": set(), "dev": set()}
+    for text in pages().values():
+        for line in re.findall(r"python -m acp_agent (?:serve|dev)\b[^`\n]*", text):
+            command = line.split()[3].rstrip(":,.")
+            commands[command] |= set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", line))
+    assert commands["serve"], "the site shows serve's flags"
+    for command, flags in commands.items():
+        done = subprocess.run([sys.executable, "-m", "acp_agent", command, "--help"], capture_output=True,
+                              text=True, timeout=60)
+        unknown = sorted(flag for flag in flags if flag not in done.stdout)
+        assert not unknown, f"python -m acp_agent {command}: flags on the site that --help does not list: {unknown}"

@@ -390,6 +390,16 @@ async def test_per_principal_quotas_each_refused_with_a_precise_error() -> None:
         status, _, body = await request(app, "POST", first.auth, INITIALIZE)  # a third connection
         assert status == 429
         refused(json.loads(body), "max_principal_connections", 2)
+        socket = Socket(app, first.auth)  # a third one over WebSocket: its initialize gets the same error
+        tg.start_soon(socket.run)
+        await socket.to_app.send({"type": "websocket.connect"})
+        assert (await socket.next())["type"] == "websocket.accept"
+        await socket.to_app.send({"type": "websocket.receive", "text": json.dumps(INITIALIZE)})
+        answer = json.loads((await socket.next())["text"])
+        assert answer["id"] == INITIALIZE["id"]
+        refused(answer, "max_principal_connections", 2)
+        closed = await socket.next()
+        assert closed["type"] == "websocket.close" and closed["code"] == 1008
         bob = await User(app, tg, "bob").open()  # another user is not held back
         # Live sessions across alice's two connections, then the sessions she keeps in the store.
         one = await first.new_session()
