@@ -1,5 +1,6 @@
 """The inspector as a docs-only trial met it (notes/trial-host.md 5): an agent that dies with a prompt unanswered gets
-R8 on that prompt, which now says the agent exited with it in flight (it read as a second bug), and the session header stops showing the agent's last state. Failed before."""
+R8 on that prompt, which now says the agent exited with it in flight (it read as a second bug), and the session
+header stops showing the agent's last state. Failed before."""
 
 from __future__ import annotations
 
