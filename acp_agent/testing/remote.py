@@ -10,8 +10,9 @@ streams, as on stdio. Here those streams are backed by one of ACP's remote trans
   with ``Accept: text/event-stream``, one ``data:`` line per message). Closing sends ``DELETE``.
 
 A WebSocket the server refuses raises ``ConnectionError`` on entry. A POST the server refuses
-(a 4xx/5xx status) is answered locally with a JSON-RPC error naming the
-status, so the request does not hang; the transcript records it as the agent's answer.
+(a 4xx/5xx status) is answered with the JSON-RPC error the refusal carries (a quota's ``-32800``), or
+else with a local one naming the status, so the request does not hang; the transcript records it as the
+agent's answer.
 Needs ``httpx`` and ``httpx-ws`` (the ``inspector`` extra; both run on asyncio and trio).
 """
 
@@ -65,9 +66,18 @@ class _LineSender(ByteSendStream):
 
 
 def _failure(message: Any, status: int, text: str) -> bytes | None:
-    """A local JSON-RPC error answering ``message`` (if it is a request) that the server refused."""
+    """A JSON-RPC error answering ``message`` (if it is a request) that the server refused: the server's own
+    JSON-RPC error when the refusal carries one (a quota's ``-32800`` with its ``data``), else a local
+    ``-32603`` naming the HTTP status."""
     if not isinstance(message, dict) or "method" not in message or "id" not in message:
         return None
+    try:
+        body = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+        return orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}) + b"\n"
     error = {"code": -32603, "message": f"HTTP {status}: {text.strip()[:300]}"}
     return orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}) + b"\n"
 

@@ -1,5 +1,6 @@
 """The inspector as a docs-only trial met it (notes/trial-host.md 5): an agent that dies with a prompt unanswered gets
-R8 on that prompt, which now says the agent exited with it in flight (it read as a second bug). Failed before."""
+R8 on that prompt, which now says the agent exited with it in flight (it read as a second bug), and the session
+header stops showing the agent's last state. Failed before."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ def test_r8_after_a_crash_says_the_agent_exited(browser: Any, tmp_path: Path) ->
         page = Page(browser, inspector.url)
         page.prompt("hello")
         page.wait_for(lambda: "exited (status 3)" in page.text("agent-status"), what="the exit status")
+        # The session header no longer shows the last state the agent reported.
+        page.wait_for(lambda: page.text("state") == "agent exited", what="the header saying the agent exited")
+        assert page.text("stop-reason") == ""
         page.wait_for(lambda: page.js(R8_TEXTS), what="R8 on the prompt in flight")
         texts = page.js(R8_TEXTS)
         assert all("the agent exited with it in flight" in text for text in texts), texts

@@ -3,6 +3,7 @@ against a real ``python -m acp_agent serve`` on loopback, on asyncio and trio.""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -90,3 +91,21 @@ async def test_leaving_with_a_question_held_logs_no_stream_failure(
         await client.prompt(session, "/ask deploy")
         await client.wait_for(lambda: bool(client.pending_permissions))
     assert "output stream failed" not in caplog.text
+
+
+@pytest.mark.parametrize("transport", ["websocket", "http"])
+async def test_a_connection_past_the_quota_gets_the_limit_error_on_both_transports(transport: str) -> None:
+    # docs_src/host_limits.py: max_principal_connections=3. Over HTTP the 429's JSON-RPC error used to become a
+    # local -32603 "HTTP 429: ..." with the limit only in its text.
+    with served_agent(ROOT / "docs_src" / "host_limits.py", "--token", TOKEN, "--store", "memory") as served:
+        async with contextlib.AsyncExitStack() as stack:
+            for _ in range(3):
+                client = await stack.enter_async_context(
+                    connect_remote(served.url, transport=transport, token=TOKEN, check=False))  # type: ignore[arg-type]
+                await client.initialize()
+            extra = await stack.enter_async_context(
+                connect_remote(served.url, transport=transport, token=TOKEN, check=False))  # type: ignore[arg-type]
+            with pytest.raises(RequestError) as refused:
+                await extra.initialize()
+    assert refused.value.code == -32800
+    assert refused.value.data == {"limit": "max_principal_connections", "value": 3}

@@ -131,9 +131,11 @@ function renderSession(view) {
     drawn.chat = null;
     schedule();
   }));
-  $("state").textContent = view ? view.state : "-";
-  $("state").className = view ? view.state : "";
-  $("stop-reason").textContent = view?.stopReason ? `stop: ${view.stopReason}` : "";
+  // Once the agent is gone its last reported state (say idle, end_turn) no longer holds.
+  const gone = !model.replay && model.status?.state === "exited";
+  $("state").textContent = !view ? "-" : gone ? "agent exited" : view.state;
+  $("state").className = !view ? "" : gone ? "exited" : view.state;
+  $("stop-reason").textContent = !gone && view?.stopReason ? `stop: ${view.stopReason}` : "";
   const usage = view?.usage;
   const context = view?.context;
   $("usage").textContent = [usage ? `tokens ${usage.totalTokens} (in ${usage.inputTokens}, out ${usage.outputTokens})`
