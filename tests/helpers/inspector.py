@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from tests.helpers.remote import printing_process
+from tests.helpers.remote import PrintedUrl, printing_process
 
 URL_LINE = re.compile(r"acp: inspector at (http://\S+)")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -41,19 +40,12 @@ def browser_missing() -> str | None:
 
 
 @dataclass
-class RunningInspector:
+class RunningInspector(PrintedUrl):
     """A ``python -m acp_agent dev`` process and the URL it printed."""
-
-    proc: subprocess.Popen[str]
-    url: str
-    stderr: list[str] = field(default_factory=list)
 
     @property
     def origin(self) -> str:
         return self.url.split("/?", 1)[0]
-
-    def log(self) -> str:
-        return "".join(self.stderr)
 
 
 @contextmanager

@@ -24,12 +24,20 @@ URL_LINE = re.compile(r"acp: serving .* at (http://\S+)")
 
 
 @dataclass
-class ServedAgent:
-    """A running ``python -m acp_agent serve`` process."""
+class PrintedUrl:
+    """A running process (started by `printing_process`), the URL it printed and its stderr so far."""
 
     proc: subprocess.Popen[str]
     url: str
     stderr: list[str] = field(default_factory=list)
+
+    def log(self) -> str:
+        return "".join(self.stderr)
+
+
+@dataclass
+class ServedAgent(PrintedUrl):
+    """A running ``python -m acp_agent serve`` process."""
 
     @property
     def ws_url(self) -> str:
@@ -39,9 +47,6 @@ class ServedAgent:
         """Processes whose parent is the server: the terminals its sessions started (not the watchdog that kills
         them if the server is killed, ``acp_agent._util.reaper``, which lives as long as the server)."""
         return {pid for pid in children_of(self.proc.pid) if not is_watchdog(pid)}
-
-    def log(self) -> str:
-        return "".join(self.stderr)
 
 
 def is_watchdog(pid: int) -> bool:
