@@ -361,9 +361,8 @@ class AgentRuntime:
         cap = self.limits.max_principal_stored_sessions
         if cap is None:
             return
-        stored = await self.keeper.list(None, None, cap, None, self.principal)
-        if len(stored) >= cap:
-            raise limit_error("max_principal_stored_sessions", cap, f"{len(stored)} sessions of this user are stored")
+        if await self.keeper.stores_at_least(cap, self.principal):
+            raise limit_error("max_principal_stored_sessions", cap, f"{cap} sessions of this user are stored")
 
     def _check_principal_processes(self) -> None:
         cap = self.limits.max_principal_processes

@@ -17,6 +17,7 @@ written to the ``--record`` file; ``--replay`` loads such a file instead of runn
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import logging
@@ -98,7 +99,7 @@ class Inspection:
         self._asked: dict[str, str] = {}  # the client's request ids -> methods, for the schema of answers
         self._message_events: dict[int, Event] = {}  # id() of a transcript message -> its wire event
         self._violations_seen = 0
-        self._stderr: list[str] = []
+        self._stderr = ""  # the last STDERR_TAIL_CHARS characters of the agent's stderr
 
     @property
     def replay(self) -> bool:
@@ -197,7 +198,8 @@ class Inspection:
                     self._watch_remote(client, exited)
                     yield client, exited
             except AssertionError:  # the checker's summary at the end: each violation was shown already
-                pass
+                if client.checker is None or not client.checker.violations:
+                    raise
             self._finish_checks(client)
             self._status("exited", returncode=None, stderrTail="")
             return
@@ -207,7 +209,7 @@ class Inspection:
         assert process.stdin is not None and process.stdout is not None and process.stderr is not None
         client = Client(process.stdout, process.stdin, **options)
         exited = anyio.Event()
-        self._stderr = []
+        self._stderr = ""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._pump_stderr, process.stderr)
             tg.start_soon(client.connection.run)
@@ -228,9 +230,8 @@ class Inspection:
                     if process.returncode is None:
                         process.kill()
                         await process.wait()
-                    with anyio.move_on_after(1):
-                        while not client.connection.closed:
-                            await anyio.sleep(0.01)
+                    with contextlib.suppress(Exception):  # closed, or given up after a second
+                        await client.wait_for(lambda: client.connection.closed, timeout=1)
                     client.connection.close()
                 tg.cancel_scope.cancel()
         self._finish_checks(client)
@@ -245,14 +246,16 @@ class Inspection:
         self._tg.start_soon(watch)
 
     async def _pump_stderr(self, stream: Any) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")  # a character split between reads stays whole
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             async for chunk in stream:
-                text = chunk.decode("utf-8", "replace")
-                self._stderr.append(text)
-                self.emit({"type": "stderr", "run": self.run_number, "t": self._now(), "text": text})
+                text = decoder.decode(chunk)
+                if text:
+                    self._stderr = (self._stderr + text)[-STDERR_TAIL_CHARS:]
+                    self.emit({"type": "stderr", "run": self.run_number, "t": self._now(), "text": text})
 
     def _stderr_tail(self) -> str:
-        return "".join(self._stderr)[-STDERR_TAIL_CHARS:]
+        return self._stderr
 
     @staticmethod
     def _now() -> float:

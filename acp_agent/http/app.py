@@ -42,16 +42,12 @@ from .connections import (
 from .leases import Leases, PostgresLeases
 from .options import HttpOptions
 from .security import (
-    FORBIDDEN,
-    LOOPBACK_HOSTS,
     Admitted,
     Refusal,
     check_request,
     cors_headers,
-    host_allowed,
     origin_allowed,
     principal_of,
-    served_on_loopback,
 )
 from .sessions import ActiveSessions
 
@@ -260,10 +256,7 @@ class AcpApp:
                 await self._preflight(send, origin)  # no credential: a browser sends none on a preflight
                 return
             send = _with_cors(send, origin, self.options.allowed_origins)
-        admitted: Refusal | Admitted = await check_request(headers, self.options)
-        if (isinstance(admitted, Admitted) and self.options.allowed_hosts is None
-                and served_on_loopback(scope.get("server")) and not host_allowed(headers, LOOPBACK_HOSTS)):
-            admitted = FORBIDDEN  # on loopback a foreign Host is DNS rebinding, whichever server runs the app
+        admitted = await check_request(headers, self.options, scope.get("server"))
         if kind == "websocket":
             await self._websocket(scope, receive, send, headers, admitted)
             return

@@ -145,9 +145,18 @@ def served_on_loopback(server: Sequence[object] | None) -> bool:
     return isinstance(host, str) and is_loopback(host)
 
 
-async def check_request(headers: Mapping[str, str], options: HttpOptions) -> Refusal | Admitted:
-    """The refusal for a request with these (lower-cased) headers, or who it is (`Admitted`)."""
-    if options.allowed_hosts is not None and not host_allowed(headers, options.allowed_hosts):
+async def check_request(headers: Mapping[str, str], options: HttpOptions,
+                        server: Sequence[object] | None = None) -> Refusal | Admitted:
+    """The refusal for a request with these (lower-cased) headers, or who it is (`Admitted`).
+
+    ``server`` is the ASGI scope's address the request came in on: on a loopback address with no
+    ``allowed_hosts`` given, a ``Host`` other than a loopback name is refused (DNS rebinding), whichever
+    ASGI server runs the app.
+    """
+    if options.allowed_hosts is not None:
+        if not host_allowed(headers, options.allowed_hosts):
+            return FORBIDDEN
+    elif served_on_loopback(server) and not host_allowed(headers, LOOPBACK_HOSTS):
         return FORBIDDEN
     origin = headers.get("origin")
     if origin is not None and not origin_allowed(origin, options.allowed_origins):

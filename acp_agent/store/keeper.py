@@ -283,6 +283,11 @@ class RecordKeeper:
             return page
         return [StoredSession.of(self._held[s.session_id]) if s.session_id in self._held else s for s in page]
 
+    async def stores_at_least(self, count: int, principal: str) -> bool:
+        """Whether ``principal`` has ``count`` or more sessions stored (one row read, not ``count``)."""
+        store = await self.ready()
+        return bool(await store.list_sessions(principal=principal, offset=count - 1, limit=1))
+
     async def find(self, session_id: str) -> StoredSession | None:
         """The listing of one stored session, without loading it (see
         [`SessionStore.find`][acp_agent.store.SessionStore.find])."""

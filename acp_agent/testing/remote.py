@@ -39,12 +39,6 @@ RemoteTransport = Literal["websocket", "http"]
 MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 """The largest message accepted from the agent (the server's default ``max_body_bytes``)."""
 
-_SESSION_SCOPED: Final = frozenset({
-    "session/cancel", "session/close", "session/delete", "session/fork", "session/load", "session/prompt",
-    "session/resume", "session/set_config_option", "session/set_mode", "session/set_model",
-})
-
-
 class _LineSender(ByteSendStream):
     """The client's sending side: splits what it writes into lines for the transport's pump."""
 
