@@ -11,6 +11,7 @@ there: ``import acp_agent`` in the new environment can only find the installed w
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,3 +80,25 @@ async def test_the_wheel_runs_the_first_agent_in_a_fresh_venv(dist: Path, tmp_pa
         sid = await client.new_session(str(work))
         view = await client.prompt_and_wait(sid, "hello from a wheel")
         assert list(view.messages().values()) == ["hello from a wheel"]
+
+
+def test_every_install_line_names_our_distribution() -> None:
+    """The PyPI project named like our command is an unrelated one: every install line and every extra in
+    brackets, in a tracked text file, names the distribution of ``pyproject.toml`` instead."""
+    import tomllib
+
+    name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    assert name == "acp-agent-sdk"
+    listing = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if listing.returncode != 0:
+        pytest.skip("not a git checkout")
+    wrong = re.compile(r"pip install[^\n]*?\bacp-agent(?![\w-])|\bacp-agent\[")
+    found = []
+    for file in filter(None, listing.stdout.decode().split("\0")):
+        path = ROOT / file
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            continue
+        found += [f"{file}: {match.group()}" for match in wrong.finditer(text)]
+    assert not found, "install lines naming another project:\n" + "\n".join(found)
