@@ -44,7 +44,7 @@ from ..schema import (
     LoginAuthRequest,
     LogoutAuthRequest,
 )
-from ..schema.methods import STORED_SESSION_METHODS
+from ..schema.session_reach import STORED_SESSION_METHODS
 from ..session import Session, rearm_wakeups
 from ..session import session_of as _session
 from ..store import SessionStore, StoredSession
@@ -186,7 +186,7 @@ class AgentRuntime:
 
     async def _scoped(self, name: str, request: Any) -> Any:
         """A method that may reach a session beyond this connection (active on another one, or only stored:
-        ``schema.methods.STORED_SESSION_METHODS``) first treats a session of another principal exactly as an
+        ``schema.session_reach.STORED_SESSION_METHODS``) first treats a session of another principal exactly as an
         unknown id (`owns`): ``-32002`` with the same message and data, ``{}`` for ``session/delete``. The other
         methods naming a session reach only the sessions open on this connection, which are its principal's;
         ``session/list`` lists that principal's only."""
@@ -199,8 +199,8 @@ class AgentRuntime:
 
     def intercept(self, name: str, wrap: Callable[[Callable[[Any], Awaitable[Any]]], Callable[[Any], Awaitable[Any]]],
                   ) -> None:
-        """Wrap the handler of ``name`` (one of ``schema.methods.STORED_SESSION_METHODS``); the wrapper runs once the
-        session is known to be this principal's, so it never learns of another's (a transport's guards)."""
+        """Wrap the handler of ``name`` (one of ``schema.session_reach.STORED_SESSION_METHODS``); the wrapper runs
+        once the session is known to be this principal's, so it never learns of another's (a transport's guards)."""
         self._handlers[name] = wrap(self._handlers[name])
 
     async def owns(self, session_id: str) -> bool:

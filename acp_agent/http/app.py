@@ -213,9 +213,9 @@ def _with_cors(send: Send, origin: str, allowed: tuple[str, ...] | Any) -> Send:
 def __getattr__(name: str) -> Any:
     """``SESSION_SCOPED_METHODS``, deprecated: the methods that name a session are one column of the method table."""
     if name == "SESSION_SCOPED_METHODS":
-        from ..schema.methods import SESSION_METHODS
+        from ..schema.session_reach import SESSION_METHODS
 
         warnings.warn("acp_agent.http.app.SESSION_SCOPED_METHODS is deprecated and will be removed in the next "
-                      "release; use acp_agent.schema.methods.SESSION_METHODS", DeprecationWarning, stacklevel=2)
+                      "release; use acp_agent.schema.session_reach.SESSION_METHODS", DeprecationWarning, stacklevel=2)
         return SESSION_METHODS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,7 @@ import anyio
 import orjson
 
 from .._wire.connection import id_key
-from ..schema.methods import SESSION_METHODS
+from ..schema.session_reach import SESSION_METHODS
 from .asgi import BATCH_ERROR, Receive, Send, is_initialize, one_line, send_empty, send_json, send_text
 from .connections import ConnectionLimitError, RemoteConnection, credential_digest
 from .host import Host

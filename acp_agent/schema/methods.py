@@ -1,5 +1,5 @@
 """The method tables: which params / result model belongs to each JSON-RPC method, who handles it, which session
-it names.
+it names (`acp_agent.schema.session_reach`).
 
 The models themselves live in their topic modules and are re-exported here and from
 [`acp_agent.schema`][acp_agent.schema]. Envelopes (``jsonrpc``, ``id``, ``method``) are not modelled.
@@ -8,7 +8,7 @@ The models themselves live in their topic modules and are re-exported here and f
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Literal
 
 from .base import WireModel
 from .elicitation import (
@@ -48,6 +48,7 @@ from .providers import (
     SetProviderRequest,
     SetProviderResponse,
 )
+from .session_reach import SESSION_REACH, SessionReach
 from .sessions import (
     ArchiveSessionRequest,
     ArchiveSessionResponse,
@@ -78,8 +79,6 @@ __all__ = [
     "AGENT_METHODS",
     "CLIENT_METHODS",
     "PROTOCOL_METHODS",
-    "SESSION_METHODS",
-    "STORED_SESSION_METHODS",
     "ArchiveSessionRequest",
     "ArchiveSessionResponse",
     "AuthStatusRequest",
@@ -126,7 +125,6 @@ __all__ = [
     "ResumeSessionRequest",
     "ResumeSessionResponse",
     "SessionNotFoundErrorData",
-    "SessionReach",
     "SessionStatusRequest",
     "SessionStatusResponse",
     "SetProviderRequest",
@@ -142,15 +140,11 @@ __all__ = [
 ]
 
 
-SessionReach = Literal["open", "stored"]
-"""Which session a method's ``sessionId`` may name: ``"open"``, only one open on the connection that sends it;
-``"stored"``, also one active on another connection or only stored (so whose it is must be checked first)."""
-
-
 @dataclass(frozen=True, slots=True)
 class MethodSpec:
-    """One JSON-RPC method: its params model, its result model (``None`` for notifications), its handler, and
-    which session its required ``sessionId`` names (``None``: it names none)."""
+    """One JSON-RPC method: its params model, its result model (``None`` for notifications), its handler, and for
+    a method the agent handles, which session its ``sessionId`` names (``None``: none; the column is
+    `acp_agent.schema.session_reach`)."""
 
     method: str
     params: type[WireModel]
@@ -166,12 +160,11 @@ class MethodSpec:
 
 def _table(
     handled_by: Literal["agent", "client", "protocol"],
-    *specs: tuple[str, type[WireModel], type[WireModel] | None]
-    | tuple[str, type[WireModel], type[WireModel] | None, SessionReach],
+    *specs: tuple[str, type[WireModel], type[WireModel] | None],
 ) -> Mapping[str, MethodSpec]:
     return MappingProxyType(
-        {spec[0]: MethodSpec(spec[0], spec[1], spec[2], handled_by, spec[3] if len(spec) == 4 else None)
-         for spec in specs}
+        {name: MethodSpec(name, params, result, handled_by, SESSION_REACH.get(name) if handled_by == "agent" else None)
+         for name, params, result in specs}
     )
 
 
@@ -183,19 +176,19 @@ AGENT_METHODS: Mapping[str, MethodSpec] = _table(
     ("auth/status", AuthStatusRequest, AuthStatusResponse),
     ("session/new", NewSessionRequest, NewSessionResponse),
     ("session/list", ListSessionsRequest, ListSessionsResponse),
-    ("session/resume", ResumeSessionRequest, ResumeSessionResponse, "stored"),
-    ("session/close", CloseSessionRequest, CloseSessionResponse, "open"),
-    ("session/fork", ForkSessionRequest, ForkSessionResponse, "open"),
-    ("session/delete", DeleteSessionRequest, DeleteSessionResponse, "stored"),
-    ("session/archive", ArchiveSessionRequest, ArchiveSessionResponse, "stored"),
-    ("session/unarchive", UnarchiveSessionRequest, UnarchiveSessionResponse, "stored"),
-    ("session/status", SessionStatusRequest, SessionStatusResponse, "stored"),
-    ("session/set_title", SetSessionTitleRequest, SetSessionTitleResponse, "stored"),
-    ("session/set_config_option", SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, "open"),
-    ("session/prompt", PromptRequest, PromptResponse, "open"),
-    ("session/cancel", CancelSessionNotification, None, "open"),
-    ("tool_call/cancel", CancelToolCallRequest, CancelToolCallResponse, "open"),
-    ("terminal/cancel", CancelTerminalRequest, CancelTerminalResponse, "open"),
+    ("session/resume", ResumeSessionRequest, ResumeSessionResponse),
+    ("session/close", CloseSessionRequest, CloseSessionResponse),
+    ("session/fork", ForkSessionRequest, ForkSessionResponse),
+    ("session/delete", DeleteSessionRequest, DeleteSessionResponse),
+    ("session/archive", ArchiveSessionRequest, ArchiveSessionResponse),
+    ("session/unarchive", UnarchiveSessionRequest, UnarchiveSessionResponse),
+    ("session/status", SessionStatusRequest, SessionStatusResponse),
+    ("session/set_title", SetSessionTitleRequest, SetSessionTitleResponse),
+    ("session/set_config_option", SetSessionConfigOptionRequest, SetSessionConfigOptionResponse),
+    ("session/prompt", PromptRequest, PromptResponse),
+    ("session/cancel", CancelSessionNotification, None),
+    ("tool_call/cancel", CancelToolCallRequest, CancelToolCallResponse),
+    ("terminal/cancel", CancelTerminalRequest, CancelTerminalResponse),
     ("providers/list", ListProvidersRequest, ListProvidersResponse),
     ("providers/set", SetProviderRequest, SetProviderResponse),
     ("providers/disable", DisableProviderRequest, DisableProviderResponse),
@@ -205,8 +198,8 @@ AGENT_METHODS: Mapping[str, MethodSpec] = _table(
 
 CLIENT_METHODS: Mapping[str, MethodSpec] = _table(
     "client",
-    ("session/update", UpdateSessionNotification, None, "open"),
-    ("session/request_permission", RequestPermissionRequest, RequestPermissionResponse, "open"),
+    ("session/update", UpdateSessionNotification, None),
+    ("session/request_permission", RequestPermissionRequest, RequestPermissionResponse),
     ("elicitation/create", CreateElicitationRequest, CreateElicitationResponse),
     ("elicitation/complete", CompleteElicitationNotification, None),
     ("auth/status_update", AuthStatusUpdateNotification, None),
@@ -219,12 +212,3 @@ PROTOCOL_METHODS: Mapping[str, MethodSpec] = _table(
     ("$/cancel_request", CancelRequestNotification, None),
 )
 """Methods either side may send and handle."""
-
-
-SESSION_METHODS: Final = frozenset(name for name, spec in AGENT_METHODS.items() if spec.session is not None)
-"""The methods a client sends that name a session (their ``sessionId`` is required): the HTTP transport requires
-``Acp-Session-Id`` on them."""
-
-STORED_SESSION_METHODS: Final = frozenset(name for name, spec in AGENT_METHODS.items() if spec.session == "stored")
-"""The methods a client sends that may reach a session beyond its connection (active on another one, or only
-stored): the runtime first treats a session of another principal exactly as an unknown id."""
