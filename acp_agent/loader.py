@@ -1,8 +1,9 @@
-"""The agent a command line names: ``FILE_OR_MODULE[:ATTR]``, and the store and tokens files ``serve`` reads.
+"""The agent a command line names (``FILE_OR_MODULE[:ATTR]``), and the store, tokens and cookie ``serve`` reads.
 
 `load_agent` finds the one [`Agent`][acp_agent.Agent] subclass or instance in a Python file or module (or the
 one named after the colon); `parse_store` turns ``--store`` into a session store; `load_tokens` reads a
-``--tokens`` file. Each refuses with `LoadError`, whose message says why in one line. The commands that
+``--tokens`` file; `affinity_header` turns ``--affinity-cookie`` into a header. Each refuses with `LoadError`,
+whose message says why in one line. The commands that
 run an agent (``serve``, ``stdio``, ``dev``) use it; so may a test. Nothing here imports a transport.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 from .agent import Agent
 from .store import MemoryStore, SessionStore, SqliteStore
 
-__all__ = ["AgentSource", "LoadError", "load_agent", "load_tokens", "parse_store"]
+__all__ = ["AgentSource", "LoadError", "affinity_header", "load_agent", "load_tokens", "parse_store"]
 
 AgentSource = Agent | Callable[[], Agent]
 """An agent instance (shared by every connection) or a class (one instance per connection)."""
@@ -140,3 +141,10 @@ def load_tokens(path: str) -> dict[str, str]:
         raise LoadError(f"the tokens file {path} names no principal")
     return tokens
 
+
+def affinity_header(spec: str) -> tuple[str, str]:
+    """The ``Set-Cookie`` header of ``--affinity-cookie NAME=VALUE``."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name or any(c in spec for c in ";, \t\r\n"):
+        raise LoadError(f"--affinity-cookie wants NAME=VALUE (no spaces, commas or semicolons), got {spec!r}")
+    return "Set-Cookie", f"{name}={value}; Path=/; HttpOnly"

@@ -4,35 +4,19 @@
 chosen command's module: ``serve`` (`acp_agent.cli.serve`: Streamable HTTP and WebSocket on uvicorn),
 ``stdio`` (`acp_agent.cli.stdio`: one agent on stdin/stdout, as an editor or the inspector launches it),
 ``dev`` (`acp_agent.dev`: the inspector in the browser) and ``demo`` (`acp_agent.demo`). A command that
-runs an agent names it as ``FILE_OR_MODULE[:ATTR]`` (`acp_agent.loader`). The loader's names stay importable
+runs an agent names it as ``FILE_OR_MODULE[:ATTR]``; the loader's names (`acp_agent.loader`) stay importable
 from here.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
 
+from ..loader import AgentSource, LoadError, affinity_header, load_agent, load_tokens, parse_store
 from .parser import build_parser
 
-if TYPE_CHECKING:  # loaded on first use (the loader imports the Agent class; --help and dev do not need it)
-    from ..loader import AgentSource, LoadError, load_agent, load_tokens, parse_store
-    from .serve import affinity_header
-
 __all__ = ["AgentSource", "LoadError", "affinity_header", "load_agent", "load_tokens", "main", "parse_store"]
-
-_ON_FIRST_USE: Final = {"AgentSource": "acp_agent.loader", "LoadError": "acp_agent.loader",
-                        "load_agent": "acp_agent.loader", "load_tokens": "acp_agent.loader",
-                        "parse_store": "acp_agent.loader", "affinity_header": "acp_agent.cli.serve"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _ON_FIRST_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,9 +16,9 @@ import sys
 from typing import Any, Final
 
 from .._util import environment, prelude
-from ..loader import LoadError, load_agent, load_tokens, parse_store
+from ..loader import LoadError, affinity_header, load_agent, load_tokens, parse_store
 
-__all__ = ["SHORT_TOKEN", "affinity_header", "run"]
+__all__ = ["SHORT_TOKEN", "run"]
 
 SHORT_TOKEN: Final = 16
 """Tokens shorter than this (in characters) get a warning: guessable."""
@@ -32,14 +32,6 @@ def _token_warnings(tokens: dict[str, str]) -> list[str]:
     if environment.read(environment.TOKEN):
         problems.append(f"${environment.TOKEN.name} is ignored: --tokens names every user's token")
     return problems
-
-
-def affinity_header(spec: str) -> tuple[str, str]:
-    """The ``Set-Cookie`` header of ``--affinity-cookie NAME=VALUE``."""
-    name, sep, value = spec.partition("=")
-    if not sep or not name or any(c in spec for c in ";, \t\r\n"):
-        raise LoadError(f"--affinity-cookie wants NAME=VALUE (no spaces, commas or semicolons), got {spec!r}")
-    return "Set-Cookie", f"{name}={value}; Path=/; HttpOnly"
 
 
 def run(args: argparse.Namespace) -> int:
