@@ -36,7 +36,6 @@ MOVED: Final = {
     "acp_agent.warmup": "acp_agent._runtime.warmup",
     "acp_agent.permissions": "acp_agent.questions",
     "acp_agent.elicitation": "acp_agent.questions",
-    "acp_agent.subagents": "acp_agent.session",
 }
 """Old module path -> the module that replaced it."""
 
