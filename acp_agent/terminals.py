@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, TypedDict, Unpack
@@ -26,7 +25,6 @@ import anyio
 
 from ._session.core import SessionCore
 from ._session.registry import Entity
-from ._util.ids import new_id
 from ._util.processes import (
     DEFAULT_FLUSH_BYTES,
     DEFAULT_FLUSH_INTERVAL,
@@ -34,7 +32,7 @@ from ._util.processes import (
     ExitStatus,
     ManagedProcess,
 )
-from .errors import InvalidArgumentError, ProcessStartError, SessionClosedError, ToolCallStateError
+from .errors import ProcessStartError, SessionClosedError, ToolCallStateError
 from .questions import PermissionOutcome, request_permission
 from .schema import (
     CommandPermissionSubject,
@@ -299,17 +297,9 @@ async def start_terminal(core: SessionCore, command: str | Sequence[str], **opti
     if tool_call is not None and tool_call.final:
         raise ToolCallStateError(f"tool call {tool_call.id} has ended; it cannot take a terminal")
     text, argv = command_text(command)
-    cwd = options.get("cwd") or core.record.cwd
-    if not os.path.isabs(cwd):
-        raise InvalidArgumentError(f"a terminal's cwd must be an absolute path, got {cwd!r}")
-    core.sink.check_open()
-    terminal_id = new_id("term")
-    detach = options.get("detach")
-    if detach is None:
-        detach = not core.turns.in_foreground()  # started by background work: background work
-    core.check_terminal_room(terminal_id, detach=detach, tool_entity=tool_entity)
-    core.processes.acquire(terminal_id)  # raises at max_processes, before anything is sent
-    entity = core.registry.entity("terminal", terminal_id)
+    entity, cwd, detach = core.reserve_terminal(options.get("cwd"), detach=options.get("detach"),
+                                                tool_entity=tool_entity)
+    terminal_id = entity.id
     tail_limit = options.get("tail_limit")
     terminal = Terminal(core, entity, text, cwd, options.get("grace", DEFAULT_TERMINATE_GRACE),
                         core.limits.terminal_output_bytes if tail_limit is None else tail_limit)
@@ -339,8 +329,7 @@ async def start_terminal(core: SessionCore, command: str | Sequence[str], **opti
         if entity.announced:  # it is the client's now: it runs and reports its exit as any other
             terminal._announce_done(live=True)
             raise
-        core.processes.release(terminal_id)
-        core.registry.forget("terminal", terminal_id)
+        core.release_terminal(entity)
         terminal._announce_done(live=False)  # a process nobody was told about is killed
         raise
     terminal._announce_done(live=True)

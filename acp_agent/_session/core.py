@@ -13,6 +13,7 @@ wraps a core and adds nothing to these rules.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
@@ -417,6 +418,28 @@ class SessionCore:
                 await end("completed", work)
 
         self.spawn(timer)
+
+    def reserve_terminal(self, cwd: str | None, *, detach: bool | None, tool_entity: Entity | None
+                         ) -> tuple[Entity, str, bool]:
+        """Reserve a new terminal before its process starts: its entity (unannounced), its working directory (the
+        session's by default; absolute, R34) and whether it is background work (by default: when started by
+        background work). Checked first, nothing sent: the session is open, the list has room, and a process slot
+        is free (``max_processes``). Undo with `release_terminal` if it is never announced."""
+        cwd = cwd or self.record.cwd
+        if not os.path.isabs(cwd):
+            raise InvalidArgumentError(f"a terminal's cwd must be an absolute path, got {cwd!r}")
+        self.sink.check_open()
+        terminal_id = new_id("term")
+        if detach is None:
+            detach = not self.turns.in_foreground()  # started by background work: background work
+        self.check_terminal_room(terminal_id, detach=detach, tool_entity=tool_entity)
+        self.processes.acquire(terminal_id)  # raises at max_processes, before anything is sent
+        return self.registry.entity("terminal", terminal_id), cwd, detach
+
+    def release_terminal(self, entity: Entity) -> None:
+        """Give back what `reserve_terminal` took, for a terminal that was never announced."""
+        self.processes.release(entity.id)
+        self.registry.forget("terminal", entity.id)
 
     def check_terminal_room(self, terminal_id: str, *, detach: bool, tool_entity: Entity | None) -> None:
         """Refuse (``LimitExceededError``) a detached terminal the list has no room for, with the live tool call
