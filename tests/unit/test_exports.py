@@ -236,6 +236,15 @@ def test_each_lazy_name_comes_from_the_module_its_block_names() -> None:
             assert getattr(package, name) is getattr(importlib.import_module(f"{package_name}.{module}"), name)
 
 
+def test_string_named_params_are_schema_exports() -> None:
+    """A route's ``Method.params`` given as a name resolves through ``acp_agent.schema``'s lazy map."""
+    import acp_agent.schema
+
+    named = {name for path in _library_sources().values()
+             for name in re.findall(r"Method\([^,()]+, \"(\w+)\"", path.read_text())}
+    assert named and named <= set(acp_agent.schema.__all__), sorted(named - set(acp_agent.schema.__all__))
+
+
 def test_no_import_time_magic() -> None:
     """No module of ours swaps ``builtins.__import__`` or rewrites annotations: laziness is a module ``__getattr__``
     over a TYPE_CHECKING block, and ``__module__`` a plain attribute set."""
