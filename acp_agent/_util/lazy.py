@@ -81,7 +81,8 @@ def _publish_one(package: str, name: str, value: Any,
     # typing.get_type_hints and pydantic resolve a class's string annotations in sys.modules[cls.__module__]: a class
     # that wrote any (``from __future__ import annotations``) keeps the module that can resolve them. A function's
     # hints resolve in its __globals__, whatever its __module__ says.
-    if isinstance(value, type) and any(isinstance(hint, str) for hint in vars(value).get("__annotations__", {}).values()):
+    annotations = vars(value).get("__annotations__", {}) if isinstance(value, type) else {}
+    if any(isinstance(hint, str) for hint in annotations.values()):
         return
     value.__module__ = public_module(package, name, exporters)
 

@@ -118,7 +118,8 @@ def record_from(
         history=history,
         config_options=_config_options(schema.SessionConfigOption, state_doc.get("configOptions") or [],
                                        columns["session_id"]),
-        available_commands=[schema.AvailableCommand.model_validate(c) for c in state_doc.get("availableCommands") or []],
+        available_commands=[schema.AvailableCommand.model_validate(c)
+                            for c in state_doc.get("availableCommands") or []],
         data=dict(state_doc.get("data") or {}),
         wakeups=dict(state_doc.get("wakeups") or {}),
         principal=columns.get("principal") or DEFAULT_PRINCIPAL,

@@ -172,7 +172,6 @@ class SqliteStore(SessionStore):
         try:
             self._switch_to_wal(db)
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA cache_size=-256")
             self._migrate(db)
         except StoreUnusableError:
             db.close()
