@@ -64,7 +64,7 @@ with LazyImports(globals()) as _lazy:
         UserMessage,
     )
     from .terminals import Terminal
-    from .tool_calls import ToolCall, ToolCallFields
+    from .tool_calls import ToolCall, ToolCallFields, text_diff
 
 __getattr__ = lazy_attributes(__name__, _lazy.modules, moved=deprecated.attribute)
 __dir__ = lazy_dir(__name__, _lazy.modules)
@@ -132,6 +132,7 @@ __all__ = [
     "run_stdio",
     "serve",
     "serve_stdio",
+    "text_diff",
 ]
 
 publish(__name__, __all__)

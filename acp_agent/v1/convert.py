@@ -20,8 +20,8 @@ __all__ = [
 ]
 
 DIFF_TEXT_META: Final = "acp-agent/text"
-"""The ``_meta`` key of a v2 diff change under which `acp_agent.text_diff` keeps ``oldText`` / ``newText``
-(v1 shows a diff only from its texts)."""
+"""The ``_meta`` key of a v2 diff change under which ``acp_agent.text_diff`` keeps ``oldText`` / ``newText``
+(v1 shows a diff only from its texts; the same value as ``acp_agent.tool_calls.DIFF_TEXT_META``)."""
 
 STOP_REASONS: Final = V2_STOP_REASONS - {"error"}
 """The stop reasons v1 knows: v2's without ``error``."""

@@ -69,7 +69,8 @@ async def test_files_show_diffs_and_stay_inside_the_cwd(tmp_path: Path) -> None:
         assert edit["locations"] == [{"path": str(tmp_path / "a.txt")}]
         diff = edit["content"][0]
         assert diff["type"] == "diff" and diff["changes"] == [
-            {"operation": "modify", "path": str(tmp_path / "a.txt"), "fileType": "text"}]
+            {"operation": "modify", "path": str(tmp_path / "a.txt"), "fileType": "text",
+             "_meta": {"acp-agent/text": {"oldText": "one\ntwo\n", "newText": "one\nTWO\n"}}}]
         assert "-two\n+TWO\n" in diff["patch"]["text"] and diff["patch"]["format"] == "git_patch"
         assert write["content"][0]["changes"][0]["operation"] == "add"
         assert read["status"] == "failed"  # outside the cwd: the model is asked to retry
