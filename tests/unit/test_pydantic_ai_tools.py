@@ -114,6 +114,9 @@ async def test_a_command_runs_as_a_terminal_in_its_tool_call(tmp_path: Path) -> 
         assert "out" in terminal_text(client, sid)
         result = last_tool_return(seen[1])
         assert result.startswith("exit code 3") and "out" in result and "err" in result
+        # The output is shown once, by the terminal: not again as text content or as rawOutput (issue 37).
+        assert tool["content"] == [{"type": "terminal", "terminalId": terminal_id}]
+        assert "rawOutput" not in tool
 
 
 async def test_a_command_asks_first_and_a_rejected_one_never_runs(tmp_path: Path) -> None:
