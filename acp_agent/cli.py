@@ -251,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .http import HttpOptions, run_http
         from .http.server import describe_stack, guard_bounds  # fails early without the http extra
     except ImportError as exc:
-        sys.stderr.write(f"acp: serving over HTTP needs the http extra: pip install 'acp-agent[http]' ({exc})\n")
+        sys.stderr.write(f"acp: serving over HTTP needs the http extra: pip install 'acp-agent-sdk[http]' ({exc})\n")
         return 2
 
     def ready(url: str) -> None:

@@ -30,7 +30,6 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ._runtime.runtime import SHUTDOWN_TIMEOUT
 from ._runtime.serve import open_runtime, serve
-from ._runtime.storage import session_store
 from ._util import awaiting, environment, eventloop
 from ._util.loop_monitor import watch_event_loop
 from ._util.processes import kill_all_process_groups
@@ -38,6 +37,7 @@ from ._wire.connection import Connection
 from .agent import Agent
 from .limits import Limits
 from .store import SessionStore
+from .store.opening import session_store
 
 __all__ = [
     "EXIT_MARGIN", "SHUTDOWN_TIMEOUT", "FdReceiveStream", "FdSendStream", "open_runtime", "run_stdio", "serve",
@@ -166,7 +166,7 @@ async def serve_stdio(
     loop for longer than ``ACP_AGENT_BLOCK_WARNING`` seconds (0.5 by default; ``off``
     disables it) gets a warning on stderr naming the function (`acp_agent._util.loop_monitor`).
     ``store`` keeps the sessions (default: ``agent.store``, else the agent's SQLite file,
-    `SqliteStore.for_agent`: `acp_agent._runtime.storage`);
+    `SqliteStore.for_agent`: `acp_agent.store.opening`);
     it is closed at the end.
     """
     timeout = _shutdown_timeout(shutdown_timeout)

@@ -1,6 +1,6 @@
 """A pydantic-ai agent served over ACP: ``python docs_src/pydantic_ai_agent.py`` (an editor starts it).
 
-Set ``ANTHROPIC_API_KEY`` (and ``pip install 'acp-agent[pydantic-ai]' 'pydantic-ai-slim[anthropic]'``);
+Set ``ANTHROPIC_API_KEY`` (and ``pip install 'acp-agent-sdk[pydantic-ai]' 'pydantic-ai-slim[anthropic]'``);
 ``MY_AGENT_MODEL`` picks another model (``test`` is pydantic-ai's offline ``TestModel``).
 """
 

@@ -5,7 +5,7 @@ Run it as an ACP agent process (e.g. from Zed), or try it in the inspector:
     python examples/coding_agent.py
     python -m acp_agent dev examples/coding_agent.py
 
-It needs the extra: ``pip install 'acp-agent[pydantic-ai]'``. With ``ANTHROPIC_API_KEY`` or
+It needs the extra: ``pip install 'acp-agent-sdk[pydantic-ai]'``. With ``ANTHROPIC_API_KEY`` or
 ``OPENAI_API_KEY`` set (and ``pip install 'pydantic-ai-slim[anthropic]'`` / ``[openai]``) it offers those
 models; the ``offline`` model always works without a network (a scripted model for demos and tests):
 

@@ -44,14 +44,15 @@ from ..schema import (
     LoginAuthRequest,
     LogoutAuthRequest,
 )
+from ..schema.session_reach import STORED_SESSION_METHODS
 from ..session import Session, rearm_wakeups
 from ..session import session_of as _session
 from ..store import SessionStore, StoredSession
 from ..store.keeper import RecordKeeper
+from ..store.opening import session_store
 from .bookkeeping import Bookkeeping, archive_filter
 from .children import CHILD_MUTATION_REFUSED, child_cancellable
 from .live import LiveSessions, live_sessions
-from .storage import session_store
 from .warmup import warm_up
 
 if TYPE_CHECKING:
@@ -86,15 +87,6 @@ logger = logging.getLogger(__name__)
 PROTOCOL_VERSION: Final = 2
 SUPPORTED_VERSIONS: Final = [2]
 LIST_PAGE_SIZE: Final = 50
-SCOPED_METHODS: Final = (
-    "session/resume", "session/delete", "session/set_title", "session/archive", "session/unarchive", "session/status",
-)
-"""The request methods that may reach a session beyond this connection (active on another one, or only
-stored). Before anything else each treats a session of another principal exactly as an unknown id
-(`AgentRuntime.owns`): ``-32002`` with the same message and data, ``{}`` for ``session/delete``.
-The other methods naming a session (``session/prompt``, ``session/cancel``, ``session/close``,
-``session/fork``, ``session/set_config_option``, ``tool_call/cancel``, ``terminal/cancel``) reach only the
-sessions open on this connection, which are its principal's; ``session/list`` lists that principal's only."""
 _GATED: Final = ("session/", "tool_call/", "terminal/")
 """Methods a login gates ([`Agent.require_login`][acp_agent.Agent.require_login])."""
 _UNGATED: Final = frozenset({"session/cancel", "session/close"})
@@ -122,7 +114,7 @@ class AgentRuntime:
         chosen = session_store(agent, store, durable=False)
         self.keeper = RecordKeeper(chosen, terminal_tail=self.limits.terminal_output_bytes)
         """Where sessions are kept (``store``, else ``agent.store``, else a
-        [`MemoryStore`][acp_agent.store.MemoryStore]: `storage`)."""
+        [`MemoryStore`][acp_agent.store.MemoryStore]: `acp_agent.store.opening`)."""
         self.live: LiveSessions[AgentRuntime] = live_sessions(chosen)
         """The runtimes sharing the store, and its sessions being closed, loaded or changed (`live`)."""
         self.live.join(self)
@@ -183,7 +175,7 @@ class AgentRuntime:
         for ext in extensions_of(self.agent):
             table = notifications if ext.notification else requests
             table[ext.method] = Method(partial(self._extension, ext.attribute), ext.params)
-        for name in SCOPED_METHODS:
+        for name in sorted(STORED_SESSION_METHODS):
             route = requests.get(name)
             if route is not None and route.handler is not None:
                 self._handlers[name] = route.handler
@@ -193,6 +185,11 @@ class AgentRuntime:
     # -- principals: one rule for every method that may reach beyond this connection ------------
 
     async def _scoped(self, name: str, request: Any) -> Any:
+        """A method that may reach a session beyond this connection (active on another one, or only stored:
+        ``schema.session_reach.STORED_SESSION_METHODS``) first treats a session of another principal exactly as an
+        unknown id (`owns`): ``-32002`` with the same message and data, ``{}`` for ``session/delete``. The other
+        methods naming a session reach only the sessions open on this connection, which are its principal's;
+        ``session/list`` lists that principal's only."""
         session_id: str = request.session_id
         if not await self.owns(session_id):
             if name == "session/delete":
@@ -202,8 +199,8 @@ class AgentRuntime:
 
     def intercept(self, name: str, wrap: Callable[[Callable[[Any], Awaitable[Any]]], Callable[[Any], Awaitable[Any]]],
                   ) -> None:
-        """Wrap the handler of ``name`` (one of `SCOPED_METHODS`); the wrapper runs once the session is
-        known to be this principal's, so it never learns of another's (a transport's guards)."""
+        """Wrap the handler of ``name`` (one of ``schema.session_reach.STORED_SESSION_METHODS``); the wrapper runs
+        once the session is known to be this principal's, so it never learns of another's (a transport's guards)."""
         self._handlers[name] = wrap(self._handlers[name])
 
     async def owns(self, session_id: str) -> bool:

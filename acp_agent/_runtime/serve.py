@@ -13,9 +13,9 @@ from ..agent import Agent
 from ..limits import Limits, resolve_limits
 from ..records import DEFAULT_PRINCIPAL
 from ..store import SessionStore
+from ..store.opening import session_store
 from ..v1 import negotiating_streams
 from .runtime import AgentRuntime
-from .storage import session_store
 
 __all__ = ["open_runtime", "serve"]
 
@@ -33,7 +33,7 @@ async def serve(
 
     ``limits`` (default: ``agent.limits``) bounds the connection; ``max_message_bytes``
     overrides its field of that name. ``store`` keeps the sessions (default: ``agent.store``,
-    else a fresh [`MemoryStore`][acp_agent.store.MemoryStore] for this connection: `storage`).
+    else a fresh [`MemoryStore`][acp_agent.store.MemoryStore] for this connection: `acp_agent.store.opening`).
     """
     runtime = open_runtime(agent, receive, send, limits=limits, max_message_bytes=max_message_bytes,
                            store=session_store(agent, store, durable=False))

@@ -1,9 +1,11 @@
-"""Old module paths that still import, for one release, with a ``DeprecationWarning`` naming the new one.
+"""Old module paths that still import, for one release, with a ``DeprecationWarning`` naming a public home.
 
-`MOVED` is the one table. `install` puts a finder on ``sys.meta_path`` that answers only for those
-names: importing one imports the new module and makes the old name the very same module object, so
-``from acp_agent.core import SessionCore`` is ``acp_agent._session.core.SessionCore``. Nothing is imported
-until an old path is used (the spec class comes from the already loaded ``importlib`` bootstrap).
+`MOVED` is the one table: for each old path, the module it now is and the advice its warning gives (the
+public names that replace it, or that it had none; never a private module, which users must not import).
+`install` puts a finder on ``sys.meta_path`` that answers only for those names: importing one imports the
+new module and makes the old name the very same module object, so ``from acp_agent.core import SessionCore``
+is ``acp_agent._session.core.SessionCore``. Nothing is imported until an old path is used
+(the spec class comes from the already loaded ``importlib`` bootstrap).
 """
 
 from __future__ import annotations
@@ -12,33 +14,52 @@ import sys
 import warnings
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-__all__ = ["MOVED", "attribute", "install", "parameter"]
+__all__ = ["MOVED", "Moved", "attribute", "install", "parameter", "warning"]
+
+_INTERNAL = "it had no public names (internal; nothing to replace)"
+
+
+class Moved(NamedTuple):
+    """Where an old module path went: the module it now is, and the advice its warning gives."""
+
+    new: str
+    """The module that replaced it (often internal: the alias is that very module object)."""
+    advice: str
+    """What the warning tells the user: the public home of the module's public names, or that it had none."""
+
 
 MOVED: Final = {
-    "acp_agent.ids": "acp_agent._util.ids",
-    "acp_agent.lazy": "acp_agent._util.lazy",
-    "acp_agent.eventloop": "acp_agent._util.eventloop",
-    "acp_agent.loop_monitor": "acp_agent._util.loop_monitor",
-    "acp_agent.processes": "acp_agent._util.processes",
-    "acp_agent.framing": "acp_agent._wire.framing",
-    "acp_agent.connection": "acp_agent._wire.connection",
-    "acp_agent.core": "acp_agent._session.core",
-    "acp_agent.turns": "acp_agent._session.turns",
-    "acp_agent.state": "acp_agent._session.snapshots",
-    "acp_agent.sink": "acp_agent._session.sink",
-    "acp_agent.background": "acp_agent._session.registry",
-    "acp_agent.asks": "acp_agent._session.asking",
-    "acp_agent.runtime": "acp_agent._runtime.runtime",
-    "acp_agent.bookkeeping": "acp_agent._runtime.bookkeeping",
-    "acp_agent.directory": "acp_agent._runtime.live",
-    "acp_agent.warmup": "acp_agent._runtime.warmup",
-    "acp_agent.permissions": "acp_agent.questions",
-    "acp_agent.elicitation": "acp_agent.questions",
-    "acp_agent.subagents": "acp_agent.session",
+    "acp_agent.ids": Moved("acp_agent._util.ids", _INTERNAL),
+    "acp_agent.lazy": Moved("acp_agent._util.lazy", _INTERNAL),
+    "acp_agent.eventloop": Moved("acp_agent._util.eventloop",
+                                 _INTERNAL + "; ACP_AGENT_BACKEND and ACP_AGENT_UVLOOP still choose the event loop"),
+    "acp_agent.loop_monitor": Moved("acp_agent._util.loop_monitor",
+                                    "use acp_agent.testing.monitor_event_loop (its other names were internal)"),
+    "acp_agent.processes": Moved("acp_agent._util.processes",
+                                 "use acp_agent.ExitStatus (its other names were internal)"),
+    "acp_agent.framing": Moved("acp_agent._wire.framing", _INTERNAL),
+    "acp_agent.connection": Moved("acp_agent._wire.connection", _INTERNAL),
+    "acp_agent.core": Moved("acp_agent._session.core", "use acp_agent.Session (SessionCore was its internal engine)"),
+    "acp_agent.turns": Moved("acp_agent._session.turns", "use acp_agent.StopReason (its other names were internal)"),
+    "acp_agent.state": Moved("acp_agent._session.snapshots", _INTERNAL),
+    "acp_agent.sink": Moved("acp_agent._session.sink", _INTERNAL),
+    "acp_agent.background": Moved("acp_agent._session.registry", "use acp_agent.BackgroundRegistry and "
+                                  "acp_agent.ToolCallStateError (its other names were internal)"),
+    "acp_agent.asks": Moved("acp_agent._session.asking", _INTERNAL),
+    "acp_agent.runtime": Moved("acp_agent._runtime.runtime", _INTERNAL + "; to serve an agent use acp_agent.serve"),
+    "acp_agent.bookkeeping": Moved("acp_agent._runtime.bookkeeping", _INTERNAL),
+    "acp_agent.directory": Moved("acp_agent._runtime.live", _INTERNAL),
+    "acp_agent.warmup": Moved("acp_agent._runtime.warmup", _INTERNAL),
+    "acp_agent.permissions": Moved("acp_agent.questions", "use acp_agent.PermissionOutcome and "
+                                   "acp_agent.Session.request_permission (its other names were internal)"),
+    "acp_agent.elicitation": Moved("acp_agent.questions", "use acp_agent.ElicitationResult, "
+                                   "acp_agent.ElicitationUnsupportedError, acp_agent.Session.ask, "
+                                   "acp_agent.Session.ask_url and acp_agent.Session.complete_elicitation "
+                                   "(its other names were internal)"),
 }
-"""Old module path -> the module that replaced it."""
+"""Old module path -> where it went and what its warning advises (never a private module: see the tests)."""
 
 
 def parameter(call: str, name: str, advice: str, *, removed_in: str = "0.3.0") -> None:
@@ -48,9 +69,9 @@ def parameter(call: str, name: str, advice: str, *, removed_in: str = "0.3.0") -
                   DeprecationWarning, stacklevel=3)
 
 
-def _warn(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated and will be removed in the next release; use {new}",
-                  DeprecationWarning, stacklevel=3)
+def warning(old: str) -> str:
+    """The warning for the old module path ``old``: deprecated, and where its public names live now."""
+    return f"{old} is deprecated and will be removed in the next release; {MOVED[old].advice}"
 
 
 class _Alias:
@@ -65,8 +86,8 @@ class _Alias:
 
     @staticmethod
     def create_module(spec: Any) -> ModuleType:
-        new = MOVED[spec.name]
-        _warn(spec.name, new)
+        new = MOVED[spec.name].new
+        warnings.warn(warning(spec.name), DeprecationWarning, stacklevel=2)
         __import__(new)
         module = sys.modules[new]
         spec.loader_state = module.__spec__  # the import system sets __spec__ to the alias's: exec_module undoes it

@@ -72,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .link import AgentTarget, Inspection, load_recording
         from .web import build_app
     except ImportError as exc:
-        sys.stderr.write(f"acp: the inspector needs the inspector extra: pip install 'acp-agent[inspector]' ({exc})\n")
+        sys.stderr.write(f"acp: the inspector needs the inspector extra: pip install 'acp-agent-sdk[inspector]' "
+                         f"({exc})\n")
         return 2
     from ..http.server import bind_socket, exit_quietly_on_signals, server_url
 

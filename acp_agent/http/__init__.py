@@ -1,7 +1,7 @@
 """Serve an agent to remote clients over ACP's Streamable HTTP and WebSocket transport.
 
 ``asgi_app(agent)`` is an ASGI application for any ASGI server or for mounting in an existing
-Starlette/FastAPI app; ``run_http(agent)`` serves it on uvicorn (the ``acp-agent[http]`` extra).
+Starlette/FastAPI app; ``run_http(agent)`` serves it on uvicorn (the ``acp-agent-sdk[http]`` extra).
 Each client connection gets its own runtime, exactly as a stdio connection; all of them keep their
 sessions in one store, so a client resumes its session on a new connection (or on another replica
 sharing a PostgreSQL store), and a session is active on one connection at a time
@@ -44,7 +44,7 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
     default: 4 sockets per ``max_connections``, below the descriptor limit) and
     ``uvicorn_settings`` (a dict of extra ``uvicorn.Config`` settings, e.g. ``ssl_certfile``). It runs on asyncio, on
     uvloop's event loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1`` (as for [`run_stdio`][acp_agent.run_stdio]).
-    Logging goes to stderr. Needs the ``http`` extra (``pip install 'acp-agent[http]'``).
+    Logging goes to stderr. Needs the ``http`` extra (``pip install 'acp-agent-sdk[http]'``).
     """
     from .server import run_http as _run
 

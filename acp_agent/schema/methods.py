@@ -1,4 +1,5 @@
-"""The method tables: which params / result model belongs to each JSON-RPC method, and who handles it.
+"""The method tables: which params / result model belongs to each JSON-RPC method, who handles it, which session
+it names (`acp_agent.schema.session_reach`).
 
 The models themselves live in their topic modules and are re-exported here and from
 [`acp_agent.schema`][acp_agent.schema]. Envelopes (``jsonrpc``, ``id``, ``method``) are not modelled.
@@ -47,6 +48,7 @@ from .providers import (
     SetProviderRequest,
     SetProviderResponse,
 )
+from .session_reach import SESSION_REACH, SessionReach
 from .sessions import (
     ArchiveSessionRequest,
     ArchiveSessionResponse,
@@ -140,12 +142,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class MethodSpec:
-    """One JSON-RPC method: its params model, its result model (``None`` for notifications), its handler."""
+    """One JSON-RPC method: its params model, its result model (``None`` for notifications), its handler, and for
+    a method the agent handles, which session its ``sessionId`` names (``None``: none; the column is
+    `acp_agent.schema.session_reach`)."""
 
     method: str
     params: type[WireModel]
     result: type[WireModel] | None
     handled_by: Literal["agent", "client", "protocol"]
+    session: SessionReach | None = None
 
     @property
     def is_notification(self) -> bool:
@@ -158,7 +163,8 @@ def _table(
     *specs: tuple[str, type[WireModel], type[WireModel] | None],
 ) -> Mapping[str, MethodSpec]:
     return MappingProxyType(
-        {name: MethodSpec(name, params, result, handled_by) for name, params, result in specs}
+        {name: MethodSpec(name, params, result, handled_by, SESSION_REACH.get(name) if handled_by == "agent" else None)
+         for name, params, result in specs}
     )
 
 

@@ -3,7 +3,7 @@
 [`SessionStore`][acp_agent.store.SessionStore] is the interface; [`MemoryStore`][acp_agent.store.MemoryStore] keeps
 sessions in the process (the in-memory test client's default), [`SqliteStore`][acp_agent.store.SqliteStore] in one file
 per agent (the default of [`run_stdio`][acp_agent.run_stdio]), and ``acp_agent.store.postgres.PostgresStore`` in a
-PostgreSQL database shared by several agent processes (``pip install 'acp-agent[postgres]'``;
+PostgreSQL database shared by several agent processes (``pip install 'acp-agent-sdk[postgres]'``;
 psycopg is imported only when that module is).
 """
 

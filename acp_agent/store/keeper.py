@@ -1,4 +1,4 @@
-"""The runtime's side of a store: opening it (or falling back), batched saves, loading for resume.
+"""The runtime's side of a store: batched saves, loading for resume (opening it: `acp_agent.store.opening`).
 
 A `RecordKeeper` serves one connection. Live sessions are objects in memory; the
 keeper writes them to its [`SessionStore`][acp_agent.store.SessionStore] off the hot path:
@@ -32,10 +32,10 @@ from typing import Final
 
 import anyio
 
-from ..errors import ErrorCode, RequestError, StoreError, StoreUnusableError
+from ..errors import ErrorCode, RequestError, StoreError
 from ..records import SessionRecord
 from .base import ListingKey, SessionStore, StoredSession
-from .memory import MemoryStore
+from .opening import StoreOpening
 
 __all__ = ["ACTIVE_IN_ANOTHER_PROCESS", "FLUSH_INTERVAL", "HELD_RETRY_MAX", "RecordKeeper", "active_in_another_process"]
 
@@ -61,14 +61,16 @@ class RecordKeeper:
     """Keeps one connection's sessions in ``store`` (see the module docstring)."""
 
     def __init__(self, store: SessionStore, *, terminal_tail: int | None = None) -> None:
-        self.store = store
-        """The store in use (a fresh [`MemoryStore`][acp_agent.store.MemoryStore] if the given one could not be
-        opened)."""
+        self._opening = StoreOpening(store)
         self._terminal_tail = terminal_tail
-        self._ready = False
-        self._opening: anyio.Event | None = None
         self._held: dict[str, SessionRecord] = {}  # closed sessions whose save failed (retried)
         self._acquired: set[str] = set()  # sessions this connection holds in the store (acquire_session)
+
+    @property
+    def store(self) -> SessionStore:
+        """The store in use (a fresh [`MemoryStore`][acp_agent.store.MemoryStore] if the given one could not be
+        opened)."""
+        return self._opening.store
 
     @property
     def durable(self) -> bool:
@@ -76,30 +78,11 @@ class RecordKeeper:
         return self.store.durable
 
     async def ready(self) -> SessionStore:
-        """The store, opened on first use; an unusable one is replaced by a
-        [`MemoryStore`][acp_agent.store.MemoryStore].
-
-        Any other [`StoreError`][acp_agent.store.StoreError] (a database not reachable now) is raised,
-        and the next call tries again.
-        """
-        while not self._ready:
-            if self._opening is not None:
-                await self._opening.wait()
-                continue
-            self._opening = opening = anyio.Event()
-            try:
-                await self.store.open()
-                self._ready = True
-            except StoreUnusableError as exc:
-                logger.error("acp: the session store cannot be used: %s. This agent keeps serving with its "
-                             "sessions in memory only (they are lost when it exits); the store was left as it is.",
-                             exc)
-                self.store = MemoryStore()
-                self._ready = True
-            finally:
-                self._opening = None
-                opening.set()
-        return self.store
+        """The store, opened on first use ([`StoreOpening.open`][acp_agent.store.opening.StoreOpening.open]): an
+        unusable one is replaced by a [`MemoryStore`][acp_agent.store.MemoryStore]. Any other
+        [`StoreError`][acp_agent.store.StoreError] (a database not reachable now) is raised, and the next call tries
+        again."""
+        return await self._opening.open()
 
     async def save(self, record: SessionRecord) -> bool:
         """Save ``record``; whether it was saved. A failure is logged (the next save of it writes it in full),
@@ -110,7 +93,7 @@ class RecordKeeper:
         """`save` without awaiting, where the store can
         ([`SessionStore.save_now`][acp_agent.store.SessionStore.save_now]); ``False`` if `save` must be awaited instead,
         also when this attempt failed (logged, never raised)."""
-        if not self._ready:
+        if not self._opening.ready:
             return False
         try:
             return self.store.save_now(record)
@@ -125,7 +108,7 @@ class RecordKeeper:
         [`SessionStore.sync`][acp_agent.store.SessionStore.sync]); whether it was written (a failure is logged, never
         raised)."""
         try:
-            store = self.store if self._ready else await self.ready()
+            store = self.store if self._opening.ready else await self.ready()
             await store.save(record)
             if sync:
                 await store.sync()

@@ -2,7 +2,7 @@
 
 For agents that run as several replicas (behind a load balancer): a session created and
 closed on one replica is listed and resumed, with replay, on another. psycopg 3 (the
-``postgres`` extra: ``pip install 'acp-agent[postgres]'``) is imported when the store opens,
+``postgres`` extra: ``pip install 'acp-agent-sdk[postgres]'``) is imported when the store opens,
 never by an agent that does not use it; its blocking connection is driven from anyio worker
 threads (one call at a time per store), so the store works on asyncio and trio.
 
@@ -90,7 +90,7 @@ class PostgresStore(SessionStore):
         try:
             import psycopg
         except ImportError as exc:
-            raise StoreUnusableError("PostgresStore needs psycopg 3: pip install 'acp-agent[postgres]'") from exc
+            raise StoreUnusableError("PostgresStore needs psycopg 3: pip install 'acp-agent-sdk[postgres]'") from exc
         if self._db is not None and not self._db.closed:
             return self._db
         try:

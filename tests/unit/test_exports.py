@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import pathlib
 import pickle
+import re
 import subprocess
 import sys
 import typing
@@ -378,7 +379,7 @@ def test_public_modules_keep_pickling_and_type_hints_working() -> None:
 def _moved() -> dict[str, str]:
     from acp_agent._util.deprecated import MOVED
 
-    return dict(MOVED)
+    return {old: moved.new for old, moved in MOVED.items()}
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(_moved().items()))
@@ -387,35 +388,65 @@ def test_old_module_paths_import_with_a_deprecation_warning(old: str, new: str,
     """An old path imports the new module itself, warned once, by ``import`` and by attribute access."""
     import importlib
 
+    from acp_agent._util.deprecated import warning
+
     short = old.rpartition(".")[2]
     monkeypatch.delitem(sys.modules, old, raising=False)
     monkeypatch.delitem(vars(acp_agent), short, raising=False)  # not delattr: hasattr would import the alias
-    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated .* use {new}$"):
+    with pytest.warns(DeprecationWarning, match=f"^{re.escape(warning(old))}$"):
         module = importlib.import_module(old)
     assert module is importlib.import_module(new)
     monkeypatch.delitem(sys.modules, old)
     monkeypatch.delitem(vars(acp_agent), short)
-    with pytest.warns(DeprecationWarning, match=f"use {new}$"):
+    with pytest.warns(DeprecationWarning, match=f"^{re.escape(warning(old))}$"):
         assert getattr(acp_agent, short) is module  # attribute access, no import statement
 
 
+_PUBLIC_MODULES = ("acp_agent", "acp_agent.testing", "acp_agent.http", "acp_agent.store", "acp_agent.schema",
+                   "acp_agent.v1")
+
+
+@pytest.mark.parametrize("old", sorted(_moved()))
+def test_deprecation_warnings_name_only_public_homes(old: str) -> None:
+    """Each warning names no module path with a ``_`` component, and every dotted ``acp_agent`` name it gives
+    is a public name (in the ``__all__`` of a public module, or an attribute of one) that exists today."""
+    import importlib
+
+    from acp_agent._util.deprecated import warning
+
+    message = warning(old)
+    assert message.startswith(f"{old} is deprecated and will be removed in the next release; ")
+    named = re.findall(r"\bacp_agent(?:\.\w+)*", message.removeprefix(old))
+    assert not [name for name in named if any(part.startswith("_") for part in name.split("."))], message
+    for name in named:
+        # the longest public module the name starts with, then a name in its __all__, then attributes
+        module = max((m for m in _PUBLIC_MODULES if name.startswith(m + ".")), key=len)
+        top, *attributes = name.removeprefix(module + ".").split(".")
+        assert top in importlib.import_module(module).__all__, name
+        obj = getattr(importlib.import_module(module), top)
+        for attribute in attributes:
+            obj = getattr(obj, attribute)  # e.g. acp_agent.Session.request_permission exists
+    assert "use " in message or "no public names" in message
+
+
 def test_old_paths_give_the_same_objects(monkeypatch: pytest.MonkeyPatch) -> None:
-    for old in ("acp_agent.core", "acp_agent.permissions", "acp_agent.subagents", "acp_agent.background"):
+    for old in ("acp_agent.core", "acp_agent.permissions", "acp_agent.elicitation", "acp_agent.background"):
         monkeypatch.delitem(sys.modules, old, raising=False)
         monkeypatch.delitem(vars(acp_agent), old.rpartition(".")[2], raising=False)
     from acp_agent._session.core import SessionCore
     from acp_agent._session.registry import BackgroundRegistry
+    from acp_agent._util.deprecated import warning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         from acp_agent.background import BackgroundRegistry as OldBackgroundRegistry  # type: ignore[import-not-found]
         from acp_agent.core import SessionCore as OldSessionCore  # type: ignore[import-not-found]
+        from acp_agent.elicitation import ElicitationResult  # type: ignore[import-not-found]
         from acp_agent.permissions import PermissionOutcome  # type: ignore[import-not-found]
-        from acp_agent.subagents import Subagent  # type: ignore[import-not-found]
     assert OldSessionCore is SessionCore and OldBackgroundRegistry is BackgroundRegistry
-    assert PermissionOutcome is acp_agent.PermissionOutcome and Subagent is acp_agent.Subagent
-    assert {str(w.message).rpartition("use ")[2] for w in caught} == {
-        "acp_agent._session.core", "acp_agent.questions", "acp_agent.session", "acp_agent._session.registry"}
+    assert PermissionOutcome is acp_agent.PermissionOutcome and ElicitationResult is acp_agent.ElicitationResult
+    assert [str(w.message) for w in caught] == [warning(old) for old in (
+        "acp_agent.background", "acp_agent.core", "acp_agent.elicitation", "acp_agent.permissions")]
     assert all(w.category is DeprecationWarning and w.filename == __file__ for w in caught)
 
 

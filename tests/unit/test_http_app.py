@@ -237,3 +237,15 @@ def test_load_agent_finds_the_one_agent(tmp_path: Path) -> None:
         load_agent(str(tmp_path / "missing.py"))
     source, _ = load_agent(str(ROOT / "examples" / "echo_agent.py"))
     assert isinstance(source, type) and source.__name__ == "EchoAgent"
+
+
+def test_the_session_column_is_the_methods_whose_params_require_a_session_id() -> None:
+    # One column says which methods name a session; HTTP requires Acp-Session-Id on them, the runtime checks the
+    # principal first on the "stored" ones. It must agree with the params models.
+    from acp_agent.schema.methods import AGENT_METHODS
+    from acp_agent.schema.session_reach import SESSION_METHODS, STORED_SESSION_METHODS
+
+    requiring = {name for name, spec in AGENT_METHODS.items()
+                 if (field := spec.params.model_fields.get("session_id")) is not None and field.is_required()}
+    assert SESSION_METHODS == requiring == {name for name, spec in AGENT_METHODS.items() if spec.session}
+    assert {name for name, spec in AGENT_METHODS.items() if spec.session == "stored"} == STORED_SESSION_METHODS

@@ -152,12 +152,12 @@ async def test_tool_call_shown_with_title_kind_and_result() -> None:
 
     async with checked(PydanticAIAgent(agent)) as client:
         await client.initialize()
-        sid = await client.new_session(cwd="/work/project")
+        sid = await client.new_session(cwd="/home/me/project")
         view = await client.prompt_and_wait(sid, "read it")
         assert seen == ["in_progress"]
         (tool,) = view.tool_calls.values()
         assert tool["title"] == "read_file: src/a.py" and tool["kind"] == "read" and tool["name"] == "read_file"
-        assert tool["locations"] == [{"path": "/work/project/src/a.py"}]
+        assert tool["locations"] == [{"path": "/home/me/project/src/a.py"}]
         assert tool["status"] == "completed" and tool["rawOutput"] == "print('hi')"
         statuses = [u.get("status") for u in updates(client, sid, "tool_call_update") if "status" in u]
         assert statuses == ["pending", "in_progress", "completed"]

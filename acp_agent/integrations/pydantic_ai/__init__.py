@@ -1,6 +1,6 @@
 """Serve any pydantic-ai agent over ACP v2: ``PydanticAIAgent(agent)`` is an [`Agent`][acp_agent.Agent].
 
-Install the extra (``pip install 'acp-agent[pydantic-ai]'``), then::
+Install the extra (``pip install 'acp-agent-sdk[pydantic-ai]'``), then::
 
     from pydantic_ai import Agent
     from acp_agent import run_stdio

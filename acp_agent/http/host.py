@@ -1,0 +1,100 @@
+"""What both transports of one app share: the agent, the settings, the live connections, the one store.
+
+[`AcpApp`][acp_agent.http.AcpApp] owns one `Host` and hands it to its Streamable HTTP
+(`acp_agent.http.streamable`) and WebSocket (`acp_agent.http.websocket`) transports, so neither reaches into
+the app or into the other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from anyio.abc import TaskGroup
+
+from ..agent import Agent
+from ..errors import RequestError, StoreError
+from ..limits import limit_error
+from ..store import SessionStore
+from ..store.opening import StoreOpening, session_store
+from ..store.postgres import PostgresStore
+from .connections import SHUTDOWN_MARGIN, ConnectionRegistry
+from .leases import Leases, PostgresLeases
+from .options import HttpOptions
+from .sessions import ActiveSessions
+
+__all__ = ["Host"]
+
+logger = logging.getLogger(__name__)
+
+
+class Host:
+    """The state every connection of one app shares, whichever transport carries it."""
+
+    def __init__(self, agent: Agent | Callable[[], Agent], options: HttpOptions, store: SessionStore | None) -> None:
+        self.agent = agent
+        """The agent shared by every connection, or the factory called once per connection."""
+        self.options = options
+        """The server settings."""
+        self.registry = ConnectionRegistry(options.max_connections)
+        """The live connections."""
+        self.sessions = ActiveSessions(options.shutdown_timeout + 2 * SHUTDOWN_MARGIN)
+        """Which connection has each session active."""
+        self.task_group: TaskGroup | None = None
+        """Where HTTP connections run: the app's lifespan (``None`` outside it)."""
+        self.closing = False
+        """Whether the app is closing (no new connection is taken)."""
+        self._store = store
+        self._opening: StoreOpening | None = None
+
+    @property
+    def store(self) -> SessionStore | None:
+        """The store every connection keeps its sessions in (``None`` until known: an agent factory that is not a
+        class is asked on the first connection)."""
+        if self._opening is not None:
+            return self._opening.store
+        if self._store is None:
+            source = self.agent
+            if isinstance(source, Agent) or (isinstance(source, type) and issubclass(source, Agent)):
+                self._store = session_store(source, durable=True)
+        return self._store
+
+    @property
+    def extra_headers(self) -> list[tuple[bytes, bytes]]:
+        """``options.extra_headers`` as ASGI headers, added to every answer that opens or serves a connection."""
+        return [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in self.options.extra_headers]
+
+    def new_agent(self) -> Agent:
+        """The agent of a new connection."""
+        return self.agent if isinstance(self.agent, Agent) else self.agent()
+
+    async def shared_store(self, agent: Agent) -> SessionStore:
+        """The store, opened once for all connections (an unusable one is replaced by one
+        [`MemoryStore`][acp_agent.store.MemoryStore] for the whole server, never one per connection; one not
+        reachable now is logged, handed out unopened, and opened again on the next connection)."""
+        if self._opening is None:
+            store = self.store
+            if store is None:
+                store = self._store = session_store(agent, durable=True)
+            self._opening = StoreOpening(store)
+        store = self._opening.store
+        if isinstance(store, PostgresStore) and type(self.sessions.leases) is Leases:
+            # Replicas share this database: a session active here is leased, so no other replica resumes it.
+            self.sessions.leases = PostgresLeases(store.conninfo, connect_timeout=store.connect_timeout)
+        try:
+            return await self._opening.open()
+        except StoreError as exc:
+            logger.error("acp: the session store cannot be opened now: %s (retried on the next use)", exc)
+            return store
+
+    async def close_store(self) -> None:
+        """Close the store if it was opened (the end of the lifespan)."""
+        if self._opening is not None:
+            await self._opening.close()
+
+    def principal_full(self, agent: Agent, principal: str) -> RequestError | None:
+        """The refusal of one more connection for ``principal`` past ``max_principal_connections``, if any."""
+        cap = (self.options.limits or agent.limits).max_principal_connections
+        if cap is None or (held := self.registry.held_by(principal)) < cap:
+            return None
+        return limit_error("max_principal_connections", cap, f"{held} connections of this user are open")

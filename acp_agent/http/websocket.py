@@ -1,0 +1,232 @@
+"""WebSocket: one full-duplex connection per socket, one JSON-RPC message per text frame.
+
+The socket is accepted with ``Acp-Connection-Id`` (and the token subprotocol the client offered, if any); its first
+message must be ``initialize`` (close 1002 otherwise), an over-long request id closes it 1008, an over-size frame
+1009, a credential the token callable stops accepting 1008, the server's shutdown 1001. A socket refused before it
+is accepted gets the HTTP status where the server can send one (the ``websocket.http.response`` extension), else
+close 1008. The connection runs inside the socket's own request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any, Final
+
+import anyio
+import orjson
+
+from ..errors import RequestError
+from .asgi import BATCH_ERROR, INVALID_REQUEST, PARSE_ERROR, Receive, Scope, Send, is_initialize, one_line
+from .connections import RemoteConnection, credential_digest
+from .host import Host
+from .options import HttpOptions
+from .security import Admitted, Refusal, principal_of
+
+__all__ = ["WebSocketTransport", "deny_socket"]
+
+logger = logging.getLogger(__name__)
+
+_REFUSAL_WAIT: Final = 5.0
+"""Seconds a WebSocket refused for a limit waits for its first request, to answer it with the limit's error."""
+
+
+@dataclass(slots=True)
+class _SocketState:
+    client_gone: bool = False
+    close: tuple[int, str] | None = None
+    initialize_seen: bool = False
+
+
+class WebSocketTransport:
+    """The WebSocket transport of one app."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+
+    @property
+    def _options(self) -> HttpOptions:
+        return self._host.options
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str],
+                     admitted: Admitted | Refusal) -> None:
+        """Serve one WebSocket on the ACP path until either side closes it (refused unless ``admitted``)."""
+        host = self._host
+        if (await receive())["type"] != "websocket.connect":
+            return
+        if not isinstance(admitted, Admitted):
+            await deny_socket(scope, send, admitted)
+            return
+        if host.registry.full() or host.closing:
+            await deny_socket(scope, send, (503, "Too many connections" if not host.closing else "Shutting down"))
+            return
+
+        async def send_lines(lines: list[bytes]) -> None:
+            for line in lines:
+                await send({"type": "websocket.send", "text": line.decode("utf-8", "replace")})
+
+        agent = host.new_agent()
+        refusal = host.principal_full(agent, admitted.principal)
+        if refusal is not None:
+            await _refuse_socket(receive, send, admitted.subprotocol, refusal)
+            return
+        connection = RemoteConnection(
+            agent, "websocket", self._options, credential=credential_digest(headers.get("authorization")),
+            send_lines=send_lines, store=await host.shared_store(agent), active=host.sessions,
+            principal=admitted.principal,
+        )
+        host.registry.add(connection)
+        state = _SocketState()
+        try:
+            accept: dict[str, Any] = {"type": "websocket.accept", "headers": [
+                (b"acp-connection-id", connection.id.encode()), *host.extra_headers]}
+            if admitted.subprotocol is not None:
+                accept["subprotocol"] = admitted.subprotocol
+            await send(accept)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._run_socket, connection, send, state)
+                if admitted.token is not None and not isinstance(self._options.token, str):
+                    tg.start_soon(self._recheck, connection, state, admitted)
+                await self._read_frames(connection, receive, state)
+        finally:
+            host.registry.forget(connection)
+            connection.shutdown(discard=True)
+
+    async def _recheck(self, connection: RemoteConnection, state: _SocketState, admitted: Admitted) -> None:
+        """Ask the token callable again every ``recheck_interval`` seconds; close the socket once it refuses
+        the credential or names another principal."""
+        token = self._options.token
+        assert token is not None and admitted.token is not None
+        while True:
+            with anyio.move_on_after(self._options.recheck_interval):
+                await connection.done.wait()
+                return
+            try:
+                principal = await principal_of(token, admitted.token)
+            except Exception:
+                logger.exception("acp: re-checking the credential of connection %s failed", connection.id)
+                principal = None
+            if principal != admitted.principal:
+                _close_socket(connection, state, 1008, "Credential no longer accepted")
+                return
+
+    async def _run_socket(self, connection: RemoteConnection, send: Send, state: _SocketState) -> None:
+        try:
+            await connection.run()
+        finally:
+            self._host.registry.forget(connection)
+            if not state.client_gone:
+                if state.close is not None:
+                    code, reason = state.close
+                elif connection.close_reason is not None:
+                    code, reason = 1008, connection.close_reason[:120]
+                elif self._host.closing:
+                    code, reason = 1001, "Server shutting down"
+                else:
+                    code, reason = 1000, ""
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await send({"type": "websocket.close", "code": code, "reason": reason})
+
+    async def _read_frames(self, connection: RemoteConnection, receive: Receive, state: _SocketState) -> None:
+        limit = self._options.max_body_bytes
+        while True:
+            event = await receive()
+            kind = event["type"]
+            if kind == "websocket.disconnect":
+                state.client_gone = True
+                connection.shutdown(discard=True)
+                return
+            if kind != "websocket.receive" or connection.closing:
+                continue
+            connection.touch()
+            text = event.get("text")
+            if text is None:
+                logger.debug("acp: ignoring a binary WebSocket frame on connection %s", connection.id)
+                continue
+            data = text.encode("utf-8", "surrogatepass")
+            if len(data) > limit:
+                _close_socket(connection, state, 1009, f"Message exceeds {limit} bytes")
+                return
+            try:
+                message = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                connection.runtime.connection.send_raw(PARSE_ERROR + b"\n")
+                continue
+            if isinstance(message, list):
+                connection.runtime.connection.send_raw(BATCH_ERROR + b"\n")
+                continue
+            if not isinstance(message, dict):
+                connection.runtime.connection.send_raw(INVALID_REQUEST + b"\n")
+                continue
+            if not state.initialize_seen:
+                if "method" not in message and ("id" in message or "result" in message or "error" in message):
+                    continue  # a stray response before initialize: ignored
+                if not is_initialize(message):
+                    _close_socket(connection, state, 1002, "First message must be initialize")
+                    return
+                if message.get("id") is None:
+                    _close_socket(connection, state, 1002, "Initialize request must include an ID")
+                    return
+                state.initialize_seen = True
+            elif is_initialize(message):
+                refusal = RequestError.invalid_request("Initialize not allowed on existing connection")
+                connection.runtime.connection.send_raw(
+                    orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "error": refusal.to_dict()}) + b"\n")
+                continue
+            if "method" in message and "id" in message:
+                request_id = message["id"]
+                if isinstance(request_id, str) and len(request_id) > self._options.max_id_length:
+                    _close_socket(connection, state, 1008,
+                                  f"Request ID exceeds max_id_length ({self._options.max_id_length})")
+                    return
+                await connection.wait_for_writer()
+            try:
+                await connection.inbox.put(one_line(data))
+            except anyio.ClosedResourceError:
+                continue
+
+
+def _close_socket(connection: RemoteConnection, state: _SocketState, code: int, reason: str) -> None:
+    logger.warning("acp: closing WebSocket connection %s: %s", connection.id, reason)
+    state.close = (code, reason)
+    connection.shutdown(discard=True)
+
+
+async def _refuse_socket(receive: Receive, send: Send, subprotocol: str | None, error: RequestError) -> None:
+    """Accept a WebSocket only to answer its first request with ``error`` (a limit, as JSON-RPC), then close it
+    (1008); a client that sends nothing within `_REFUSAL_WAIT` seconds gets the close alone."""
+    accept: dict[str, Any] = {"type": "websocket.accept"}
+    if subprotocol is not None:
+        accept["subprotocol"] = subprotocol
+    await send(accept)
+    request_id: Any = None
+    with anyio.move_on_after(_REFUSAL_WAIT):
+        while True:
+            event = await receive()
+            if event["type"] == "websocket.disconnect":
+                return
+            if event["type"] == "websocket.receive" and event.get("text") is not None:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    message = orjson.loads(event["text"])
+                    request_id = message.get("id") if isinstance(message, dict) else None
+                break
+    with contextlib.suppress(Exception):  # the client may be gone
+        if request_id is not None:
+            answer = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()})
+            await send({"type": "websocket.send", "text": answer.decode()})
+        await send({"type": "websocket.close", "code": 1008, "reason": error.message[:120]})
+
+
+async def deny_socket(scope: Scope, send: Send, refusal: Refusal) -> None:
+    """Refuse a WebSocket before accepting it: ``refusal``'s HTTP status and text where the server supports the
+    ``websocket.http.response`` extension, else close 1008."""
+    status, text = refusal
+    if "websocket.http.response" in scope.get("extensions", {}):
+        headers = [(b"content-type", b"text/plain; charset=utf-8")]
+        if status == 401:
+            headers.append((b"www-authenticate", b"Bearer"))
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": text.encode()})
+    else:
+        await send({"type": "websocket.close", "code": 1008})
