@@ -166,6 +166,7 @@ agent = PydanticAIAgent(
     commands={"explain": Command("Explain a file", explain, hint="path")},
     accept_system_prompt=True,
     accepts_embedded_context=True,
+    accepts_image=True,  # the real models look at it; the offline one says it got one
 )
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from login_agent import LoginAgent
 
 pytestmark = pytest.mark.anyio
 
+ASYNCIO_ONLY = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # pydantic-ai runs on asyncio only
 STDIO_SERVER = {"name": "files", "command": "/usr/bin/true", "args": [], "env": []}
 
 
@@ -118,6 +119,54 @@ def test_a_diff_with_only_a_patch_is_a_fenced_diff_block() -> None:
          "patch": {"format": "git_patch", "text": patch}}]}))
     assert call["params"]["update"]["content"] == [
         {"type": "content", "content": {"type": "text", "text": f"```diff\n{patch}```"}}]
+
+
+@ASYNCIO_ONLY
+async def test_an_approved_coding_edit_reaches_v1_as_a_diff_with_its_text(tmp_path: Path) -> None:
+    """Finding 3, end to end: the coding example's edit, approved by the user, is a v1 diff with both texts."""
+    import coding_agent
+
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    async with v1(coding_agent.agent) as (client, _):
+        answer = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        sid = str(answer["sessionId"])
+        assert await prompt(client, sid, "edit a.txt: two => TWO") == {"stopReason": "end_turn"}
+        [request] = [m for m in client.sent_by_agent() if m.get("method") == "session/request_permission"]
+        tool = tool_view(client, request["params"]["toolCall"]["toolCallId"])
+        assert tool["status"] == "completed"
+        assert {"type": "diff", "path": str(tmp_path / "a.txt"), "oldText": "one\ntwo\n",
+                "newText": "one\nTWO\n"} in tool["content"]
+        assert (tmp_path / "a.txt").read_text() == "one\nTWO\n"
+
+
+def test_terminal_login_methods_in_v1_shape() -> None:
+    """Finding 2: a terminal method for a client with ``auth.terminal: true``, in v1 shape."""
+    translator = V1Translator()
+    [forwarded], _ = translator.incoming({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}}})
+    assert forwarded["params"]["capabilities"] == {"auth": {"terminal": {}}}
+    [answer] = translator.outgoing({"jsonrpc": "2.0", "id": 0, "result": {
+        "protocolVersion": 2, "info": {"name": "a", "version": "1"}, "capabilities": {}, "authMethods": [
+            {"type": "terminal", "methodId": "tui", "name": "Log in", "args": ["--login"],
+             "env": [{"name": "MODE", "value": "tui"}]}]}})
+    assert answer["result"]["authMethods"] == [
+        {"id": "tui", "name": "Log in", "type": "terminal", "args": ["--login"], "env": {"MODE": "tui"}}]
+
+
+@ASYNCIO_ONLY
+async def test_the_coding_example_takes_an_image_from_a_v1_client() -> None:
+    """Finding 5: a prompt with an image reaches the coding example's offline model, which answers it."""
+    import coding_agent
+
+    async with v1(coding_agent.agent) as (client, answer):
+        assert answer["agentCapabilities"]["promptCapabilities"]["image"] is True
+        sid = await new_session(client)
+        image = {"type": "image", "mimeType": "image/png", "data": base64.b64encode(b"\x89PNG").decode()}
+        got = await client.request("session/prompt", {"sessionId": sid, "prompt": [
+            {"type": "text", "text": "what is this"}, image]})
+        assert got == {"stopReason": "end_turn"}
+        said = "".join(u["content"]["text"] for u in updates(client) if u["sessionUpdate"] == "agent_message_chunk")
+        assert "You said: what is this [image]" in said
 
 
 # -- finding 4: terminal output paced ---------------------------------------------------------
