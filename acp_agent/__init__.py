@@ -42,8 +42,9 @@ from .schema import (
     ResourceLink,
     TextContent,
 )
-from .session import MessageStream, Session, StopReason, Subagent, SubagentResult
+from .session import MessageStream, Session, StopReason
 from .stdio import run_stdio, serve, serve_stdio
+from .subagents import Subagent, SubagentResult
 
 # Loaded on first use, under the same names: a stdio agent that never asks the user, runs a process or starts a
 # tool call does not import them (tests/unit/test_exports.py). Each name is written once: the block records it.

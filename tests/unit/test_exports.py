@@ -71,7 +71,7 @@ def test_package_exports() -> None:
 # Names a public signature may use that stay unresolved at run time until their feature is used (TYPE_CHECKING
 # imports of lazily loaded modules); every wire model in a signature resolves (written ``schema.X``).
 UNRESOLVED_HINTS = {"SessionCore", "Entity", "ToolCall", "ToolCallExtras", "ToolCallFields", "PermissionOption",
-                    "BackgroundRegistry", "HistoryItem"}
+                    "BackgroundRegistry", "HistoryItem", "TerminalOptions"}
 
 
 def test_run_time_type_hints_resolve_but_for_lazily_loaded_features() -> None:
@@ -98,6 +98,15 @@ def test_dir_lists_the_lazily_loaded_names_too() -> None:
 
     for package in (acp_agent, acp_agent.schema, acp_agent.v1):
         assert set(dir(package)) >= set(package.__all__), sorted(set(package.__all__) - set(dir(package)))
+
+
+def test_subagent_lives_in_its_own_module_and_the_old_path_still_imports() -> None:
+    """``acp_agent.subagents`` holds the subagent handle again; ``acp_agent.session.Subagent`` is the same object."""
+    import acp_agent.session
+    import acp_agent.subagents
+
+    assert acp_agent.session.Subagent is acp_agent.subagents.Subagent is acp_agent.Subagent
+    assert acp_agent.session.SubagentResult is acp_agent.subagents.SubagentResult is acp_agent.SubagentResult
 
 
 def test_handles_show_the_author_api_only() -> None:
@@ -138,7 +147,7 @@ def test_no_import_cycles() -> None:
 USES_TYPE_CHECKING = {
     "acp_agent._runtime.bookkeeping", "acp_agent._runtime.children", "acp_agent._runtime.runtime", "acp_agent.auth",
     "acp_agent.http.leases", "acp_agent.http.server", "acp_agent.http.sessions", "acp_agent.mcp",
-    "acp_agent.providers", "acp_agent.records", "acp_agent.session", "acp_agent.store.codec",
+    "acp_agent.providers", "acp_agent.records", "acp_agent.session", "acp_agent.store.codec", "acp_agent.subagents",
     "acp_agent._wire.dispatch", "acp_agent._wire.templates", "acp_agent._util.watch",
     "acp_agent.store.postgres", "acp_agent.store.sqlite", "acp_agent.testing.checker", "acp_agent.v1.streams",
 }
