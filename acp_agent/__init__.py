@@ -68,7 +68,7 @@ if TYPE_CHECKING:
         UserMessage,
     )
     from .terminals import Terminal
-    from .tool_calls import ToolCall, ToolCallFields
+    from .tool_calls import ToolCall, ToolCallFields, text_diff
 
 __getattr__ = lazy_attributes(__name__, moved=deprecated.attribute)
 __dir__ = lazy_dir(__name__)
@@ -136,6 +136,7 @@ __all__ = [
     "run_stdio",
     "serve",
     "serve_stdio",
+    "text_diff",
 ]
 
 publish(__name__, __all__)

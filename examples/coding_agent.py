@@ -66,8 +66,16 @@ SCRIPT = [
 
 
 def _prompts(messages: list[ModelMessage]) -> list[str]:
-    return [p.content for m in messages if isinstance(m, ModelRequest)
-            for p in m.parts if isinstance(p, UserPromptPart) and isinstance(p.content, str)]
+    return [_text(p.content) for m in messages if isinstance(m, ModelRequest)
+            for p in m.parts if isinstance(p, UserPromptPart)]
+
+
+def _text(content: Any) -> str:
+    """A prompt's text; an image or other attachment in it is named (the offline model cannot look)."""
+    if isinstance(content, str):
+        return content
+    return " ".join(c if isinstance(c, str) else "[image]" if getattr(c, "is_image", False) else "[attachment]"
+                    for c in content)
 
 
 async def offline(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | dict[int, DeltaToolCall]]:
@@ -158,6 +166,7 @@ agent = PydanticAIAgent(
     commands={"explain": Command("Explain a file", explain, hint="path")},
     accept_system_prompt=True,
     accepts_embedded_context=True,
+    accepts_image=True,  # the real models look at it; the offline one says it got one
 )
 
 if __name__ == "__main__":

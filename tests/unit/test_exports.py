@@ -27,7 +27,7 @@ EXPORTS = {
     "ResourceLink", "Session",
     "SessionClosedError", "SessionConfigOption", "SessionNotOpenError", "StopReason", "Subagent", "SubagentResult",
     "SystemPrompt", "Terminal", "TextContent", "ToolCall", "ToolCallFields", "ToolCallStateError", "ToolCallUpdate",
-    "Usage", "UserMessage", "extension", "run_stdio", "serve", "serve_stdio",
+    "Usage", "UserMessage", "extension", "run_stdio", "serve", "serve_stdio", "text_diff",
     # [unstable] MCP over ACP
     "AcpMcpServer", "AcpMcpServers", "McpNotification", "McpServerError", "McpTool", "McpToolResult",
     "McpTransportError", "UnknownMcpServerError",

@@ -19,7 +19,6 @@ Paths are confined to the session's cwd (symlinks resolved) unless ``confine=Fal
 from __future__ import annotations
 
 import contextlib
-import difflib
 import fnmatch
 import os
 import re
@@ -32,9 +31,10 @@ import anyio.to_thread
 from pydantic_ai import ModelRetry
 from pydantic_ai.toolsets import FunctionToolset
 
-from ...schema import Diff, DiffPatch, DiffPathChange, ToolCallLocation
+from ...schema import Diff, ToolCallLocation
 from ...session import Session
 from ...terminals import Terminal
+from ...tool_calls import patch_text, text_diff
 from .bridge import current_tool
 from .presenter import ToolPresentation
 
@@ -44,15 +44,6 @@ OUTPUT_LIMIT = 16_000
 """Characters of a command's output (its tail) or a file returned to the model at most."""
 
 SKIPPED_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache"})
-
-
-def patch_text(path: str, old: str | None, new: str) -> str:
-    """A ``git_patch`` of one file (absolute path, no ``a/``/``b/``), ``old=None`` for a new file."""
-    before = (old or "").splitlines(keepends=True)
-    after = new.splitlines(keepends=True)
-    lines = difflib.unified_diff(before, after, fromfile=path if old is not None else "/dev/null", tofile=path)
-    body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
-    return f"diff --git {path} {path}\n{body}"
 
 
 @dataclass
@@ -221,6 +212,7 @@ class CodingTools:
                     f"{_clip(terminal.tail().decode(errors='replace'))}"))
             return f"Started in the background as terminal {terminal.id}; it keeps running after this turn."
         terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool)
+        context.output_shown()  # the terminal shows the output: the returned text is the model's alone
         with anyio.move_on_after(self.command_timeout) as scope:
             status = await terminal.wait()
         if scope.cancelled_caught:
@@ -235,8 +227,7 @@ _TITLES = {"read_file": ("Read", "read"), "list_files": ("List", "search"), "sea
 
 
 def _diff(path: str, old: str | None, new: str) -> Diff:
-    change = DiffPathChange(operation="add" if old is None else "modify", path=path, file_type="text")
-    return Diff(changes=[change], patch=DiffPatch(format="git_patch", text=patch_text(path, old, new)))
+    return text_diff(path, old, new)
 
 
 async def _planned_change(target: str, tool_name: str, args: Mapping[str, Any]) -> tuple[str | None, str] | None:
