@@ -31,6 +31,7 @@ from .schema import (
 )
 from .session import Session, StopReason
 from .store import SessionStore
+from .workspace import Workspace
 
 __all__ = ["Agent"]
 
@@ -67,6 +68,10 @@ class Agent:
     (``session.system_prompt``); ``"override"`` accepts ``override`` too."""
     limits: ClassVar[Limits] = DEFAULT_LIMITS
     store: ClassVar[SessionStore | None] = None
+    workspace: ClassVar[Workspace | None] = None
+    """Where sessions may live ([`Workspace`][acp_agent.workspace.Workspace]): checked on every request carrying a
+    ``cwd`` or ``additionalDirectories``. ``None``: over stdio any absolute path; served over HTTP, the transport's
+    default (``serve``: the directory it was started in, or ``--workspace DIR``)."""
 
     auth_methods: ClassVar[Sequence[AuthMethodAgent | AuthMethodTerminal | UnknownAuthMethod]] = ()
     """How a client can log in (``initialize``'s ``authMethods``); implement [`login`][acp_agent.Agent.login] with

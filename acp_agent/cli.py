@@ -140,9 +140,33 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--store", default=None, metavar="sqlite:PATH|postgres:DSN|memory",
                        help="where every connection keeps its sessions (default: $ACP_AGENT_STORE, else the agent's "
                             "own store or its SQLite file in the data directory); replicas share a postgres: store")
+    _hosting_arguments(serve)
     serve.add_argument("--affinity-cookie", default=None, metavar="NAME=VALUE",
                        help="a cookie set on every answer (Path=/; HttpOnly) for a load balancer that routes by it")
     return parser
+
+
+def _hosting_arguments(serve: argparse.ArgumentParser) -> None:
+    """Where remote clients' sessions may live and whether they may name MCP servers (issue 39)."""
+    serve.add_argument("--workspace", default=None, metavar="DIR",
+                       help="sessions may only use directories under DIR (default: the directory serve was started "
+                            "in), unless the agent declares its own workspace policy; / is always refused")
+    serve.add_argument("--allow-client-mcp", action="store_true",
+                       help="RISK: let clients name stdio/HTTP MCP servers: a stdio entry is a command any token "
+                            "holder runs on this machine, an HTTP entry a request sent from the server's network")
+
+
+def _hosting_options(args: argparse.Namespace, source: Any) -> dict[str, Any]:
+    """The HttpOptions of ``--workspace`` and ``--allow-client-mcp`` (an agent's own ``workspace`` wins over the
+    default directory, never over an explicit ``--workspace``)."""
+    from .workspace import Workspace
+
+    options: dict[str, Any] = {"allow_client_mcp": bool(args.allow_client_mcp)}
+    if args.workspace is not None:
+        options["workspace"] = Workspace(root=os.path.realpath(args.workspace))
+    elif getattr(source, "workspace", None) is None:
+        options["workspace"] = Workspace(root=os.path.realpath(os.getcwd()))
+    return options
 
 
 def parse_store(spec: str) -> SessionStore:
@@ -273,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "max_connections": args.max_connections, "idle_timeout": args.idle_timeout,
         "max_body_bytes": args.max_body_bytes, "max_buffered_bytes": args.max_buffered_bytes,
         "max_output_stall": args.max_output_stall, "extra_headers": extra_headers,
+        **_hosting_options(args, source),
     }
     try:
         HttpOptions(**options)

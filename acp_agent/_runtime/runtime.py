@@ -50,6 +50,7 @@ from ..session import session_of as _session
 from ..store import SessionStore, StoredSession
 from ..store.keeper import RecordKeeper
 from ..store.opening import session_store
+from ..workspace import Workspace
 from .bookkeeping import Bookkeeping, archive_filter
 from .children import CHILD_MUTATION_REFUSED, child_cancellable
 from .live import LiveSessions, live_sessions
@@ -105,10 +106,17 @@ class AgentRuntime:
 
     def __init__(self, agent: Agent, receive: ByteReceiveStream, send: ByteSendStream, *,
                  limits: Limits | None = None, store: SessionStore | None = None,
-                 principal: str = DEFAULT_PRINCIPAL) -> None:
+                 principal: str = DEFAULT_PRINCIPAL, workspace: Workspace | None = None,
+                 client_mcp: bool = True) -> None:
         self.agent = agent
         self.principal = principal
         """Who the client is (what the transport authenticated): it sees and acts on that principal's sessions only."""
+        self.workspace = workspace if workspace is not None else agent.workspace
+        """Where this principal's sessions may live (the argument, else ``agent.workspace``; ``None``: any absolute
+        path, a stdio agent's default)."""
+        self.client_mcp = client_mcp
+        """Whether the client may name stdio/HTTP MCP servers for the agent to start or contact (a remote client
+        may not unless the operator allows it: such a server runs a command of the client's on this machine)."""
         self.limits = limits if limits is not None else agent.limits
         """The [`Limits`][acp_agent.Limits] of this connection (the argument, else ``agent.limits``)."""
         chosen = session_store(agent, store, durable=False)
@@ -289,9 +297,27 @@ class AgentRuntime:
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             info=self.agent.info(),
-            capabilities=self.agent.capabilities(),
+            capabilities=self._capabilities(),
             **fields,
         )
+
+    def _capabilities(self) -> Any:
+        """The agent's capabilities, without the client MCP transports this connection may not use."""
+        capabilities = self.agent.capabilities()
+        mcp = capabilities.session.mcp if capabilities.session is not None else None
+        if self.client_mcp or mcp is None or (mcp.stdio is None and mcp.http is None):
+            return capabilities
+        assert capabilities.session is not None
+        kept = mcp.model_copy(update={"stdio": None, "http": None})
+        empty = kept.acp is None
+        session = capabilities.session.model_copy(update={"mcp": None if empty else kept})
+        return capabilities.model_copy(update={"session": session})
+
+    def _mcp_allowed(self, kind: Any) -> bool:
+        if kind in ("stdio", "http") and not self.client_mcp:
+            return False
+        return bool((kind == "stdio" and self.agent.mcp_stdio) or (kind == "http" and self.agent.mcp_http) or (
+            kind == "acp" and self.agent.mcp_acp))
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -304,15 +330,18 @@ class AgentRuntime:
             for path in additional:
                 if not os.path.isabs(path):
                     raise RequestError.invalid_params("additionalDirectories must be absolute paths")
+        if self.workspace is not None:
+            self.workspace.check(self.principal, cwd, additional)
         names: set[str] = set()
         for server in mcp_servers or ():
             kind = getattr(server, "type", None)
-            allowed = (kind == "stdio" and self.agent.mcp_stdio) or (kind == "http" and self.agent.mcp_http) or (
-                kind == "acp" and self.agent.mcp_acp)
-            if not allowed:
-                raise RequestError.invalid_params(
-                    f"MCP transport {kind!r} is not supported", {"name": getattr(server, "name", None)}
-                )
+            if not self._mcp_allowed(kind):
+                data = {"name": getattr(server, "name", None), "type": kind}
+                if kind in ("stdio", "http") and not self.client_mcp:
+                    raise RequestError.invalid_params(
+                        f"MCP transport {kind!r} is not offered to remote clients (the operator has not allowed "
+                        "client MCP servers on this server)", data)
+                raise RequestError.invalid_params(f"MCP transport {kind!r} is not supported", data)
             command = getattr(server, "command", None)
             if kind == "stdio" and isinstance(command, str) and not os.path.isabs(command):
                 raise RequestError.invalid_params("MCP server command must be an absolute path")
