@@ -183,7 +183,9 @@ class Agent:
 
         The SDK has already checked the provider, its protocol and its URL. ``settings.headers``
         usually holds credentials: never log them. Raise [`RequestError`][acp_agent.RequestError] to refuse;
-        ``providers/list`` then still shows the previous endpoint.
+        ``providers/list`` then still shows the previous endpoint. The change is one principal's
+        ([`configuring_principal`][acp_agent.providers.configuring_principal]): an agent served to several users
+        keeps it for that principal's sessions only (``session.principal``).
         """
         raise NotImplementedError
 

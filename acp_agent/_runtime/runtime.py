@@ -171,7 +171,8 @@ class AgentRuntime:
             requests["session/fork"] = Method(self._fork, "ForkSessionRequest")
         requests.update(self.bookkeeping.routes())
         if self.agent.offers_providers():
-            requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider))
+            requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider,
+                                           self.principal))
         notifications = {"session/cancel": Method(None, "CancelSessionNotification", prepare=self._cancel)}
         if self.agent.mcp_acp:  # the client sends mcp/message only to an agent that advertises session.mcp.acp
             notifications["mcp/message"] = Method(None, "MessageMcpNotification", prepare=self._mcp_message)

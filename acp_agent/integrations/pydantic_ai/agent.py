@@ -26,7 +26,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 
 from ...agent import Agent
 from ...errors import ErrorCode, RequestError
-from ...providers import Provider, ProviderSettings
+from ...providers import Provider, ProviderSettings, configuring_principal
 from ...schema import (
     AvailableCommand,
     ContentBlock,
@@ -216,7 +216,9 @@ class PydanticAIAgent(Agent):
         self.commands: dict[str, Command] = dict(commands or {})
         self.background_tools = frozenset(background_tools)
         self.provider_models = {entry.provider.id: entry for entry in providers}
-        self._from_provider: dict[str, list[str]] = {}
+        self._provider_models: dict[str, dict[str, dict[str, Model | str]]] = {}
+        # principal -> provider id -> the models its providers/set made: one user's endpoint and key never
+        # serve another's turns (an instance served to many users shares nothing a client can change)
         # The Agent's class-level description, per instance (the base class reads these attributes).
         described: dict[str, Any] = {
             "name": name or agent.name or "pydantic-ai-agent", "mcp_stdio": mcp, "mcp_http": mcp, "mcp_acp": mcp_acp,
@@ -238,21 +240,31 @@ class PydanticAIAgent(Agent):
 
     # -- sessions -----------------------------------------------------------------------------
 
-    def _config_options(self, current: str | None = None) -> list[SessionConfigOption]:
-        if not self.models:
+    def models_for(self, principal: str) -> dict[str, Model | str]:
+        """The models ``principal``'s sessions may use: ``models`` and those of the providers that principal
+        configured (``providers/set`` is per principal: another user's provider is never offered or used)."""
+        chosen = dict(self.models)
+        for made in self._provider_models.get(principal, {}).values():
+            chosen.update(made)
+        return chosen
+
+    def _config_options(self, principal: str, current: str | None = None) -> list[SessionConfigOption]:
+        models = self.models_for(principal)
+        if not models:
             return []
-        names = list(self.models)
+        names = list(models)
         return [SessionConfigOption(
             config_id=MODEL_OPTION, name="Model", category="model", type="select",
-            current_value=current if current in self.models else names[0],
+            current_value=current if current in models else names[0],
             options=[SessionConfigSelectOption(value=model, name=model) for model in names],
         )]
 
-    def _available_commands(self) -> list[AvailableCommand]:
+    def _available_commands(self, principal: str) -> list[AvailableCommand]:
         commands = [AvailableCommand(name="clear", description="Forget the conversation so far (the model's context)")]
-        if self.models:
+        models = self.models_for(principal)
+        if models:
             commands.append(AvailableCommand(name="model", description="Show or switch the model",
-                                             input=TextCommandInput(hint=" | ".join(self.models))))
+                                             input=TextCommandInput(hint=" | ".join(models))))
         for name, command in self.commands.items():
             fields: dict[str, Any] = {}
             if command.hint is not None:
@@ -262,20 +274,19 @@ class PydanticAIAgent(Agent):
 
     async def new_session(self, session: Session) -> None:
         """Offer the model choice and the slash commands."""
-        session.config_options = self._config_options()
-        session.available_commands = self._available_commands()
+        session.config_options = self._config_options(session.principal)
+        session.available_commands = self._available_commands(session.principal)
 
     async def configure_provider(self, provider_id: str, settings: ProviderSettings | None) -> None:
-        """Offer the models of a provider the client configured (or stop offering them)."""
+        """Offer the models of a provider the client configured (or stop offering them), to the sessions of the
+        principal who configured it ([`configuring_principal`][acp_agent.providers.configuring_principal]) only."""
         entry = self.provider_models.get(provider_id)
         if entry is None:
             raise RequestError.invalid_params("unknown provider", {"providerId": provider_id})
-        for name in self._from_provider.pop(provider_id, []):
-            self.models.pop(name, None)
+        mine = self._provider_models.setdefault(configuring_principal(), {})
+        mine.pop(provider_id, None)
         if settings is not None:
-            made = dict(entry.models(settings))
-            self.models.update(made)
-            self._from_provider[provider_id] = list(made)
+            mine[provider_id] = dict(entry.models(settings))
 
     async def fork_session(self, source: Session, session: Session) -> None:
         """A fork continues from the source's model history (``data`` is copied; each side then
@@ -283,14 +294,14 @@ class PydanticAIAgent(Agent):
 
     async def set_config_option(self, session: Session, config_id: str, value: Any) -> None:
         """Accept a model the agent offers (the SDK checked the value against the options)."""
-        if config_id != MODEL_OPTION or value not in self.models:
+        if config_id != MODEL_OPTION or value not in self.models_for(session.principal):
             raise RequestError(ErrorCode.INVALID_PARAMS, f"unknown config option value: {config_id}={value}")
 
     def current_model(self, session: Session) -> Model | str | None:
         """The model the session's turns use: the ``model`` option's choice, else the agent's own."""
         for option in session.config_options:
             if option.config_id == MODEL_OPTION and isinstance(option.current_value, str):
-                return self.models.get(option.current_value)
+                return self.models_for(session.principal).get(option.current_value)
         return None
 
     # -- turns --------------------------------------------------------------------------------
@@ -300,12 +311,12 @@ class PydanticAIAgent(Agent):
         offered = next((o for o in session.config_options if o.config_id == MODEL_OPTION), None)
         choices = offered.options or [] if offered is not None else []
         names = [item.value for item in choices if isinstance(item, SessionConfigSelectOption)]
-        if names == list(self.models):
+        if names == list(self.models_for(session.principal)):
             return
         current = offered.current_value if offered is not None and isinstance(offered.current_value, str) else None
         others = [o for o in session.config_options if o.config_id != MODEL_OPTION]
-        await session.update_config_options([*self._config_options(current), *others])
-        await session.update_available_commands(self._available_commands())
+        await session.update_config_options([*self._config_options(session.principal, current), *others])
+        await session.update_available_commands(self._available_commands(session.principal))
 
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
         """Run a slash command, or one pydantic-ai run on the prompt."""
@@ -326,7 +337,7 @@ class PydanticAIAgent(Agent):
             clear_history(session)
             await session.say("Cleared the conversation: the model starts afresh.")
             return True, None
-        if name == "model" and self.models:
+        if name == "model" and self.models_for(session.principal):
             await self._switch_model(session, args)
             return True, None
         command = self.commands.get(name)
@@ -337,14 +348,15 @@ class PydanticAIAgent(Agent):
 
     async def _switch_model(self, session: Session, choice: str) -> None:
         current = next((o.current_value for o in session.config_options if o.config_id == MODEL_OPTION), None)
+        models = self.models_for(session.principal)
         if not choice:
-            await session.say(f"Model: {current}. Available: {', '.join(self.models)}.")
+            await session.say(f"Model: {current}. Available: {', '.join(models)}.")
             return
-        if choice not in self.models:
-            await session.say(f"Unknown model {choice!r}. Available: {', '.join(self.models)}.")
+        if choice not in models:
+            await session.say(f"Unknown model {choice!r}. Available: {', '.join(models)}.")
             return
         others = [o for o in session.config_options if o.config_id != MODEL_OPTION]
-        await session.update_config_options([*self._config_options(choice), *others])
+        await session.update_config_options([*self._config_options(session.principal, choice), *others])
         await session.say(f"Model: {choice}.")
 
     async def run_turn(self, session: Session, content: Sequence[UserContent] | str) -> StopReason:
