@@ -39,7 +39,7 @@ from ...schema import (
 from ...session import Session, StopReason
 from ...store import SessionStore
 from .bridge import TurnBridge
-from .content import clear_history, load_history, prompt_text, save_history, user_content
+from .content import clear_history, load_history, note_stopped_background, prompt_text, save_history, user_content
 from .mcp import acp_mcp_toolsets, mcp_toolsets
 from .permissions import PermissionPolicy
 from .presenter import ToolPresenter
@@ -276,6 +276,14 @@ class PydanticAIAgent(Agent):
         """Offer the model choice and the slash commands."""
         session.config_options = self._config_options(session.principal)
         session.available_commands = self._available_commands(session.principal)
+
+    async def resume_session(self, session: Session) -> None:
+        """A session back from the store: background work it had running stopped with it, so the model's history
+        gets a note saying so (instead of waiting for a result that will never come)."""
+        history = load_history(session)
+        noted = note_stopped_background(history)
+        if len(noted) != len(history):
+            save_history(session, noted)
 
     async def configure_provider(self, provider_id: str, settings: ProviderSettings | None) -> None:
         """Offer the models of a provider the client configured (or stop offering them), to the sessions of the

@@ -36,9 +36,11 @@ import anyio.to_thread
 from pydantic_ai import ModelRetry
 from pydantic_ai.toolsets import FunctionToolset
 
-from ...schema import Diff, DiffPatch, DiffPathChange, ToolCallLocation
+from ...errors import LimitExceededError
+from ...schema import Content, Diff, DiffPatch, DiffPathChange, TextContent, ToolCallLocation
 from ...session import Session
 from ...terminals import Terminal
+from ...tool_calls import ToolCall
 from .bridge import current_tool
 from .presenter import ToolPresentation
 
@@ -219,9 +221,12 @@ class CodingTools:
         context = current_tool()
         tool = context.tool_call
         if background:
+            try:
+                terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool,
+                                                        ends_tool_call=True, detach=True)
+            except (LimitExceededError, OSError) as exc:  # ProcessStartError is an OSError
+                return await _refused(tool, command, exc)
             tool.detach()  # from now on the terminal stands for the work: its exit ends the tool call
-            terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool,
-                                                    ends_tool_call=True, detach=True)
             self._background.setdefault(session.id, {})[terminal.id] = _Background(command, terminal)
             if notify_on_exit:
                 terminal.on_exit(lambda status: context.follow_up(
@@ -229,7 +234,10 @@ class CodingTools:
                     f"({_status_text(status.exit_code, status.signal)}). Its last output:\n"
                     f"{_clip(terminal.tail().decode(errors='replace'))}"))
             return f"Started in the background as terminal {terminal.id}; it keeps running after this turn."
-        terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool)
+        try:
+            terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool)
+        except (LimitExceededError, OSError) as exc:
+            return await _refused(tool, command, exc)
         with anyio.move_on_after(self.command_timeout) as scope:
             status = await terminal.wait()
         if scope.cancelled_caught:
@@ -241,6 +249,16 @@ class CodingTools:
 
 _TITLES = {"read_file": ("Read", "read"), "list_files": ("List", "search"), "search": ("Search", "search"),
            "write_file": ("Write", "edit"), "edit_file": ("Edit", "edit")}
+
+
+async def _refused(tool: ToolCall, command: str, exc: Exception) -> str:
+    """A command that could not start (a process quota, a missing shell): the tool call fails and the model reads
+    why, as the tool's result (the turn goes on)."""
+    reason = str(exc) if isinstance(exc, LimitExceededError) else f"{exc.strerror or type(exc).__name__}" if isinstance(
+        exc, OSError) else str(exc)
+    text = f"The command `{command}` did not start: {reason}. Nothing ran."
+    await tool.fail(content=[Content(content=TextContent(text=text))])
+    return text
 
 
 def _diff(path: str, old: str | None, new: str) -> Diff:
