@@ -169,6 +169,15 @@ def _hosting_options(args: argparse.Namespace, source: Any) -> dict[str, Any]:
     return options
 
 
+def _harden_process() -> None:
+    """Keep this server's environment (tokens, DSNs, keys) and memory out of reach of its own children: non-dumpable
+    where the platform allows (`acp_agent._util.processes.make_non_dumpable`)."""
+    from ._util.processes import make_non_dumpable
+
+    if not make_non_dumpable():
+        logging.getLogger(__name__).info("acp: could not mark the server non-dumpable on this platform")
+
+
 def parse_store(spec: str) -> SessionStore:
     """The store named by ``sqlite:PATH``, ``postgres:DSN`` (or a ``postgresql://`` URL) or ``memory``."""
     kind, _, rest = spec.partition(":")
@@ -304,6 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # a setting out of range
         sys.stderr.write(f"acp: {exc}\n")
         return 2
+    _harden_process()
     try:
         bounds = dataclasses.replace(guard_bounds(HttpOptions(**options)), head_timeout=args.head_timeout)
         run_http(source, host=args.host, port=args.port, ready=ready, uvicorn_settings=settings, store=store,

@@ -40,7 +40,7 @@ from ...session import Session, StopReason
 from ...store import SessionStore
 from .bridge import TurnBridge
 from .content import clear_history, load_history, note_stopped_background, prompt_text, save_history, user_content
-from .mcp import acp_mcp_toolsets, mcp_toolsets
+from .mcp import acp_mcp_toolsets, mcp_toolsets, stdio_mark
 from .permissions import PermissionPolicy
 from .presenter import ToolPresenter
 
@@ -163,7 +163,8 @@ class PydanticAIAgent(Agent):
     - ``commands``: slash commands by name ([`Command`][acp_agent.integrations.pydantic_ai.Command]);
       ``/clear`` (forget the model's history) and ``/model`` (with ``models``) are built in.
     - ``mcp``: connect the stdio/HTTP MCP servers the client offers as pydantic-ai MCP toolsets
-      (default ``True``; ``False`` neither advertises nor connects them); ``mcp_acp``: [unstable] also the
+      (default ``True``; ``False`` neither advertises nor connects them; served over HTTP, only when the
+      operator allows client MCP servers: ``HttpOptions.allow_client_mcp``); ``mcp_acp``: [unstable] also the
       servers the client hosts over ACP (``mcp/message``; default ``False``).
     - ``accept_system_prompt``: accept the client's ``systemPrompt`` (append mode) as run instructions.
     - ``accepts_image``, ``accepts_audio``, ``accepts_embedded_context``: prompt capabilities (off by
@@ -173,6 +174,11 @@ class PydanticAIAgent(Agent):
     - ``providers``: [unstable] providers the client configures with ``providers/set``
       ([`ProviderModels`][acp_agent.integrations.pydantic_ai.ProviderModels]); their models join ``models``.
     - ``store``: where sessions (and with them the model history) are kept.
+
+    One instance may serve many users: what a client changes live is kept per principal (the providers it
+    configures and the models they bring: [`models_for`][acp_agent.integrations.pydantic_ai.PydanticAIAgent.models_for])
+    or per session (the model choice, remembered approvals, the history), never on the instance. Options given
+    here are the operator's and shared by all.
 
     pydantic-ai runs on asyncio: serve it with the asyncio backend (the default). A synchronous tool
     runs in a worker thread, which ``session/cancel`` cannot stop (the turn ends; the thread finishes
@@ -379,7 +385,7 @@ class PydanticAIAgent(Agent):
                             follow_up=lambda text: self.follow_up(session, text))
         toolsets: list[AbstractToolset[Any]] = list(await _call(self.toolsets, session, []))
         if self.connect_mcp:
-            toolsets.extend(mcp_toolsets(session))
+            toolsets.extend(mcp_toolsets(session, await stdio_mark(session)))
         if self.connect_acp_mcp:
             toolsets.extend(await acp_mcp_toolsets(session))
         options: dict[str, Any] = {
