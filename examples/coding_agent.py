@@ -138,7 +138,7 @@ async def run_tests() -> str:
     """
     context = current_tool()
     command = os.environ.get("CODING_AGENT_TEST_COMMAND", "python -m pytest -q")
-    terminal = await context.session.start_terminal(command, tool_call=context.tool_call)
+    terminal = await context.session.start_terminal(command, tool_call=context.tool_call, detach=False)
     status = await terminal.wait()
     tail = terminal.tail().decode(errors="replace")[-2000:]
     return f"`{command}` exited {status.exit_code if status.signal is None else status.signal}\n{tail}"

@@ -308,11 +308,12 @@ class AgentRuntime:
         mcp = capabilities.session.mcp if capabilities.session is not None else None
         if self.client_mcp or mcp is None or (mcp.stdio is None and mcp.http is None):
             return capabilities
-        assert capabilities.session is not None
-        kept = mcp.model_copy(update={"stdio": None, "http": None})
-        empty = kept.acp is None
-        session = capabilities.session.model_copy(update={"mcp": None if empty else kept})
-        return capabilities.model_copy(update={"session": session})
+        session = capabilities.session
+        assert session is not None
+        fields = {name: getattr(session, name) for name in session.model_fields_set if name != "mcp"}
+        if mcp.acp is not None:
+            fields["mcp"] = type(mcp)(acp=mcp.acp)
+        return capabilities.model_copy(update={"session": type(session)(**fields)})
 
     def _mcp_allowed(self, kind: Any) -> bool:
         if kind in ("stdio", "http") and not self.client_mcp:
