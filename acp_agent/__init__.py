@@ -31,7 +31,7 @@ from .extensions import extension
 from .limits import Limits
 from .mcp import AcpMcpServer, AcpMcpServers, McpNotification, McpTool, McpToolResult
 from .peer import ClientPeer
-from .providers import Provider, ProviderSettings
+from .providers import Provider, ProviderSettings, configuring_principal
 from .schema import (
     AudioContent,
     AuthMethodAgent,
@@ -44,6 +44,7 @@ from .schema import (
 )
 from .session import MessageStream, Session, StopReason, Subagent, SubagentResult
 from .stdio import run_stdio, serve, serve_stdio
+from .workspace import Workspace
 
 # Loaded on first use, under the same names: a stdio agent that never asks the user, runs a process or starts a
 # tool call does not import them (tests/unit/test_exports.py). Each name is written once: the block records it.
@@ -128,6 +129,8 @@ __all__ = [
     "UnknownMcpServerError",
     "Usage",
     "UserMessage",
+    "Workspace",
+    "configuring_principal",
     "extension",
     "run_stdio",
     "serve",

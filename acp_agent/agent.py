@@ -69,7 +69,7 @@ class Agent:
     limits: ClassVar[Limits] = DEFAULT_LIMITS
     store: ClassVar[SessionStore | None] = None
     workspace: ClassVar[Workspace | None] = None
-    """Where sessions may live ([`Workspace`][acp_agent.workspace.Workspace]): checked on every request carrying a
+    """Where sessions may live ([`Workspace`][acp_agent.Workspace]): checked on every request carrying a
     ``cwd`` or ``additionalDirectories``. ``None``: over stdio any absolute path; served over HTTP, the transport's
     default (``serve``: the directory it was started in, or ``--workspace DIR``)."""
 
@@ -184,7 +184,7 @@ class Agent:
         The SDK has already checked the provider, its protocol and its URL. ``settings.headers``
         usually holds credentials: never log them. Raise [`RequestError`][acp_agent.RequestError] to refuse;
         ``providers/list`` then still shows the previous endpoint. The change is one principal's
-        ([`configuring_principal`][acp_agent.providers.configuring_principal]): an agent served to several users
+        ([`configuring_principal`][acp_agent.configuring_principal]): an agent served to several users
         keeps it for that principal's sessions only (``session.principal``).
         """
         raise NotImplementedError

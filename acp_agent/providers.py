@@ -16,7 +16,7 @@ headers (error messages and data name the provider, never a header or the URL): 
 
 What a client configures is its principal's own: each principal (the user a served agent's token stands for) has
 its own table of endpoints, and the hook learns whose change it applies from
-[`configuring_principal`][acp_agent.providers.configuring_principal], so one user's key never serves another's turns.
+[`configuring_principal`][acp_agent.configuring_principal], so one user's key never serves another's turns.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
 
     ``owner`` (the agent) holds the endpoints ``principal`` set: every connection of that principal sees the same,
     another principal's connections never do (``configure`` runs with
-    [`configuring_principal`][acp_agent.providers.configuring_principal] set to it).
+    [`configuring_principal`][acp_agent.configuring_principal] set to it).
     """
     from .schema import (
         DisableProviderRequest,

@@ -1,6 +1,6 @@
 """Where sessions may live: the workspace policy checked on every request that names a directory.
 
-A [`Workspace`][acp_agent.workspace.Workspace] says which directories a principal's sessions may use as
+A [`Workspace`][acp_agent.Workspace] says which directories a principal's sessions may use as
 ``cwd`` or ``additionalDirectories``: one root for everyone, one root per principal, or a callable deciding
 ``(principal, path)``. The runtime checks it on ``session/new``, ``session/resume`` (an already active session
 too), ``session/fork`` and every other request carrying a ``cwd``, before anything changes; a refused path is

@@ -23,7 +23,7 @@ EXPORTS = {
     "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent",
     "InvalidArgumentError",
     "LimitExceededError", "Limits", "Login", "MessageStream", "NotInTurnError", "PermissionOption",
-    "PermissionOutcome", "PlanEntry", "ProcessStartError", "Provider", "ProviderSettings", "RequestError",
+    "PermissionOutcome", "PlanEntry", "ProcessStartError", "Provider", "ProviderSettings", "Workspace", "configuring_principal", "RequestError",
     "ResourceLink", "Session",
     "SessionClosedError", "SessionConfigOption", "SessionNotOpenError", "StopReason", "Subagent", "SubagentResult",
     "SystemPrompt", "Terminal", "TextContent", "ToolCall", "ToolCallFields", "ToolCallStateError", "ToolCallUpdate",

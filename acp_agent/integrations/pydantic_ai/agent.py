@@ -293,7 +293,7 @@ class PydanticAIAgent(Agent):
 
     async def configure_provider(self, provider_id: str, settings: ProviderSettings | None) -> None:
         """Offer the models of a provider the client configured (or stop offering them), to the sessions of the
-        principal who configured it ([`configuring_principal`][acp_agent.providers.configuring_principal]) only."""
+        principal who configured it ([`configuring_principal`][acp_agent.configuring_principal]) only."""
         entry = self.provider_models.get(provider_id)
         if entry is None:
             raise RequestError.invalid_params("unknown provider", {"providerId": provider_id})
