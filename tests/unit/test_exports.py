@@ -23,7 +23,7 @@ EXPORTS = {
     "ErrorCode", "ExitStatus", "HistoryItem", "ImageContent",
     "InvalidArgumentError",
     "LimitExceededError", "Limits", "Login", "MessageStream", "NotInTurnError", "PermissionOption",
-    "PermissionOutcome", "PlanEntry", "ProcessStartError", "Provider", "ProviderSettings", "Workspace", "configuring_principal", "RequestError",
+    "PermissionOutcome", "PlanEntry", "ProcessStartError", "Provider", "ProviderSettings", "RequestError",
     "ResourceLink", "Session",
     "SessionClosedError", "SessionConfigOption", "SessionNotOpenError", "StopReason", "Subagent", "SubagentResult",
     "SystemPrompt", "Terminal", "TextContent", "ToolCall", "ToolCallFields", "ToolCallStateError", "ToolCallUpdate",
@@ -31,6 +31,7 @@ EXPORTS = {
     # [unstable] MCP over ACP
     "AcpMcpServer", "AcpMcpServers", "McpNotification", "McpServerError", "McpTool", "McpToolResult",
     "McpTransportError", "UnknownMcpServerError",
+    "Workspace", "configuring_principal",
 }
 
 # What help(Session) shows: the author's API, no runtime internals.

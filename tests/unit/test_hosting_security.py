@@ -271,8 +271,9 @@ async def test_background_work_stopped_by_a_restart_is_told_to_the_model(tmp_pat
         await client.initialize()
         await client.resume_session(sid, cwd=str(tmp_path))
         await client.prompt_and_wait(sid, "what happened?")
-    notes = [p.content for m in seen[-1] if isinstance(m, ModelRequest) for p in m.parts
-             if isinstance(p, UserPromptPart) and isinstance(p.content, str) and "Stopped without a result" in p.content]
+    prompts = [p.content for m in seen[-1] if isinstance(m, ModelRequest) for p in m.parts
+               if isinstance(p, UserPromptPart) and isinstance(p.content, str)]
+    notes = [text for text in prompts if "Stopped without a result" in text]
     assert len(notes) == 1 and "slow (tool call" in notes[0]
 
 
