@@ -11,7 +11,7 @@ from ._util import deprecated
 from ._util.lazy import lazy_attributes, lazy_dir, publish
 from ._util.processes import ExitStatus
 from .agent import Agent
-from .auth import Login
+from .auth import Login, Workspace
 from .errors import (
     AcpAgentError,
     ElicitationUnsupportedError,
@@ -47,7 +47,6 @@ from .schema import (
 from .session import MessageStream, Session, StopReason
 from .stdio import run_stdio, serve, serve_stdio
 from .subagents import Subagent, SubagentResult
-from .workspace import Workspace
 
 # Loaded on first use, under the same names: a stdio agent that never asks the user, runs a process or starts a
 # tool call does not import them (tests/unit/test_exports.py). This block is the lazy map: the package's

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
-from .auth import Login
+from .auth import Login, Workspace
 from .errors import RequestError
 from .limits import DEFAULT_LIMITS, Limits
 from .peer import ClientPeer
@@ -31,7 +31,6 @@ from .schema import (
 )
 from .session import Session, StopReason
 from .store import SessionStore
-from .workspace import Workspace
 
 __all__ = ["Agent"]
 

@@ -26,7 +26,7 @@ from .. import schema
 from .._util.ids import new_session_id
 from .._wire.connection import Connection, Method, Reply, Routes, describe_validation_error
 from ..agent import Agent
-from ..auth import Login
+from ..auth import Login, Workspace
 from ..errors import ErrorCode, RequestError
 from ..extensions import extensions_of
 from ..limits import Limits, ProcessSlots, limit_error, limit_exceeded
@@ -50,7 +50,6 @@ from ..session import session_of as _session
 from ..store import SessionStore, StoredSession
 from ..store.keeper import RecordKeeper
 from ..store.opening import session_store
-from ..workspace import Workspace
 from .bookkeeping import Bookkeeping, archive_filter
 from .children import CHILD_MUTATION_REFUSED, child_cancellable
 from .live import LiveSessions, live_sessions

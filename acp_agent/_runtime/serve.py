@@ -10,12 +10,12 @@ from __future__ import annotations
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..agent import Agent
+from ..auth import Workspace
 from ..limits import Limits, resolve_limits
 from ..records import DEFAULT_PRINCIPAL
 from ..store import SessionStore
 from ..store.opening import session_store
 from ..v1 import negotiating_streams
-from ..workspace import Workspace
 from .runtime import AgentRuntime
 
 __all__ = ["open_runtime", "serve"]

@@ -39,7 +39,7 @@ def _token_warnings(tokens: dict[str, str]) -> list[str]:
 def _hosting_options(args: argparse.Namespace, source: Any) -> dict[str, Any]:
     """The HttpOptions of ``--workspace`` and ``--allow-client-mcp``: an agent's own ``workspace`` wins over the
     default directory (the one ``serve`` was started in), never over an explicit ``--workspace``."""
-    from ..workspace import Workspace
+    from ..auth import Workspace
 
     options: dict[str, Any] = {"allow_client_mcp": bool(args.allow_client_mcp)}
     if args.workspace is not None:

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from ..auth import Workspace
 from ..limits import Limits
-from ..workspace import Workspace
 
 __all__ = ["DEFAULT_PATH", "HttpOptions", "TokenCheck"]
 

@@ -20,7 +20,7 @@ import pytest
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
-from acp_agent import Agent, Limits, Provider, ProviderSettings, RequestError, Session
+from acp_agent import Agent, Limits, Provider, ProviderSettings, RequestError, Session, Workspace
 from acp_agent._runtime.serve import open_runtime
 from acp_agent.integrations.pydantic_ai import (
     CodingTools,
@@ -33,7 +33,6 @@ from acp_agent.integrations.pydantic_ai.coding import MAX_FILE_BYTES
 from acp_agent.store import MemoryStore, SessionStore
 from acp_agent.testing.client import Client
 from acp_agent.testing.streams import byte_pipe
-from acp_agent.workspace import Workspace
 from tests.helpers.pydantic_ai_models import checked, last_tool_return, scripted
 
 pytestmark = pytest.mark.anyio
