@@ -18,6 +18,8 @@ import sys
 from typing import Any, Final
 
 from .._util import environment, prelude
+from .._util.processes import make_non_dumpable
+from ..auth import Workspace
 from ..loader import LoadError, affinity_header, load_agent, load_tokens, parse_store
 
 __all__ = ["SHORT_TOKEN", "run"]
@@ -39,8 +41,6 @@ def _token_warnings(tokens: dict[str, str]) -> list[str]:
 def _hosting_options(args: argparse.Namespace, source: Any) -> dict[str, Any]:
     """The HttpOptions of ``--workspace`` and ``--allow-client-mcp``: an agent's own ``workspace`` wins over the
     default directory (the one ``serve`` was started in), never over an explicit ``--workspace``."""
-    from ..auth import Workspace
-
     options: dict[str, Any] = {"allow_client_mcp": bool(args.allow_client_mcp)}
     if args.workspace is not None:
         options["workspace"] = Workspace(root=os.path.realpath(args.workspace))
@@ -52,8 +52,6 @@ def _hosting_options(args: argparse.Namespace, source: Any) -> dict[str, Any]:
 def _harden_process() -> None:
     """Keep this server's environment (tokens, DSNs, keys) and memory out of reach of its own children: non-dumpable
     where the platform allows (`acp_agent._util.processes.make_non_dumpable`)."""
-    from .._util.processes import make_non_dumpable
-
     if not make_non_dumpable():
         logging.getLogger(__name__).info("acp: could not mark the server non-dumpable on this platform")
 
