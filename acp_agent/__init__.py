@@ -11,7 +11,7 @@ from ._util import deprecated
 from ._util.lazy import lazy_attributes, lazy_dir, publish
 from ._util.processes import ExitStatus
 from .agent import Agent
-from .auth import Login
+from .auth import Login, Workspace
 from .errors import (
     AcpAgentError,
     ElicitationUnsupportedError,
@@ -33,7 +33,7 @@ from .extensions import extension
 from .limits import Limits
 from .mcp import AcpMcpServer, AcpMcpServers, McpNotification, McpTool, McpToolResult
 from .peer import ClientPeer
-from .providers import Provider, ProviderSettings
+from .providers import Provider, ProviderSettings, configuring_principal
 from .schema import (
     AudioContent,
     AuthMethodAgent,
@@ -132,6 +132,8 @@ __all__ = [
     "UnknownMcpServerError",
     "Usage",
     "UserMessage",
+    "Workspace",
+    "configuring_principal",
     "extension",
     "run_stdio",
     "serve",

@@ -26,7 +26,7 @@ from .. import schema
 from .._util.ids import new_session_id
 from .._wire.connection import Connection, Method, Reply, Routes, describe_validation_error
 from ..agent import Agent
-from ..auth import Login
+from ..auth import Login, Workspace
 from ..errors import ErrorCode, RequestError
 from ..extensions import extensions_of
 from ..limits import Limits, ProcessSlots, limit_error, limit_exceeded
@@ -105,10 +105,17 @@ class AgentRuntime:
 
     def __init__(self, agent: Agent, receive: ByteReceiveStream, send: ByteSendStream, *,
                  limits: Limits | None = None, store: SessionStore | None = None,
-                 principal: str = DEFAULT_PRINCIPAL) -> None:
+                 principal: str = DEFAULT_PRINCIPAL, workspace: Workspace | None = None,
+                 client_mcp: bool = True) -> None:
         self.agent = agent
         self.principal = principal
         """Who the client is (what the transport authenticated): it sees and acts on that principal's sessions only."""
+        self.workspace = workspace if workspace is not None else agent.workspace
+        """Where this principal's sessions may live (the argument, else ``agent.workspace``; ``None``: any absolute
+        path, a stdio agent's default)."""
+        self.client_mcp = client_mcp
+        """Whether the client may name stdio/HTTP MCP servers for the agent to start or contact (a remote client
+        may not unless the operator allows it: such a server runs a command of the client's on this machine)."""
         self.limits = limits if limits is not None else agent.limits
         """The [`Limits`][acp_agent.Limits] of this connection (the argument, else ``agent.limits``)."""
         chosen = session_store(agent, store, durable=False)
@@ -163,7 +170,8 @@ class AgentRuntime:
             requests["session/fork"] = Method(self._fork, "ForkSessionRequest")
         requests.update(self.bookkeeping.routes())
         if self.agent.offers_providers():
-            requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider))
+            requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider,
+                                           self.principal))
         notifications = {"session/cancel": Method(None, "CancelSessionNotification", prepare=self._cancel)}
         if self.agent.mcp_acp:  # the client sends mcp/message only to an agent that advertises session.mcp.acp
             notifications["mcp/message"] = Method(None, "MessageMcpNotification", prepare=self._mcp_message)
@@ -289,9 +297,28 @@ class AgentRuntime:
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             info=self.agent.info(),
-            capabilities=self.agent.capabilities(),
+            capabilities=self._capabilities(),
             **fields,
         )
+
+    def _capabilities(self) -> Any:
+        """The agent's capabilities, without the client MCP transports this connection may not use."""
+        capabilities = self.agent.capabilities()
+        mcp = capabilities.session.mcp if capabilities.session is not None else None
+        if self.client_mcp or mcp is None or (mcp.stdio is None and mcp.http is None):
+            return capabilities
+        session = capabilities.session
+        assert session is not None
+        fields = {name: getattr(session, name) for name in session.model_fields_set if name != "mcp"}
+        if mcp.acp is not None:
+            fields["mcp"] = type(mcp)(acp=mcp.acp)
+        return capabilities.model_copy(update={"session": type(session)(**fields)})
+
+    def _mcp_allowed(self, kind: Any) -> bool:
+        if kind in ("stdio", "http") and not self.client_mcp:
+            return False
+        return bool((kind == "stdio" and self.agent.mcp_stdio) or (kind == "http" and self.agent.mcp_http) or (
+            kind == "acp" and self.agent.mcp_acp))
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -304,15 +331,18 @@ class AgentRuntime:
             for path in additional:
                 if not os.path.isabs(path):
                     raise RequestError.invalid_params("additionalDirectories must be absolute paths")
+        if self.workspace is not None:
+            self.workspace.check(self.principal, cwd, additional)
         names: set[str] = set()
         for server in mcp_servers or ():
             kind = getattr(server, "type", None)
-            allowed = (kind == "stdio" and self.agent.mcp_stdio) or (kind == "http" and self.agent.mcp_http) or (
-                kind == "acp" and self.agent.mcp_acp)
-            if not allowed:
-                raise RequestError.invalid_params(
-                    f"MCP transport {kind!r} is not supported", {"name": getattr(server, "name", None)}
-                )
+            if not self._mcp_allowed(kind):
+                data = {"name": getattr(server, "name", None), "type": kind}
+                if kind in ("stdio", "http") and not self.client_mcp:
+                    raise RequestError.invalid_params(
+                        f"MCP transport {kind!r} is not offered to remote clients (the operator has not allowed "
+                        "client MCP servers on this server)", data)
+                raise RequestError.invalid_params(f"MCP transport {kind!r} is not supported", data)
             command = getattr(server, "command", None)
             if kind == "stdio" and isinstance(command, str) and not os.path.isabs(command):
                 raise RequestError.invalid_params("MCP server command must be an absolute path")

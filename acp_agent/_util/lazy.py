@@ -69,6 +69,7 @@ DEFERRED_OUTSIDE: Final[Mapping[str, str]] = {
     "jsonrpcserver": "a dependency of about 70 ms (it loads jsonschema): a refused call only",
     "jsonschema": "heavy (jsonrpcserver's dependency): an elicitation's answer checked against its schema",
     "platformdirs": "a dependency of about 4 ms: the default store's folder only",
+    "ctypes": "Linux's prctl only: serve marking itself non-dumpable",
 }
 """Outside modules a function may import (top-level package: why it is not imported at module level)."""
 

@@ -31,6 +31,7 @@ EXPORTS = {
     # [unstable] MCP over ACP
     "AcpMcpServer", "AcpMcpServers", "McpNotification", "McpServerError", "McpTool", "McpToolResult",
     "McpTransportError", "UnknownMcpServerError",
+    "Workspace", "configuring_principal",
 }
 
 # What help(Session) shows: the author's API, no runtime internals.
