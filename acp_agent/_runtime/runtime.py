@@ -613,10 +613,24 @@ class AgentRuntime:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
         core = self._active(request.session_id)
         self._check_prompt(request.prompt)
+        key = request.idempotency_key
+        if key is not None:  # P3/P4: a retry gets the first attempt's messageId (or waits with it) and starts nothing
+            from .._session.keys import prompt_digest
+
+            digest = prompt_digest(request.prompt)
+            keys = core.turns.keys
+            assert keys is not None
+            earlier = keys.find(key, digest)
+            if isinstance(earlier, str):
+                return Reply({"messageId": earlier})
+            if earlier is not None:
+                return core, earlier
         cap = self.limits.max_history_bytes
         if cap is not None and (size := core.record.history.size) >= cap:
             raise limit_error("max_history_bytes", cap, f"the session holds {size} bytes of history")
         job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
+        if key is not None:
+            keys.hold(key, digest, job)
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes
             # it once the answer is queued (R52, R53). The answer is the dict a PromptResponse
