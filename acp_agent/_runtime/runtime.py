@@ -619,8 +619,7 @@ class AgentRuntime:
 
             digest = prompt_digest(request.prompt)
             keys = core.turns.keys
-            assert keys is not None
-            earlier = keys.find(key, digest)
+            earlier = keys.find(key, digest) if keys is not None else None
             if isinstance(earlier, str):
                 return Reply({"messageId": earlier})
             if earlier is not None:
@@ -629,8 +628,8 @@ class AgentRuntime:
         if cap is not None and (size := core.record.history.size) >= cap:
             raise limit_error("max_history_bytes", cap, f"the session holds {size} bytes of history")
         job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
-        if key is not None:
-            keys.hold(key, digest, job)
+        if key is not None and core.turns.keys is not None:
+            core.turns.keys.hold(key, digest, job)
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes
             # it once the answer is queued (R52, R53). The answer is the dict a PromptResponse

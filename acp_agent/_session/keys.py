@@ -1,4 +1,4 @@
-"""Idempotency keys of ``session/prompt``: at most one user message per key in a session (ACP v2 Preview P1–P7).
+"""Idempotency keys of ``session/prompt``: at most one user message per key in a session (ACP v2 Preview P1-P7).
 
 A client that is not sure its prompt arrived (a dropped connection, a timeout) sends it again with the same
 ``idempotencyKey``; every attempt after the first is answered with the first one's ``messageId`` and starts
@@ -23,14 +23,22 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from ..errors import RequestError
+from ..records import SessionRecord
+from ..schema import ContentBlock
 
-if TYPE_CHECKING:
-    from ..records import SessionRecord
-    from ..schema import ContentBlock
-    from .turns import ForegroundJob
+
+class KeyedJob(Protocol):
+    """What the keys see of a prompt's job (``turns.ForegroundJob``)."""
+
+    key: str | None
+    digest: str
+    message_id: str | None
+
+
+J = TypeVar("J", bound=KeyedJob)
 
 __all__ = ["KEY_MISMATCH", "PromptKeys", "prompt_digest"]
 
@@ -47,20 +55,20 @@ def prompt_digest(prompt: Sequence[ContentBlock]) -> str:
     return digest.hexdigest()
 
 
-class PromptKeys:
+class PromptKeys(Generic[J]):
     """The idempotency keys of one session: held (in memory) and spent (in the record)."""
 
     __slots__ = ("_held", "_record", "age", "limit")
 
     def __init__(self, record: SessionRecord, *, limit: int, age: float) -> None:
         self._record = record
-        self._held: dict[str, tuple[str, ForegroundJob]] = {}
+        self._held: dict[str, tuple[str, J]] = {}
         self.limit = limit
         """How many spent keys are kept (the newest)."""
         self.age = age
         """Seconds a spent key is kept."""
 
-    def find(self, key: str, digest: str) -> ForegroundJob | str | None:
+    def find(self, key: str, digest: str) -> J | str | None:
         """The held job or the ``messageId`` an earlier attempt with ``key`` got, or ``None`` for a new key.
 
         Raises ``-32602`` if ``key`` was used for a prompt whose digest is not ``digest``.
@@ -78,7 +86,7 @@ class PromptKeys:
         _same(key, str(spent.get("digest")), digest)
         return str(spent["messageId"])
 
-    def hold(self, key: str, digest: str, job: ForegroundJob) -> None:
+    def hold(self, key: str, digest: str, job: J) -> None:
         """Note ``job`` as the held attempt of ``key`` (or spend the key at once if it is inserted)."""
         job.key, job.digest = key, digest
         if job.message_id is not None:
@@ -86,7 +94,7 @@ class PromptKeys:
         else:
             self._held[key] = (digest, job)
 
-    def inserted(self, job: ForegroundJob) -> None:
+    def inserted(self, job: J) -> None:
         """``job`` was inserted: its key is spent, with the new message's id (oldest keys dropped past the bounds)."""
         key = job.key
         if key is None or job.message_id is None:
@@ -99,7 +107,7 @@ class PromptKeys:
         keys[key] = {"messageId": job.message_id, "digest": job.digest, "at": now}
         _prune(keys, self.limit, now - self.age)
 
-    def dropped(self, job: ForegroundJob) -> None:
+    def dropped(self, job: J) -> None:
         """``job`` was withdrawn or refused before insertion: its key is free again."""
         key = job.key
         if key is not None and self._held.get(key, (None, None))[1] is job:

@@ -144,7 +144,7 @@ class Turns:
         """Usage the running job reported for itself, sent on the idle that ends it."""
         self.last_start = 0
         """History length when the last job started (what it said comes after)."""
-        self.keys: PromptKeys | None = None
+        self.keys: PromptKeys[ForegroundJob] | None = None
         """The session's idempotency keys (told when a keyed prompt is inserted or withdrawn)."""
 
     # -- queries ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ __all__ = [
 
 
 IdempotencyKey: TypeAlias = Annotated[str, Field(min_length=1, max_length=255)]
-"""[Preview] A client-chosen name of one prompt submission: 1–255 characters, compared exactly, never interpreted."""
+"""[Preview] A client-chosen name of one prompt submission: 1-255 characters, compared exactly, never interpreted."""
 
 
 class PromptRequest(WireModel):

@@ -1,6 +1,6 @@
-"""Idempotency keys of ``session/prompt`` (V2-PREVIEW P1–P7), in-process on asyncio and trio: a retry gets the
+"""Idempotency keys of ``session/prompt`` (V2-PREVIEW P1-P7), in-process on asyncio and trio: a retry gets the
 first attempt's ``messageId`` and starts nothing, whenever it arrives; keys are per session, exact, bounded,
-kept with the session's record (memory and SQLite here; PostgreSQL in ``tests/unit/test_store_postgres_keys.py``)."""
+kept with the session's record (memory, SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ async def test_keys_survive_close_and_resume_and_are_bounded() -> None:  # P3 ac
         await client.close_session(sid)
     async with connect_agent(agent, store=store, limits=limits) as client:
         await client.initialize()
-        await client.resume_session(sid, "/tmp")
+        await client.resume_session(sid, "/tmp", replay=True)
         assert await client.prompt(sid, "c", idempotency_key="c") == ids["c"]
         assert await client.prompt(sid, "b", idempotency_key="b") == ids["b"]
         assert await client.prompt(sid, "a", idempotency_key="a") != ids["a"]  # the oldest key was dropped
@@ -214,7 +214,23 @@ async def test_keys_survive_a_restart_in_sqlite(tmp_path: Path) -> None:
     assert record.prompt_keys["k"]["at"] <= time.time()
     async with connect_agent(agent, store=SqliteStore(path)) as client:
         await client.initialize()
-        await client.resume_session(sid, "/tmp")
+        await client.resume_session(sid, "/tmp", replay=True)
+        assert await client.prompt(sid, "x", idempotency_key="k") == first
+    assert agent.runs == ["x"]
+
+
+async def test_keys_survive_a_restart_in_postgres(postgres_dsn: str) -> None:
+    from acp_agent.store.postgres import PostgresStore
+
+    agent = CountingAgent()
+    async with connect_agent(agent, store=PostgresStore(postgres_dsn)) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        first = await client.prompt(sid, "x", idempotency_key="k")
+        await client.wait_idle(sid)
+    async with connect_agent(agent, store=PostgresStore(postgres_dsn)) as client:
+        await client.initialize()
+        await client.resume_session(sid, "/tmp", replay=True)
         assert await client.prompt(sid, "x", idempotency_key="k") == first
     assert agent.runs == ["x"]
 
