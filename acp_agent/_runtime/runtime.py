@@ -397,10 +397,12 @@ class AgentRuntime:
 
         core.on_closed.append(forget)
 
-    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False) -> SessionCore:
-        """Make a session live; with ``new``, its output is held until the answer that names it."""
+    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False,
+                    hold: bool = False) -> SessionCore:
+        """Make a session live; with ``new``, its output is held until the answer that names it (with ``hold``,
+        until its ``sink.release()``)."""
         self._check_session_room()
-        core = self._sessions().make(record, hold=new)
+        core = self._sessions().make(record, hold=new or hold)
         _session(core).mcp_servers = list(mcp_servers or [])
         self._opening += 1
         try:
@@ -499,16 +501,20 @@ class AgentRuntime:
         record.additional_directories = list(request.additional_directories or [])
         record.request_meta, record.system_prompt = request.meta, system_prompt
         if core is None:
-            core = await self._open(record, request.mcp_servers)
-            await self.agent.resume_session(_session(core))
-            if record.wakeups:
-                await rearm_wakeups(_session(core), self.agent)  # durable wake-ups it had pending
+            # P11: with a replay, live output (the hook's, re-armed work's) waits until replay_complete has gone.
+            core = await self._open(record, request.mcp_servers, hold=replay)
+            try:
+                await self.agent.resume_session(_session(core))
+                if record.wakeups:
+                    await rearm_wakeups(_session(core), self.agent)  # durable wake-ups it had pending
+            except BaseException:
+                core.sink.release()
+                raise
         else:
             _session(core).mcp_servers = list(request.mcp_servers or [])
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.
         if replay:
-            for update in record.history.replay():
-                core.sink.resend(update)
+            _replay(core, record)
         else:
             for kind, item_id in core.registry.listed_ids():
                 current = record.history.current(kind, item_id)
@@ -773,6 +779,25 @@ def _decode_cursor(cursor: str) -> tuple[str, str]:
         return key[0], key[1]
     except (ValueError, binascii.Error):
         raise RequestError.invalid_params("unknown cursor") from None
+
+
+def _replay(core: SessionCore, record: SessionRecord) -> None:
+    """Send the session's history, then one ``replay_complete`` per child the history announced and one for the
+    session itself (P8, P9, P12), then let the live output held meanwhile go (P11). Nothing awaits in between, so no
+    live update of the session can come between the history and its marker; a replay cut short (the session
+    closed) sends no marker (P13)."""
+    from ..schema import ReplayComplete, SubagentUpdate
+
+    children: dict[str, None] = {}
+    for update in record.history.replay():
+        core.sink.replay(update)
+        if isinstance(update, SubagentUpdate):
+            children[update.session_id] = None
+    marker = ReplayComplete()
+    for child in children:
+        core.sink.replay(marker, child)
+    core.sink.replay(marker)
+    core.sink.release()
 
 
 def _replay_mode(replay_from: Any) -> bool:
