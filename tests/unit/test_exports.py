@@ -38,7 +38,7 @@ SESSION_API = {
     "additional_directories", "ask", "ask_url", "available_commands", "background", "batch", "client", "closed",
     "closing", "complete_elicitation", "config_options", "cwd", "data", "history", "id", "limits", "message", "meta",
     "notice", "parent", "plan", "principal", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage",
-    "system_prompt",
+    "system_prompt", "suggest_prompts",
     "send", "title", "spawn", "spawn_subagent", "start_foreground", "start_terminal", "start_tool_call", "state",
     "task_group", "think", "thought", "tool_call_content", "update_available_commands", "update_config_options",
     "update_info", "update_tool_call", "usage", "wait_idle",
