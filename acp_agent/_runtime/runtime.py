@@ -23,6 +23,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import ValidationError
 
 from .. import schema
+from .._session.keys import prompt_digest
 from .._util.ids import new_session_id
 from .._wire.connection import Connection, Method, Reply, Routes, describe_validation_error
 from ..agent import Agent
@@ -621,8 +622,6 @@ class AgentRuntime:
         self._check_prompt(request.prompt)
         key = request.idempotency_key
         if key is not None:  # P3/P4: a retry gets the first attempt's messageId (or waits with it) and starts nothing
-            from .._session.keys import prompt_digest
-
             digest = prompt_digest(request.prompt)
             keys = core.turns.keys
             earlier = keys.find(key, digest) if keys is not None else None
@@ -786,14 +785,12 @@ def _replay(core: SessionCore, record: SessionRecord) -> None:
     session itself (P8, P9, P12), then let the live output held meanwhile go (P11). Nothing awaits in between, so no
     live update of the session can come between the history and its marker; a replay cut short (the session
     closed) sends no marker (P13)."""
-    from ..schema import ReplayComplete, SubagentUpdate
-
     children: dict[str, None] = {}
     for update in record.history.replay():
         core.sink.replay(update)
-        if isinstance(update, SubagentUpdate):
+        if isinstance(update, schema.SubagentUpdate):
             children[update.session_id] = None
-    marker = ReplayComplete()
+    marker = schema.ReplayComplete()
     for child in children:
         core.sink.replay(marker, child)
     core.sink.replay(marker)
