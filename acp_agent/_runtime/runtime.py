@@ -23,6 +23,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import ValidationError
 
 from .. import schema
+from .._session.keys import prompt_digest
 from .._util.ids import new_session_id
 from .._wire.connection import Connection, Method, Reply, Routes, describe_validation_error
 from ..agent import Agent
@@ -427,10 +428,12 @@ class AgentRuntime:
 
         core.on_closed.append(forget)
 
-    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False) -> SessionCore:
-        """Make a session live; with ``new``, its output is held until the answer that names it."""
+    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False,
+                    hold: bool = False) -> SessionCore:
+        """Make a session live; with ``new``, its output is held until the answer that names it (with ``hold``,
+        until its ``sink.release()``)."""
         self._check_session_room()
-        core = self._sessions().make(record, hold=new)
+        core = self._sessions().make(record, hold=new or hold)
         _session(core).mcp_servers = list(mcp_servers or [])
         self._opening += 1
         try:
@@ -529,16 +532,20 @@ class AgentRuntime:
         record.additional_directories = list(request.additional_directories or [])
         record.request_meta, record.system_prompt = request.meta, system_prompt
         if core is None:
-            core = await self._open(record, request.mcp_servers)
-            await self.agent.resume_session(_session(core))
-            if record.wakeups:
-                await rearm_wakeups(_session(core), self.agent)  # durable wake-ups it had pending
+            # P11: with a replay, live output (the hook's, re-armed work's) waits until replay_complete has gone.
+            core = await self._open(record, request.mcp_servers, hold=replay)
+            try:
+                await self.agent.resume_session(_session(core))
+                if record.wakeups:
+                    await rearm_wakeups(_session(core), self.agent)  # durable wake-ups it had pending
+            except BaseException:
+                core.sink.release()
+                raise
         else:
             _session(core).mcp_servers = list(request.mcp_servers or [])
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.
         if replay:
-            for update in record.history.replay():
-                core.sink.resend(update)
+            _replay(core, record)
         else:
             for kind, item_id in core.registry.listed_ids():
                 current = record.history.current(kind, item_id)
@@ -643,10 +650,21 @@ class AgentRuntime:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
         core = self._active(request.session_id)
         self._check_prompt(request.prompt)
+        key = request.idempotency_key
+        if key is not None:  # P3/P4: a retry gets the first attempt's messageId (or waits with it) and starts nothing
+            digest = prompt_digest(request.prompt)
+            keys = core.turns.keys
+            earlier = keys.find(key, digest) if keys is not None else None
+            if isinstance(earlier, str):
+                return Reply({"messageId": earlier})
+            if earlier is not None:
+                return core, earlier
         cap = self.limits.max_history_bytes
         if cap is not None and (size := core.record.history.size) >= cap:
             raise limit_error("max_history_bytes", cap, f"the session holds {size} bytes of history")
         job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
+        if key is not None and core.turns.keys is not None:
+            core.turns.keys.hold(key, digest, job)
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes
             # it once the answer is queued (R52, R53). The answer is the dict a PromptResponse
@@ -790,6 +808,23 @@ def _decode_cursor(cursor: str) -> tuple[str, str]:
         return key[0], key[1]
     except (ValueError, binascii.Error):
         raise RequestError.invalid_params("unknown cursor") from None
+
+
+def _replay(core: SessionCore, record: SessionRecord) -> None:
+    """Send the session's history, then one ``replay_complete`` per child the history announced and one for the
+    session itself (P8, P9, P12), then let the live output held meanwhile go (P11). Nothing awaits in between, so no
+    live update of the session can come between the history and its marker; a replay cut short (the session
+    closed) sends no marker (P13)."""
+    children: dict[str, None] = {}
+    for update in record.history.replay():
+        core.sink.replay(update)
+        if isinstance(update, schema.SubagentUpdate):
+            children[update.session_id] = None
+    marker = schema.ReplayComplete()
+    for child in children:
+        core.sink.replay(marker, child)
+    core.sink.replay(marker)
+    core.sink.release()
 
 
 def _replay_mode(replay_from: Any) -> bool:

@@ -52,10 +52,11 @@ from ..schema import (
     ToolCallContentChunk,
     ToolCallUpdate,
 )
+from .keys import PromptKeys
 from .registry import FINAL_STATUSES, BackgroundRegistry, ChildItem, Entity, Kind, TerminalItem, ToolCallItem
 from .sink import SessionSink
 from .snapshots import BATCHING, StatePublisher
-from .turns import FOREGROUND, StopReason, Turns
+from .turns import FOREGROUND, ForegroundJob, StopReason, Turns
 
 __all__ = ["TOOL_CALL_CANCEL", "SessionCore", "SessionFactory", "as_blocks"]
 
@@ -104,6 +105,8 @@ class SessionCore:
         self.turns = Turns(record.session_id, self.snapshots, self.sink, end_items=self._end_foreground_items,
                            end_now=self._end_foreground_now,
                            touched=record.touch)
+        self.turns.keys = PromptKeys[ForegroundJob](record, limit=limits.idempotency_keys,
+                                                    age=limits.idempotency_key_age)
         self.on_closed: list[Callable[[], None]] = []
         """Called once the session closed."""
         self.persist: Callable[[], Awaitable[bool]] | None = None

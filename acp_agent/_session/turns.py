@@ -35,6 +35,7 @@ from .._util.ids import new_id
 from ..errors import ErrorCode, RequestError, SessionClosedError
 from ..schema import ContentBlock, Error, Usage, UserMessage
 from ..schema.state import STOP_REASONS, StopReason
+from .keys import PromptKeys
 from .sink import SessionSink
 from .snapshots import StatePublisher
 
@@ -89,6 +90,8 @@ class ForegroundJob:
     cancelled: bool = False  # session/cancel arrived after insertion, before the worker started it
     message_id: str | None = None  # set at insertion: the prompt's messageId (its user_message goes after the answer)
     echo_line: bytes = b""  # the user_message's framed line
+    key: str | None = None  # the prompt's idempotencyKey, if it has one
+    digest: str = ""  # the prompt's digest (with a key)
 
 
 class Turns:
@@ -141,6 +144,8 @@ class Turns:
         """Usage the running job reported for itself, sent on the idle that ends it."""
         self.last_start = 0
         """History length when the last job started (what it said comes after)."""
+        self.keys: PromptKeys[ForegroundJob] | None = None
+        """The session's idempotency keys (told when a keyed prompt is inserted or withdrawn)."""
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -226,6 +231,8 @@ class Turns:
             self._jobs.remove(job)
         self._update_idle()
         job.rejected = error or RequestError.request_cancelled()
+        if job.key is not None and self.keys is not None:
+            self.keys.dropped(job)
         job.inserted.set()
         return True
 
@@ -328,6 +335,8 @@ class Turns:
         message_id = job.message_id = new_id("msg_user")
         line = self._sink.record_plain(UserMessage, message_id, job.prompt)  # a text prompt: no model to build
         job.echo_line = line or self._sink.record(UserMessage(message_id=message_id, content=job.prompt))
+        if job.key is not None and self.keys is not None:
+            self.keys.inserted(job)
         job.inserted.set()
 
     async def _insert(self, job: ForegroundJob) -> None:

@@ -42,6 +42,7 @@ DEFERRED: Final[Mapping[str, str]] = {
     "acp_agent._session.core": "the first session: the session engine and its turn, sink and registry parts",
     # features a talking agent never uses (tests/unit/test_exports.py: LAZY_FOR_A_TALKING_AGENT)
     "acp_agent.questions": "the first permission request or elicitation",
+    "acp_agent._session.suggestions": "the first prompt suggestion (unstable Preview feature)",
     "acp_agent.tool_calls": "the first tool call",
     "acp_agent.terminals": "the first terminal",
     "acp_agent._util.watch": "the first terminal (or the warm-up's reaping): the watchdog and its ledger",

@@ -557,7 +557,7 @@ async def test_sessions_outlive_the_connection_and_closed_ones_leave_memory(make
         await client.prompt_and_wait(sid, "extras")
         await client.prompt_and_wait(sid, "echo second")
         await client.resume_session(sid, "/tmp", replay=True)
-        live_replay = [u for u in client.view(sid).updates[-6:]]
+        live_replay = [u for u in client.view(sid).updates[-7:]]  # the replay, its replay_complete, the snapshot
         closed = await client.new_session("/elsewhere")
         await client.close_session(closed)
     if not store.durable:
