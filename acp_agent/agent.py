@@ -31,6 +31,7 @@ from .schema import (
 )
 from .session import Session, StopReason
 from .store import SessionStore
+from .telemetry import Telemetry
 
 __all__ = ["Agent"]
 
@@ -67,6 +68,9 @@ class Agent:
     (``session.system_prompt``); ``"override"`` accepts ``override`` too."""
     limits: ClassVar[Limits] = DEFAULT_LIMITS
     store: ClassVar[SessionStore | None] = None
+    telemetry: ClassVar[Telemetry | None] = None
+    """Where requests, turns, tool calls and terminals are reported (e.g. ``OpenTelemetry()`` from
+    `acp_agent.telemetry.otel`); ``None`` uses the ``OTEL_*`` environment variables, and is off without them."""
 
     auth_methods: ClassVar[Sequence[AuthMethodAgent | AuthMethodTerminal | UnknownAuthMethod]] = ()
     """How a client can log in (``initialize``'s ``authMethods``); implement [`login`][acp_agent.Agent.login] with

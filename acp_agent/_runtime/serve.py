@@ -14,6 +14,7 @@ from ..limits import Limits, resolve_limits
 from ..records import DEFAULT_PRINCIPAL
 from ..store import SessionStore
 from ..store.opening import session_store
+from ..telemetry import for_connection
 from ..v1 import negotiating_streams
 from .runtime import AgentRuntime
 
@@ -57,10 +58,14 @@ def open_runtime(
     ``agent.limits``, ``max_message_bytes`` overriding its field) bounds the connection, ``store`` keeps its
     sessions (the transport chose it with `session_store`; ``None`` is a
     fresh memory store), ``shutdown_timeout`` (if given) how long the end of the connection waits for work to
-    stop, ``principal`` whose sessions it sees (stdio: ``"default"``). ``await runtime.connection.run()`` serves it.
+    stop, ``principal`` whose sessions it sees (stdio: ``"default"``). ``await runtime.connection.run()`` serves
+    it. Telemetry, when on (``Agent.telemetry`` or the ``OTEL_*`` variables: `acp_agent.telemetry`), is bound to
+    the connection here.
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
     runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store, principal=principal)
     if shutdown_timeout is not None:
         runtime.shutdown_timeout = shutdown_timeout
+    runtime.connection.use_telemetry(for_connection(agent.telemetry, agent_name=agent.name,
+                                                    principal=None if principal == DEFAULT_PRINCIPAL else principal))
     return runtime
