@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from acp_agent import Agent, Session, StopReason, TextContent
+from acp_agent import Agent, RequestError, Session, StopReason, TextContent
 from acp_agent.telemetry.otel import OpenTelemetry
 from acp_agent.testing import connect_agent
 from docs_src.telemetry_agent import Coder
@@ -134,7 +134,7 @@ async def test_a_refused_request_records_its_error_code() -> None:
     agent.telemetry = traced.telemetry  # type: ignore[misc]
     async with connect_agent(agent) as client:
         await client.initialize()
-        with pytest.raises(Exception, match="not found|Session"):
+        with pytest.raises(RequestError):
             await client.request("session/prompt", {"sessionId": "sess_nope", "prompt": []})
     span = traced.one("session/prompt")
     assert span.status.status_code == StatusCode.ERROR
