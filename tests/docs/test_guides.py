@@ -33,6 +33,7 @@ from docs_src.providers_test import test_a_gateway_replaces_the_endpoint
 from docs_src.resume_context import ContextAgent
 from docs_src.subagents import LeadAgent
 from docs_src.talking import ChattyAgent
+from docs_src.telemetry_test import test_the_turn_is_traced
 from docs_src.testing_background import test_watch_is_listed_then_cancelled
 from docs_src.testing_pytest import test_echo
 from docs_src.testing_questions import test_answer_a_question_by_hand, test_login_asks_for_a_name
@@ -47,6 +48,7 @@ __all__ = [  # the guides' own tests, run here
     "test_answer_a_question_by_hand",
     "test_echo",
     "test_login_asks_for_a_name",
+    "test_the_turn_is_traced",
     "test_title_archive_status",
     "test_watch_is_listed_then_cancelled",
 ]
