@@ -9,7 +9,10 @@ JSON-RPC ones (``rpc.*``, ``jsonrpc.request.id``); both are "Development" upstre
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -120,7 +123,13 @@ class OpenTelemetry:
         self.background = meter.create_up_down_counter("acp.background.items", "{item}",
                                                        "Tool calls and terminals running as background work")
         self.errors = meter.create_counter("acp.request.errors", "{request}", "Requests answered with an error")
-        self.wire_bytes = meter.create_counter("acp.wire.bytes", "By", "Bytes read from and written to the client")
+        self.received = self.sent = 0  # summed on the hot path, read by the meter when it collects
+        meter.create_observable_counter("acp.wire.bytes", [self._observe_wire], "By",
+                                        "Bytes read from and written to the client")
+
+    def _observe_wire(self, options: metrics.CallbackOptions) -> list[metrics.Observation]:
+        return [metrics.Observation(self.received, {"network.io.direction": "receive"}),
+                metrics.Observation(self.sent, {"network.io.direction": "transmit"})]
 
     def bind(self, *, agent_name: str, principal: str | None) -> Recorder:
         """The recorder of one connection."""
@@ -327,10 +336,9 @@ class _Connection:
         self.otel.live_sessions.add(delta)
 
     def wire(self, received: int = 0, sent: int = 0) -> None:
-        if received:
-            self.otel.wire_bytes.add(received, {"network.io.direction": "receive"})
-        if sent:
-            self.otel.wire_bytes.add(sent, {"network.io.direction": "transmit"})
+        otel = self.otel
+        otel.received += received
+        otel.sent += sent
 
 
 class _OnePerEpisode(logging.Handler):
@@ -373,13 +381,30 @@ def from_environment(*, record_commands: bool = False) -> OpenTelemetry:
         quiet.addHandler(_OnePerEpisode())
         quiet.propagate = False
     resource = Resource.create({"service.name": "acp-agent"} if _no_service_name() else {})
-    tracer_provider = TracerProvider(resource=resource)
+    tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     reader = PeriodicExportingMetricReader(OTLPMetricExporter())
-    meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+    meter_provider = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
+    atexit.register(_flush_at_exit, tracer_provider, meter_provider)
     trace.set_tracer_provider(tracer_provider)  # ignored (with a warning) when one is set already
     metrics.set_meter_provider(meter_provider)
     return OpenTelemetry(tracer_provider, meter_provider, record_commands=record_commands)
+
+
+EXIT_FLUSH_SECONDS: Final = 2.0
+"""How long the process's exit waits for the last spans and metrics to go out (a collector that is down would
+otherwise hold the exit for the exporter's retries)."""
+
+
+def _flush_at_exit(*providers: Any) -> None:
+    def shut_down() -> None:
+        for provider in providers:
+            with contextlib.suppress(Exception):
+                provider.shutdown()
+
+    thread = threading.Thread(target=shut_down, name="acp-telemetry-exit", daemon=True)
+    thread.start()
+    thread.join(EXIT_FLUSH_SECONDS)
 
 
 def _no_service_name() -> bool:
