@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from acp_agent import Agent, PermissionOption, Session, StopReason, TextContent, run_stdio
+from acp_agent import Agent, ContentBlock, PermissionOption, Session, StopReason, run_stdio
 from acp_agent.telemetry.otel import OpenTelemetry
 
 ASK = [PermissionOption(option_id="allow", name="Allow once", kind="allow_once"),
@@ -21,7 +21,7 @@ class Coder(Agent):
 
     name = "coder"
 
-    async def prompt(self, session: Session, prompt: list[TextContent]) -> StopReason:
+    async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
         await session.say("Running the tests.")
         tool = await session.start_tool_call("Run the tests", kind="execute", name="bash", status="in_progress")
         outcome = await tool.request_permission("Run the tests?", ASK)

@@ -15,3 +15,4 @@ async def test_the_turn_is_traced() -> None:
     names = {span.name for span in exporter.get_finished_spans()}
     assert {"session/prompt", "invoke_agent coder", "execute_tool bash", "session/request_permission",
             "terminal"} <= names
+
