@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -408,7 +409,5 @@ def _flush_at_exit(*providers: Any) -> None:
 
 
 def _no_service_name() -> bool:
-    import os
-
     return not os.environ.get("OTEL_SERVICE_NAME") and "service.name=" not in os.environ.get(
         "OTEL_RESOURCE_ATTRIBUTES", "")
