@@ -283,11 +283,7 @@ class _Connection:
         item = state.items.get(key)
         if item is None:
             name = update.name or update.kind or "tool"
-            current = trace.get_current_span()
-            # A framework that traces its own tools (pydantic-ai's instrumentation) already opened execute_tool:
-            # the ACP tool call is then a child span of it, not a second execute_tool.
-            nested = getattr(current, "attributes", None) or {}
-            operation = "acp.tool_call" if nested.get("gen_ai.operation.name") == "execute_tool" else "execute_tool"
+            operation = "acp.tool_call" if _framework_traces_tools() else "execute_tool"
             attributes = {"gen_ai.tool.name": name, "gen_ai.tool.call.id": update.tool_call_id,
                           "acp.session.id": session_id, "gen_ai.conversation.id": session_id}
             if operation == "execute_tool":
@@ -340,6 +336,16 @@ class _Connection:
         otel = self.otel
         otel.received += received
         otel.sent += sent
+
+
+def _framework_traces_tools() -> bool:
+    """Whether the current span is a GenAI span another instrumentation made (pydantic-ai's agent run or tool):
+    that framework emits ``execute_tool`` for the tools it runs, so the ACP tool call is not a second one."""
+    current = trace.get_current_span()
+    scope = getattr(current, "instrumentation_scope", None)
+    if scope is None or getattr(scope, "name", SCOPE) == SCOPE:
+        return False
+    return "gen_ai.operation.name" in (getattr(current, "attributes", None) or {})
 
 
 class _OnePerEpisode(logging.Handler):

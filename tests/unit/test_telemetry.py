@@ -277,3 +277,48 @@ async def test_an_unreachable_collector_never_fails_a_request() -> None:
         result = await anyio.run_process([sys.executable, "-c", code], env=env, check=True)
     out = result.stdout.decode()
     assert out.startswith("served") and "opentelemetry.sdk" in out  # loaded, and the turn still answered
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # pydantic-ai runs on asyncio only
+async def test_pydantic_ai_spans_nest_under_the_turn_and_its_tools_are_not_doubled() -> None:
+    """The bridge runs a pydantic-ai agent with its instrumentation on: pydantic-ai's run, model requests and
+    ``execute_tool`` nest under the turn's ``invoke_agent``; the ACP tool call is ``acp.tool_call``, not a second
+    ``execute_tool``."""
+    from pydantic_ai import Agent as PydanticAgent
+    from pydantic_ai.capabilities.instrumentation import Instrumentation
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.models.test import TestModel
+
+    from acp_agent.integrations.pydantic_ai import PydanticAIAgent
+
+    traced = Traced()
+    settings = InstrumentationSettings(tracer_provider=traced.tracer_provider)
+    framework = PydanticAgent(TestModel(), capabilities=[Instrumentation(settings=settings)])
+
+    @framework.tool_plain
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        return "found " + word
+
+    agent = PydanticAIAgent(framework)
+    agent.telemetry = traced.telemetry  # type: ignore[misc]
+    async with connect_agent(agent) as client:
+        await client.initialize()
+        sid = await client.new_session()
+        await client.prompt_and_wait(sid, "hi")
+    [turn] = [s for s in traced.spans if s.name.startswith("invoke_agent") and s.instrumentation_scope is not None
+              and s.instrumentation_scope.name == "acp_agent"]
+    by_id = {span.context.span_id: span for span in traced.spans}
+
+    def under_turn(span: ReadableSpan) -> bool:
+        while span.parent is not None and span.parent.span_id in by_id:
+            span = by_id[span.parent.span_id]
+            if span is turn:
+                return True
+        return False
+
+    others = [s for s in traced.spans if s.instrumentation_scope is not None
+              and s.instrumentation_scope.name != "acp_agent"]
+    assert others and all(under_turn(span) for span in others)
+    assert [s.name for s in traced.spans if s.name.startswith("execute_tool")] == ["execute_tool lookup"]
+    assert traced.one("acp.tool_call lookup").attributes["acp.tool_call.status"] == "completed"  # type: ignore[index]
