@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from acp_agent import Agent, RequestError, Session, StopReason, TextContent
 from acp_agent.telemetry.otel import OpenTelemetry
 from acp_agent.testing import connect_agent
+from acp_agent.testing.schema import SchemaValidator
 from docs_src.telemetry_agent import Coder
 
 pytestmark = pytest.mark.anyio
@@ -78,6 +79,7 @@ async def test_a_coding_turn_is_one_trace_of_request_turn_tool_permission_and_te
         await client.wait_for(lambda: view.idle_count >= 1 and view.background == [])
         await client.wait_for(lambda: len(traced.named("terminal")) == 2)
         sent = [entry.message for entry in client.transcript if entry.direction == "agent->client"]
+        assert SchemaValidator().check_transcript(client.transcript) == []  # the injected _meta included
 
     prompt = traced.one("session/prompt")
     assert prompt.kind == SpanKind.SERVER and format(prompt.context.trace_id, "032x") == "ab" * 16
@@ -269,14 +271,16 @@ async def test_telemetry_off_imports_none_of_opentelemetry() -> None:
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_an_unreachable_collector_never_fails_a_request() -> None:
-    """With an endpoint nobody listens on, the agent answers as usual; the export error is a log line on stderr."""
+    """With an endpoint nobody listens on, the agent answers as usual, the export error is a log line on stderr, and
+    the process's exit waits at most ``EXIT_FLUSH_SECONDS`` for it (not the exporter's retries)."""
     code = _TALKING_AGENT.replace("anyio.run(main)", "anyio.run(main)\nprint('served')")
-    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_BSP_SCHEDULE_DELAY": "10",
-           "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_BSP_SCHEDULE_DELAY": "10"}
+    began = anyio.current_time()
     with anyio.fail_after(60):
         result = await anyio.run_process([sys.executable, "-c", code], env=env, check=True)
     out = result.stdout.decode()
     assert out.startswith("served") and "opentelemetry.sdk" in out  # loaded, and the turn still answered
+    assert anyio.current_time() - began < 9  # the exporter alone would retry for 10 s
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # pydantic-ai runs on asyncio only
