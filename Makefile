@@ -81,6 +81,7 @@ BENCH_NPM_STAMP := bench/node_modules/.installed
 
 bench: $(STAMP) $(ANCHORS_STAMP) $(BENCH_NPM_STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/telemetry.py  # an echo turn and start-up with telemetry off and on
 
 $(ANCHORS_STAMP): bench/anchors-requirements.txt | $(STAMP)
 	test -x $(ANCHORS)/bin/python || $(BIN)/python -m venv $(ANCHORS)

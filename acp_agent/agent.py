@@ -31,6 +31,7 @@ from .schema import (
 )
 from .session import Session, StopReason
 from .store import SessionStore
+from .telemetry import Telemetry
 
 __all__ = ["Agent"]
 
@@ -71,6 +72,9 @@ class Agent:
     """Where sessions may live ([`Workspace`][acp_agent.Workspace]): checked on every request carrying a
     ``cwd`` or ``additionalDirectories``. ``None``: over stdio any absolute path; served over HTTP, the transport's
     default (``serve``: the directory it was started in, or ``--workspace DIR``)."""
+    telemetry: ClassVar[Telemetry | None] = None
+    """Where requests, turns, tool calls and terminals are reported (e.g. ``OpenTelemetry()`` from
+    `acp_agent.telemetry.otel`); ``None`` uses the ``OTEL_*`` environment variables, and is off without them."""
 
     auth_methods: ClassVar[Sequence[AuthMethodAgent | AuthMethodTerminal | UnknownAuthMethod]] = ()
     """How a client can log in (``initialize``'s ``authMethods``); implement [`login`][acp_agent.Agent.login] with

@@ -15,6 +15,7 @@ from ..limits import Limits, resolve_limits
 from ..records import DEFAULT_PRINCIPAL
 from ..store import SessionStore
 from ..store.opening import session_store
+from ..telemetry import for_connection
 from ..v1 import negotiating_streams
 from .runtime import AgentRuntime
 
@@ -63,10 +64,14 @@ def open_runtime(
     stop, ``principal`` whose sessions it sees (stdio: ``"default"``), ``workspace`` where they may live (default:
     ``agent.workspace``), ``client_mcp`` whether the client may name stdio/HTTP MCP servers (a remote transport
     passes ``False`` unless its operator allowed them). ``await runtime.connection.run()`` serves it.
+    Telemetry, when on (``Agent.telemetry`` or the ``OTEL_*`` variables: `acp_agent.telemetry`), is bound to the
+    connection here.
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
     runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store, principal=principal,
                            workspace=workspace, client_mcp=client_mcp)
     if shutdown_timeout is not None:
         runtime.shutdown_timeout = shutdown_timeout
+    runtime.connection.use_telemetry(for_connection(agent.telemetry, agent_name=agent.name,
+                                                    principal=None if principal == DEFAULT_PRINCIPAL else principal))
     return runtime

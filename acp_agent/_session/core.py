@@ -107,6 +107,10 @@ class SessionCore:
                            touched=record.touch)
         self.turns.keys = PromptKeys[ForegroundJob](record, limit=limits.idempotency_keys,
                                                     age=limits.idempotency_key_age)
+        self.telemetry = connection.telemetry
+        """Where this session's turns, tool calls and terminals are reported (the connection's; ``None``: off)."""
+        if self.telemetry is not None:
+            self.turns.telemetry, self.turns.child = self.telemetry, parent is not None
         self.on_closed: list[Callable[[], None]] = []
         """Called once the session closed."""
         self.persist: Callable[[], Awaitable[bool]] | None = None
@@ -135,10 +139,17 @@ class SessionCore:
         """Run the session's task group and foreground worker until the session closes."""
         FOREGROUND.set(None)
         BATCHING.set(())
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            tg.start_soon(self._work, tg)
-            task_status.started()
+        telemetry = self.telemetry
+        if telemetry is not None:
+            telemetry.sessions(1)
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._work, tg)
+                task_status.started()
+        finally:
+            if telemetry is not None:
+                telemetry.sessions(-1)
 
     async def _work(self, tg: TaskGroup) -> None:
         try:
@@ -216,6 +227,9 @@ class SessionCore:
             self.registry.check(update)
             self._check_new_item(update, detach)
         self.sink.send(update, record=record)
+        if self.telemetry is not None:
+            self.telemetry.update(self.id, update, detach=detach if detach is not None else
+                                  (None if self.turns.in_foreground() else True))
         if entity_update and self.registry.observe(update, foreground=self.turns.in_foreground(), detach=detach):
             self.snapshots.list_changed()
 

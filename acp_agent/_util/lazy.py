@@ -54,6 +54,7 @@ DEFERRED: Final[Mapping[str, str]] = {
     "acp_agent.dev.web": "starlette (the inspector extra), when ``dev`` runs and its arguments are checked",
     "acp_agent.dev.link": "the inspector's agent link and the testing client, when ``dev`` runs (the inspector extra)",
     "acp_agent.testing.remote": "the inspector's remote link, when ``dev`` runs (httpx: the inspector extra)",
+    "acp_agent.telemetry.otel": "OpenTelemetry (the otel extra), only when OTEL_* export is configured",
 }
 """Our modules a function may import (and no other): each one, and which start-up stage must not load it."""
 
@@ -71,6 +72,7 @@ DEFERRED_OUTSIDE: Final[Mapping[str, str]] = {
     "jsonschema": "heavy (jsonrpcserver's dependency): an elicitation's answer checked against its schema",
     "platformdirs": "a dependency of about 4 ms: the default store's folder only",
     "ctypes": "Linux's prctl only: serve marking itself non-dumpable",
+    "opentelemetry": "optional extra (otel): the SDK and OTLP exporter, only when OTEL_* export is configured",
 }
 """Outside modules a function may import (top-level package: why it is not imported at module level)."""
 
