@@ -509,7 +509,7 @@ def _streamed_message_json(entry: _Entry) -> bytes | None:
     if head is None or type(message_id) is not str or not fields.keys() <= PLAIN_MESSAGE_FIELDS:
         return None
     assert entry.text is not None
-    return plain_message_json(head, message_id, _expanded(fields.get("content") or []), "".join(entry.text))
+    return plain_message_json(head, message_id, _expanded(fields.get("content") or []), entry.text)
 
 
 _PLAIN_TEXT: Final = frozenset({"type", "text"})
