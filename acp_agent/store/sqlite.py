@@ -5,10 +5,10 @@ stdlib `sqlite3`, so it works on asyncio and trio. The file is in WAL mode with
 power loss may lose the last saves but never corrupts the file. Several processes may share a
 file: writers wait for each other (``busy_timeout``) and every commit is one transaction.
 
-Where the calls run: every SQLite call runs in a worker thread (anyio's for opening, loading,
-listing and deleting; the store's own committer thread for batched saves), one at a time per store,
-so nothing waits for the database on the event loop. A small save (up to `JOURNAL_BYTES`
-of history, as after a typical turn) is written to the store's journal
+Where the calls run: every SQLite call runs in a worker thread (the store's own committer thread for
+opening the file and for batched saves, so most of its SQLite memory is in one thread's malloc arena; anyio's for
+loading, listing and deleting), one at a time per store, so nothing waits for the database on the event loop. A
+small save (up to `JOURNAL_BYTES` of history, as after a typical turn) is written to the store's journal
 (`acp_agent.store.journal`: one ``write``, which survives SIGKILL) and committed with the
 saves that follow it within `COMMIT_DELAY` seconds, in one transaction, by the committer
 thread; so the end of a turn does not wait for a commit and the crash contract holds. A bigger
