@@ -10,7 +10,8 @@ Feed it every message of one connection, in both directions and in wire order
 followed by the offending messages. Rule ids ``R1``..``R113`` are the reference's (``ACP-V2-AGENT-REFERENCE.md`` §15);
 ``S1``, ``S2``, ... are rules this SDK adds where the reference leaves a gap; ``P2``..``P20`` are rules ACP v2
 Preview added. ``docs/rules.md`` states every one of them in words. By default the first violation is raised;
-``WireChecker(raise_on_violation=False)`` collects them all in [`WireChecker.violations`][acp_agent.testing.WireChecker.violations].
+``WireChecker(raise_on_violation=False)`` collects them all in
+[`WireChecker.violations`][acp_agent.testing.WireChecker.violations].
 
 The checker knows nothing about the SDK: it rebuilds what a client can know from the
 messages alone (requests in flight both ways, initialization, sessions, foreground

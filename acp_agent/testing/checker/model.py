@@ -191,6 +191,7 @@ class PromptKey:
     first: Req | None = None  # the first attempt answered with a messageId
     message_id: str | None = None  # the messageId that answer gave
     answered_at: int = -1
+    reported: bool = False  # an attempt was answered with another messageId (its second message is reported)
 
 
 @dataclass(eq=False)

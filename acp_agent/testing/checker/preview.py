@@ -141,6 +141,7 @@ class PreviewJudge(BaseJudge):
                                f"a new messageId ({record.message_id!r} and {mid!r})", first.message, req.message,
                          answer.message)
         req.extra["earlier_message"] = True  # judged here: not R53's or R57's as well
+        record.reported = True
 
     def _p5_new_submission(self, s: SessionModel, key: str | None, req: Req, answer: Answer, mid: str) -> None:
         """P5: a prompt without a key, or with another key, is a new submission: a messageId of its own."""
@@ -154,7 +155,7 @@ class PreviewJudge(BaseJudge):
     def _p3_one_user_message(self, s: SessionModel, key: str, record: PromptKey) -> None:
         """P3: a key puts at most one user message into the conversation (judged at the end: echoes may come before
         the answers that name them)."""
-        if record.message_id is None or record.first is None or len(record.attempts) < 2:
+        if record.message_id is None or record.first is None or len(record.attempts) < 2 or record.reported:
             return
         attempts = sorted(r.index for r in record.attempts)
         prompt = record.first.params.get("prompt")
