@@ -63,6 +63,8 @@ def _serve(serve: argparse.ArgumentParser) -> None:
                             "nothing, is kept (default 300)")
     serve.add_argument("--head-timeout", type=float, default=10.0,
                        help="seconds a client may take to send a request's headers (default 10)")
+    serve.add_argument("--body-timeout", type=float, default=60.0,
+                       help="seconds a client may take to send a request's body after its headers (default 60)")
     serve.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024,
                        help="largest POST body or WebSocket message (default 16 MiB)")
     serve.add_argument("--max-buffered-bytes", type=int, default=64 * 1024 * 1024,

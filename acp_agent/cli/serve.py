@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"acp: {exc}\n")
         return 2
     try:
-        bounds = dataclasses.replace(guard_bounds(HttpOptions(**options)), head_timeout=args.head_timeout)
+        bounds = dataclasses.replace(guard_bounds(HttpOptions(**options)), head_timeout=args.head_timeout,
+                                     body_timeout=args.body_timeout)
         run_http(source, host=args.host, port=args.port, ready=ready, uvicorn_settings=settings, store=store,
                  bounds=bounds, **options)
     except OSError as exc:
