@@ -34,8 +34,9 @@ class HttpOptions:
     WebSocket: the ``acp.bearer.`` subprotocol), standing for the principal ``"default"``; or a callable
     returning the principal of the presented token (``None``: refused); ``None`` checks nothing."""
     recheck_interval: float = 60.0
-    """Seconds between re-checks of an open WebSocket's credential with a ``token`` callable: once it is
-    refused (or stands for another principal) the socket is closed (code 1008). HTTP checks every request."""
+    """Seconds between re-checks of an open WebSocket's or event stream's credential with a ``token`` callable: once
+    it is refused (or stands for another principal) the connection ends (a socket is closed with code 1008). HTTP
+    also checks every request: one whose token now stands for another principal ends its connection (404)."""
     allowed_origins: Sequence[str] = ()
     """Browser origins allowed (``"https://app.example"``; ``"*"`` allows any). A request with an
     ``Origin`` header not listed is refused 403; requests without one (non-browser clients) pass."""
