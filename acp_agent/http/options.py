@@ -64,6 +64,9 @@ class HttpOptions:
     """Seconds a closing connection gives its sessions to stop their work."""
     extra_headers: Sequence[tuple[str, str]] = field(default=())
     """Headers added to every HTTP answer (for example a ``Set-Cookie`` for load-balancer affinity)."""
+    retention: float | None = None
+    """Days a stored session is kept after its last use (``updated_at``): older ones are deleted at start-up and
+    every hour after (``None``: kept until deleted; ``serve --retention DAYS``)."""
 
     def __post_init__(self) -> None:
         for name in ("max_connections", "max_body_bytes", "max_buffered_bytes", "max_id_length"):
@@ -75,5 +78,8 @@ class HttpOptions:
             lowest_ok = 0 if name == "shutdown_timeout" else 1e-9
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= lowest_ok:
                 raise ValueError(f"HttpOptions.{name} must be a positive number, got {value!r}")
+        if self.retention is not None and (not isinstance(self.retention, (int, float))
+                                           or isinstance(self.retention, bool) or not self.retention > 0):
+            raise ValueError(f"HttpOptions.retention must be a positive number of days or None, got {self.retention!r}")
         if self.path is not None and not self.path.startswith("/"):
             raise ValueError(f"HttpOptions.path must start with '/', got {self.path!r}")
