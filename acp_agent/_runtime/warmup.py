@@ -28,6 +28,9 @@ import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
 
+from .. import schema
+from .._util.paths import ledger_dir
+
 __all__ = ["HOLD_LIMIT", "HOLD_POLL", "WARM_UP_DELAY", "warm_up"]
 
 logger = logging.getLogger(__name__)
@@ -48,8 +51,6 @@ _done = False
 def _reap_left_behind() -> None:
     """Reap what terminals of agents that died left running: a look at a directory that is usually absent or empty
     (the reaping loads only if it is not)."""
-    from .._util.paths import ledger_dir
-
     with contextlib.suppress(OSError):
         if os.listdir(ledger_dir()):
             from .._util.watch import reap_left_behind
@@ -69,9 +70,8 @@ def _first_turn_models() -> list[type[BaseModel]]:
     without their models (``SessionSink.record_plain``, ``StatePublisher.set``); the message and snapshot models
     are built when something else first needs them.
     """
-    from ..schema import AgentMessageChunk, NewSessionRequest, NewSessionResponse, PromptRequest, TextContent
-
-    return [PromptRequest, TextContent, NewSessionRequest, NewSessionResponse, AgentMessageChunk]
+    return [schema.PromptRequest, schema.TextContent, schema.NewSessionRequest, schema.NewSessionResponse,
+            schema.AgentMessageChunk]
 
 
 async def warm_up(busy: Callable[[], bool] | None = None, hold: Callable[[], bool] | None = None) -> None:
