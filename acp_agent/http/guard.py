@@ -14,7 +14,8 @@ transport interfaces and no uvicorn internals:
   ``431``, and a head not complete within `Bounds.head_timeout` of its first byte (or of the
   connection, for the first request) closes the connection.
 - **Request bodies are bounded** before authentication: a ``Content-Length`` (or a chunked body) over
-  `Bounds.max_body_bytes` gets ``413``, and a body not complete within `Bounds.body_timeout` of its
+  `Bounds.max_body_bytes` gets ``413`` (on a socket with no answer yet; past one, the application answers
+  ``413`` itself), and a body not complete within `Bounds.body_timeout` of its
   head closes the connection, so peers trickling a byte at a time cannot hold sockets forever.
   The layer follows request boundaries through ``Content-Length`` and chunked bodies alike, on every
   request of a kept-alive socket; it steps aside only once uvicorn has actually handed the socket to
@@ -387,7 +388,7 @@ class GuardedProtocol(asyncio.Protocol):
             self._chunked, self._trailer, self._chunked_bytes = True, False, 0
             self._line.clear()
             length = 0
-        elif bounds.max_body_bytes is not None and length > bounds.max_body_bytes:
+        elif bounds.max_body_bytes is not None and length > bounds.max_body_bytes and self._unanswered():
             self._refuse(_BODY_TOO_LARGE, f"with a body over {bounds.max_body_bytes} bytes")
             return None
         self._body_left = max(0, length)
@@ -428,11 +429,17 @@ class GuardedProtocol(asyncio.Protocol):
             self._trailer, self._chunked_bytes = True, 0
             return view
         self._chunked_bytes += size
-        if bounds.max_body_bytes is not None and self._chunked_bytes > bounds.max_body_bytes:
+        if bounds.max_body_bytes is not None and self._chunked_bytes > bounds.max_body_bytes and self._unanswered():
             self._refuse(_BODY_TOO_LARGE, f"with a body over {bounds.max_body_bytes} bytes")
             return view
         self._body_left = size + 2  # the chunk's data and its CRLF
         return view
+
+    def _unanswered(self) -> bool:
+        """Whether nothing was written on the socket yet, so a refusal can be answered rather than cut short. Past a
+        first answer a body over the limit goes on to the application, which answers ``413`` in turn (the body
+        deadline still bounds it)."""
+        return self._transport is not None and not self._transport.written
 
     def _refuse_head(self, why: str) -> None:
         self._refuse(_HEAD_TOO_LARGE, f"head {why}")
