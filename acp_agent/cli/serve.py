@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
 from .._util import environment, prelude
+from .._util.processes import make_non_dumpable
+from ..auth import Workspace
 from ..limits import DEFAULT_LIMITS, Limits
 from ..loader import LoadError, affinity_header, load_agent, load_tokens, parse_store
 
@@ -73,6 +77,24 @@ def serve_limits(source: object, args: argparse.Namespace) -> Limits:
     return dataclasses.replace(base, **chosen)  # type: ignore[arg-type]
 
 
+def _hosting_options(args: argparse.Namespace, source: Any) -> dict[str, Any]:
+    """The HttpOptions of ``--workspace`` and ``--allow-client-mcp``: an agent's own ``workspace`` wins over the
+    default directory (the one ``serve`` was started in), never over an explicit ``--workspace``."""
+    options: dict[str, Any] = {"allow_client_mcp": bool(args.allow_client_mcp)}
+    if args.workspace is not None:
+        options["workspace"] = Workspace(root=os.path.realpath(args.workspace))
+    elif getattr(source, "workspace", None) is None:
+        options["workspace"] = Workspace(root=os.path.realpath(os.getcwd()))
+    return options
+
+
+def _harden_process() -> None:
+    """Keep this server's environment (tokens, DSNs, keys) and memory out of reach of its own children: non-dumpable
+    where the platform allows (`acp_agent._util.processes.make_non_dumpable`)."""
+    if not make_non_dumpable():
+        logging.getLogger(__name__).info("acp: could not mark the server non-dumpable on this platform")
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve the agent ``args`` name until SIGINT/SIGTERM; returns the exit status."""
     prelude.prepare()  # a bad ACP_AGENT_* value: one line each on stderr, exit status 2
@@ -117,13 +139,14 @@ def run(args: argparse.Namespace) -> int:
         "max_connections": args.max_connections, "idle_timeout": args.idle_timeout,
         "max_body_bytes": args.max_body_bytes, "max_buffered_bytes": args.max_buffered_bytes,
         "max_output_stall": args.max_output_stall, "extra_headers": extra_headers, "limits": limits,
-        "retention": args.retention,
+        "retention": args.retention, **_hosting_options(args, source),
     }
     try:
         HttpOptions(**options)
     except ValueError as exc:  # a setting out of range
         sys.stderr.write(f"acp: {exc}\n")
         return 2
+    _harden_process()
     try:
         bounds = dataclasses.replace(guard_bounds(HttpOptions(**options)), head_timeout=args.head_timeout,
                                      body_timeout=args.body_timeout)

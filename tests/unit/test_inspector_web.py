@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,20 @@ def test_dev_prints_the_secret_in_a_fragment_and_records_0600(tmp_path: Path) ->
     with running_inspector(str(root / "examples" / "echo_agent.py"), "--record", str(record)) as inspector:
         assert "/#token=" in inspector.url and "?token" not in inspector.url
         assert record.stat().st_mode & 0o777 == 0o600  # was 0644: prompts and provider keys readable by all
+
+
+def test_the_page_shows_trace_ids_when_telemetry_is_on(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With OTLP export configured the page is told so, sends a traceparent with each prompt and shows its trace id
+    next to the turn (``app.js``, ``view.js``)."""
+    own = {"origin": "http://127.0.0.1:9999", "host": "127.0.0.1:9999"}
+    for endpoint, on in (("", False), ("http://127.0.0.1:4318", True)):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        with client.websocket_connect("/ws", headers=own) as socket:
+            socket.send_json({"type": "auth", "token": SECRET})
+            assert socket.receive_json()["telemetry"] is on
+    static = files("acp_agent.dev") / "static"
+    assert "traceparent: `00-${traceId}-" in (static / "app.js").read_text()
+    assert '"data-testid": "trace-id"' in (static / "view.js").read_text()
 
 
 def test_a_stdio_agent_imports_no_inspector() -> None:
