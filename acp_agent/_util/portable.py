@@ -114,15 +114,19 @@ def group_alive(pgid: int) -> bool:
         return True
     if not sys.platform.startswith("linux"):
         return True  # macOS: a zombie member counts until its parent reaps it
-    from .reaper import read_proc, stat_fields
-
     try:
-        for _, stat in read_proc("stat"):
-            fields = stat_fields(stat)
-            if len(fields) >= 3 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
-                return True
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
     except OSError:
         return True
+    for entry in entries:  # the fields of /proc/PID/stat after the name: state, ppid, pgrp, ...
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) >= 3 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
+            return True
     return False
 
 
