@@ -5,8 +5,10 @@ Subclass [`Agent`][acp_agent.Agent], implement [`Agent.prompt`][acp_agent.Agent.
 ``state_update``.
 """
 
+from typing import TYPE_CHECKING
+
 from ._util import deprecated
-from ._util.lazy import LazyImports, lazy_attributes, lazy_dir, publish
+from ._util.lazy import lazy_attributes, lazy_dir, publish
 from ._util.processes import ExitStatus
 from .agent import Agent
 from .auth import Login
@@ -42,12 +44,14 @@ from .schema import (
     ResourceLink,
     TextContent,
 )
-from .session import MessageStream, Session, StopReason, Subagent, SubagentResult
+from .session import MessageStream, Session, StopReason
 from .stdio import run_stdio, serve, serve_stdio
+from .subagents import Subagent, SubagentResult
 
 # Loaded on first use, under the same names: a stdio agent that never asks the user, runs a process or starts a
-# tool call does not import them (tests/unit/test_exports.py). Each name is written once: the block records it.
-with LazyImports(globals()) as _lazy:
+# tool call does not import them (tests/unit/test_exports.py). This block is the lazy map: the package's
+# __getattr__ reads it from this file on first use (acp_agent._util.lazy); type checkers see plain imports.
+if TYPE_CHECKING:
     from ._session.registry import BackgroundRegistry
     from .history import HistoryItem
     from .questions import ElicitationResult, PermissionOutcome
@@ -66,8 +70,8 @@ with LazyImports(globals()) as _lazy:
     from .terminals import Terminal
     from .tool_calls import ToolCall, ToolCallFields
 
-__getattr__ = lazy_attributes(__name__, _lazy.modules, moved=deprecated.attribute)
-__dir__ = lazy_dir(__name__, _lazy.modules)
+__getattr__ = lazy_attributes(__name__, moved=deprecated.attribute)
+__dir__ = lazy_dir(__name__)
 
 
 __all__ = [

@@ -1,6 +1,7 @@
 """``make demo``: drive the example agents over real pipes and print a readable timeline.
 
-Usage: ``python -m acp_agent.demo [--agent PATH] [--background-agent PATH]``. First a short
+Usage: ``python -m acp_agent demo [--agent PATH] [--background-agent PATH]`` (``python -m acp_agent.demo``
+still works). First a short
 conversation with the echo agent, then background work with the background agent: a
 background process, a watcher the client cancels with ``tool_call/cancel``, a wake-up
 that fires after its turn ended, a subagent (a child session listed while it works), and a
@@ -13,9 +14,9 @@ updates), and the essentials of its content; each ``state_update`` shows its
 
 from __future__ import annotations
 
-import argparse
 import base64
 import os
+import runpy
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -234,15 +235,12 @@ async def _background_work(client: Client) -> None:
     await client.close_session(session_id)
 
 
-def main() -> None:
-    """Entry point of ``python -m acp_agent.demo``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--agent", type=Path, default=EXAMPLES / "echo_agent.py", help="echo agent script")
-    parser.add_argument("--background-agent", type=Path, default=EXAMPLES / "background_agent.py",
-                        help="background agent script")
-    args = parser.parse_args()
-    sys.exit(anyio.run(run_demo, args.agent, args.background_agent))
+def run(agent: Path | None = None, background_agent: Path | None = None) -> int:
+    """Entry point of ``python -m acp_agent demo`` (parsed by `acp_agent.cli`): the demo's exit status."""
+    return anyio.run(run_demo, Path(agent) if agent else EXAMPLES / "echo_agent.py",
+                     Path(background_agent) if background_agent else EXAMPLES / "background_agent.py")
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the older spelling of ``python -m acp_agent demo``
+    sys.argv[1:1] = ["demo"]
+    runpy.run_module("acp_agent", run_name="__main__", alter_sys=True)

@@ -151,10 +151,8 @@ class McpRouter:
     async def request(self, server_id: str, method: str, params: Mapping[str, Any] | None,
                       on_notification: NotificationHandler | None) -> Any:
         """Send one MCP request to ``server_id`` and return the raw ``mcp/message`` answer."""
-        from .schema import MessageMcpRequest
-
         request_id = new_id("mcp")
-        message = MessageMcpRequest(server_id=server_id, request_id=request_id, method=method,
+        message = schema.MessageMcpRequest(server_id=server_id, request_id=request_id, method=method,
                                     params=self._params(params))
         if on_notification is None:
             return await self.connection.request(MCP_MESSAGE, message)

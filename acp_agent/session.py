@@ -2,15 +2,9 @@
 
 A [`Session`][acp_agent.Session] is a thin, documented front over the session's runtime parts
 (`SessionCore`): every rule (ordering, lists, states) is enforced
-there, so nothing here can get the wire wrong.
-
-[`Subagent`][acp_agent.Subagent] is the handle on a child session, and lives here because a child is itself a
-``Session``: ``sub = await session.spawn_subagent("Explore auth module")`` announces the child with a
-``subagent_update`` on the parent before anything names it (R79); ``sub.session`` is an ordinary
-session whose messages, tool calls, terminals and own background work flow under the child's id,
-and whose every ``state_update`` is mirrored into the parent's ``subagent_update.state`` (R80). The
-parent lists a detached child while it is busy (R90); ``await sub.run(work)`` gives it work and
-returns how it ended and what it said. The client may only cancel a child, when it advertises it.
+there, so nothing here can get the wire wrong. A [`MessageStream`][acp_agent.MessageStream] is one agent message
+streamed in chunks. Handles on what a session starts live beside it: tool calls (`tool_calls`), terminals
+(`terminals`), children ([`Subagent`][acp_agent.Subagent], `subagents`).
 """
 
 from __future__ import annotations
@@ -20,7 +14,6 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Unpack
 
 import orjson
@@ -30,25 +23,25 @@ from pydantic import BaseModel
 from . import schema
 from ._util import deprecated
 from ._util.ids import new_id
-from ._util.processes import DEFAULT_FLUSH_BYTES, DEFAULT_FLUSH_INTERVAL, DEFAULT_TERMINATE_GRACE
 from .errors import NotInTurnError
 from .limits import Limits
 from .mcp import AcpMcpServers
 from .peer import ClientPeer
-from .schema import ContentBlock, Error, ForegroundState, StopReason, TextContent
+from .schema import ContentBlock, ForegroundState, StopReason
+from .subagents import Subagent, SubagentResult
 
 if TYPE_CHECKING:
     # Loaded when first used, not at import: an agent that never asks, runs a process or starts a
     # tool call does not pay for them, and the session's runtime parts and most wire models load after
     # ``initialize`` is answered (``tests/unit/test_exports.py`` pins what a stdio agent loads).
     from ._session.core import SessionCore
-    from ._session.registry import BackgroundRegistry, Entity
+    from ._session.registry import BackgroundRegistry
     from .history import HistoryItem
     from .questions import ElicitationResult, PermissionOutcome
     from .schema import (
         PermissionOption,
     )
-    from .terminals import Terminal
+    from .terminals import Terminal, TerminalOptions
     from .tool_calls import ToolCall, ToolCallExtras, ToolCallFields
 
 __all__ = ["ForegroundState", "MessageStream", "Session", "StopReason", "Subagent", "SubagentResult", "rearm_wakeups",
@@ -280,7 +273,7 @@ class Session:
         Raises [`NotInTurnError`][acp_agent.NotInTurnError] (nothing sent) while the session is ``idle``.
         """
         message_id = message_id or new_id("msg")
-        await self._message(schema.AgentMessage, message_id, content, meta)
+        await self._core.send_message(schema.AgentMessage, message_id, content, meta)
         return message_id
 
     async def think(self, content: str | Sequence[ContentBlock], *, message_id: str | None = None,
@@ -288,22 +281,8 @@ class Session:
         """Send a complete agent thought; returns its ``messageId`` (only during foreground work, like
         [`say`][acp_agent.Session.say])."""
         message_id = message_id or new_id("thought")
-        await self._message(schema.AgentThought, message_id, content, meta)
+        await self._core.send_message(schema.AgentThought, message_id, content, meta)
         return message_id
-
-    async def _message(self, kind: type[schema.AgentMessage | schema.AgentThought], message_id: str,
-                       content: str | Sequence[ContentBlock], meta: dict[str, Any] | None) -> None:
-        """[`send`][acp_agent.Session.send] of ``kind(message_id=message_id, content=content)``; plain text is framed
-        without building the model (``SessionSink.send_plain``)."""
-        blocks = _blocks(content)
-        core = self._core
-        core.check_may_talk()
-        sink = core.sink
-        if meta is None and sink.send_plain(kind, message_id, blocks):
-            if sink.full():
-                await sink.backpressure()
-            return
-        await core.send(kind(message_id=message_id, content=blocks, **_meta(meta)))
 
     def message(self, *, message_id: str | None = None) -> MessageStream:
         """Start an agent message streamed in chunks (``await stream.write("...")``)."""
@@ -474,31 +453,12 @@ class Session:
             announce["kind"] = kind
         if name is not None:
             announce["name"] = name
-        core = self._core
-        tool_call_id = new_id("call")
-        core.emit(schema.ToolCallUpdate(tool_call_id=tool_call_id, **announce), detach=detach)
-        entity = core.registry.entity("tool_call", tool_call_id)
-        tool = ToolCall(core, entity)
-        entity.handle = tool
-        await core.sink.backpressure()
+        entity = self._core.announce_tool_call(announce, detach=detach)
+        tool = entity.handle = ToolCall(self._core, entity)
+        await self._core.sink.backpressure()
         return tool
 
-    async def start_terminal(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        tool_call: ToolCall | None = None,
-        ends_tool_call: bool = False,
-        detach: bool | None = None,
-        cancellable: bool = True,
-        grace: float = DEFAULT_TERMINATE_GRACE,
-        size: tuple[int, int] | None = None,
-        tail_limit: int | None = None,
-        flush_bytes: int = DEFAULT_FLUSH_BYTES,
-        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
-    ) -> Terminal:
+    async def start_terminal(self, command: str | Sequence[str], **options: Unpack[TerminalOptions]) -> Terminal:
         """Start a process in its own process group and announce it as a terminal.
 
         A string runs under ``sh -c``; a sequence is an argv. ``cwd`` defaults to the
@@ -515,7 +475,13 @@ class Session:
         replay (default ``limits.terminal_output_bytes``; older output is dropped from the
         retained tail, never from the live stream).
 
+        The options, each a keyword and each optional, are typed once in ``acp_agent.terminals.TerminalOptions``:
+        ``cwd``, ``env``, ``tool_call``, ``ends_tool_call`` (``False``), ``detach``, ``cancellable`` (``True``),
+        ``grace`` (3 seconds), ``size`` (``(cols, rows)``), ``tail_limit``, and ``flush_bytes`` / ``flush_interval``
+        (output is sent once 64 KiB wait or the oldest waiting byte is 0.02 s old).
+
         Raises:
+            TypeError: A keyword that is not one of these options. Nothing is started.
             InvalidArgumentError: ``cwd`` is not an absolute path, or ``tool_call`` is another
                 session's (a `ValueError` too). Nothing is sent.
             ProcessStartError: The process cannot start (a missing command or cwd; a command
@@ -529,11 +495,7 @@ class Session:
         """
         from .terminals import start_terminal
 
-        return await start_terminal(
-            self._core, command, cwd=cwd, env=env, tool_call=tool_call, ends_tool_call=ends_tool_call,
-            detach=detach, cancellable=cancellable, grace=grace, size=size, tail_limit=tail_limit,
-            flush_bytes=flush_bytes, flush_interval=flush_interval,
-        )
+        return await start_terminal(self._core, command, **options)
 
     async def schedule(
         self,
@@ -587,7 +549,7 @@ class Session:
         description: str | None = None,
         cancellable: bool = True,
         detach: bool | None = True,
-    ) -> Subagent:
+    ) -> Subagent[Session]:
         """Create a child session owned by this one and announce it (R79).
 
         The child starts ``idle``; give it work with [`Subagent.start`][acp_agent.Subagent.start]. ``cancellable``
@@ -597,7 +559,7 @@ class Session:
         """
         child, entity = await self._core.open_child(title, description=description, cancellable=cancellable,
                                                      detach=detach)
-        return Subagent(self, session_of(child), entity)
+        return Subagent(self, session_of(child), entity, engines=(self._core, child))
 
     # -- foreground and background work ---------------------------------------------------
 
@@ -648,113 +610,6 @@ class Session:
         await self._core.wait_idle()
 
 
-@dataclass(frozen=True, slots=True)
-class SubagentResult:
-    """How a child's last piece of work ended and what it said."""
-
-    stop_reason: StopReason
-    """The stop reason of the child's last finished foreground work."""
-    messages: list[schema.AgentMessage]
-    """The agent messages the child sent during that work, in order."""
-    error: Error | None = None
-    """For ``stop_reason == "error"``: the error its idle snapshot carried (code, message, data)."""
-
-    @property
-    def text(self) -> str:
-        """The text of [`messages`][acp_agent.SubagentResult.messages], one message per paragraph."""
-        return "\n\n".join(
-            "".join(block.text for block in message.content or [] if isinstance(block, TextContent))
-            for message in self.messages
-        )
-
-
-class Subagent:
-    """A handle on a child session. Create it with [`Session.spawn_subagent`][acp_agent.Session.spawn_subagent].
-
-    ``sub.session`` is an ordinary [`Session`][acp_agent.Session]: its messages, tool calls, terminals and
-    background work flow under the child's id, and its state is mirrored into the parent (R80).
-    """
-
-    def __init__(self, parent: Session, child: Session, entity: Entity) -> None:
-        self.parent = parent
-        """The session that spawned the child."""
-        self.session = child
-        """The child session."""
-        self._entity = entity
-
-    @property
-    def id(self) -> str:
-        """The child's ``sessionId``."""
-        return self.session.id
-
-    @property
-    def cancellable(self) -> bool:
-        """Whether the client may send ``session/cancel`` for the child."""
-        return self._entity.cancel_advertised
-
-    @property
-    def detached(self) -> bool:
-        """True while the child is background work of the parent (listed while busy)."""
-        return self._entity.detached
-
-    def __repr__(self) -> str:
-        return f"Subagent({self.id!r}, state={self.session.state!r})"
-
-    def start(self, work: Callable[[Session], Awaitable[StopReason | None]]) -> None:
-        """Give the child a piece of foreground work: ``work(child_session)``.
-
-        The child reports ``running`` (and the parent lists it) before this returns. If the
-        parent's list is full, [`LimitExceededError`][acp_agent.LimitExceededError] is raised first.
-        """
-        child = self.session
-        self.parent._core.check_list_room({self._entity: {"child_state": None}})  # None: busy (R90)
-        child._core.turns.start(lambda: work(child))
-
-    async def run(self, work: Callable[[Session], Awaitable[StopReason | None]]) -> SubagentResult:
-        """[`start`][acp_agent.Subagent.start] the work, wait until the child is idle, and return its
-        [`result`][acp_agent.Subagent.result]."""
-        self.start(work)
-        return await self.result()
-
-    async def result(self) -> SubagentResult:
-        """Wait until the child is idle; then how its last work ended and what it said."""
-        await self.session.wait_idle()
-        turns = self.session._core.turns
-        messages = [item for item in self.session._core.record.history.replay(turns.last_start)
-                    if isinstance(item, schema.AgentMessage)]
-        return SubagentResult(turns.last_stop or "end_turn", messages, turns.last_error)
-
-    def cancel(self) -> None:
-        """Cancel the child's current work (the child session stays)."""
-        self.session._core.cancel()
-
-    def detach(self) -> None:
-        """Make the child background work of the parent (it was started attached)."""
-        self.parent._core.set_detached(self._entity, True)
-
-    async def update(self, **fields: Any) -> None:
-        """Patch the child's ``title`` / ``description`` / ``meta`` on the parent."""
-        await self.parent.send(schema.SubagentUpdate(session_id=self.id, **fields))
-
-    async def tell(self, content: str | Sequence[ContentBlock]) -> str:
-        """Send a message from the parent to the child; returns the child's copy's ``messageId``.
-
-        The parent's transcript gets the outgoing copy and the child's the incoming one,
-        each naming the other (``session_message``).
-        """
-        blocks = _blocks(content)
-        outgoing, incoming = new_id("smsg"), new_id("smsg")
-        common = {"sender_session_id": self.parent.id, "recipient_session_id": self.id, "content": blocks}
-        message = schema.SessionMessage
-        await self.parent._core.send(message(message_id=outgoing, recipient_message_id=incoming, **common))
-        await self.session._core.send(message(message_id=incoming, sender_message_id=outgoing, **common))
-        return incoming
-
-    async def wait_idle(self) -> None:
-        """Wait until the child has no foreground work (queued or running)."""
-        await self.session.wait_idle()
-
-
 def session_of(core: SessionCore) -> Session:
     """The [`Session`][acp_agent.Session] over an engine (for the runtime: every engine its factory makes has one)."""
     facade = core.facade
@@ -777,12 +632,6 @@ def _owner(core: SessionCore, tool_call: ToolCall | None) -> dict[str, Any]:
 
 def _meta(meta: dict[str, Any] | None) -> dict[str, Any]:
     return {"meta": meta} if meta is not None else {}
-
-
-def _blocks(content: str | Sequence[ContentBlock]) -> list[ContentBlock]:
-    if isinstance(content, str):
-        return [TextContent(text=content)]
-    return list(content)
 
 
 async def rearm_wakeups(session: Session, agent: Any) -> int:

@@ -29,7 +29,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ._runtime.runtime import SHUTDOWN_TIMEOUT
 from ._runtime.serve import open_runtime, serve
-from ._util import awaiting, environment, eventloop, portable
+from ._util import environment, eventloop, portable, prelude
 from ._util.loop_monitor import watch_event_loop
 from ._util.processes import kill_all_process_groups
 from ._wire.connection import Connection
@@ -272,12 +272,5 @@ def run_stdio(agent: Agent, *, backend: str | None = None, uvloop: bool | None =
     ``agent.store``, else a SQLite file per agent under ``$ACP_AGENT_DATA_DIR`` or the user data
     directory). Logging goes to stderr.
     """
-    environment.exit_on_bad_environment()  # one line on stderr and exit status 2, before anything is served
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            stream=sys.stderr,
-            level=environment.read(environment.LOG_LEVEL),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-    awaiting.log_never_awaited()  # a forgotten `await session.say(...)`: one error naming the call
+    prelude.prepare()  # the environment check, logging to stderr, never-awaited calls logged
     eventloop.run(lambda: serve_stdio(agent, **options), backend=backend, uvloop=uvloop)

@@ -17,22 +17,22 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 import shlex
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypedDict, Unpack
 
 import anyio
 
 from ._session.core import SessionCore
 from ._session.registry import Entity
-from ._util.ids import new_id
 from ._util.processes import (
+    DEFAULT_FLUSH_BYTES,
+    DEFAULT_FLUSH_INTERVAL,
     DEFAULT_TERMINATE_GRACE,
     ExitStatus,
     ManagedProcess,
 )
-from .errors import InvalidArgumentError, ProcessStartError, SessionClosedError, ToolCallStateError
+from .errors import ProcessStartError, SessionClosedError, ToolCallStateError
 from .questions import PermissionOutcome, request_permission
 from .schema import (
     CommandPermissionSubject,
@@ -42,12 +42,11 @@ from .schema import (
     TerminalExitStatus,
     TerminalSize,
     TerminalUpdate,
-    ToolCallContentChunk,
 )
-from .schema import Terminal as TerminalContent
 from .tool_calls import ToolCall
 
-__all__ = ["CANCEL_CAPABILITIES", "DEFAULT_GRACE", "ExitStatus", "Terminal", "command_text", "start_terminal"]
+__all__ = ["CANCEL_CAPABILITIES", "DEFAULT_GRACE", "ExitStatus", "Terminal", "TerminalOptions", "command_text",
+           "start_terminal"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +54,34 @@ CANCEL_CAPABILITIES: Final = TerminalCapabilities(cancel=TerminalCancelCapabilit
 """``capabilities`` offering ``terminal/cancel``."""
 DEFAULT_GRACE: Final = DEFAULT_TERMINATE_GRACE
 """Seconds between SIGTERM and SIGKILL when a terminal is cancelled."""
+
+
+class TerminalOptions(TypedDict, total=False):
+    """The keyword options of [`Session.start_terminal`][acp_agent.Session.start_terminal], each optional (its
+    default in brackets); a misspelled one is a type error (mypy) and a `TypeError` at run time."""
+
+    cwd: str | None
+    """The process's working directory, absolute (R34) [the session's]."""
+    env: Mapping[str, str] | None
+    """Variables added to the environment the process inherits [none]."""
+    tool_call: ToolCall | None
+    """The tool call whose content shows the terminal [none]."""
+    ends_tool_call: bool
+    """End ``tool_call`` when the process exits (``completed`` on exit code 0, else ``failed``) [``False``]."""
+    detach: bool | None
+    """``True``: background work at once; ``False``: owned by foreground work [as the caller's work is]."""
+    cancellable: bool
+    """Offer ``terminal/cancel`` [``True``]."""
+    grace: float
+    """Seconds between SIGTERM and SIGKILL when cancelled [3]."""
+    size: tuple[int, int] | None
+    """The terminal size announced, ``(cols, rows)`` [none]."""
+    tail_limit: int | None
+    """Bytes of output retained for replay [``limits.terminal_output_bytes``]."""
+    flush_bytes: int
+    """Output is sent once this many bytes are waiting [64 KiB]..."""
+    flush_interval: float
+    """... or once the oldest waiting byte is this many seconds old [0.02]."""
 
 
 class Terminal:
@@ -240,86 +267,69 @@ class Terminal:
         self._entity.cancel = None
         core = self._core
         if self._live and not core.closing:
-            fields: dict[str, Any] = {
-                "exit_status": TerminalExitStatus(exit_code=status.exit_code, signal=status.signal)
-            }
-            if self._entity.cancel_advertised:
-                fields["capabilities"] = None  # R100
-            with core.snapshots.batch():
-                core.emit(TerminalUpdate(terminal_id=self.id, **fields))
-                self._exited.set()
-                for callback in self._exit_callbacks:
-                    self._call_exit_callback(callback, status)
+            exit_status = TerminalExitStatus(exit_code=status.exit_code, signal=status.signal)
+            core.report_exit(self._entity, exit_status, then=lambda: self._exit_step(status))
         self._exited.set()
         self._entity.withdraw_questions()
+
+
+    def _exit_step(self, status: ExitStatus) -> None:
+        """What the step that reports the exit does besides (`SessionCore.report_exit`): the exit callbacks."""
+        self._exited.set()
+        for callback in self._exit_callbacks:
+            self._call_exit_callback(callback, status)
 
 
 async def _await(awaitable: Awaitable[None]) -> None:
     await awaitable
 
 
-async def start_terminal(
-    core: SessionCore,
-    command: str | Sequence[str],
-    *,
-    cwd: str | None,
-    env: Mapping[str, str] | None,
-    tool_call: ToolCall | None,
-    ends_tool_call: bool,
-    detach: bool | None,
-    cancellable: bool,
-    grace: float,
-    size: tuple[int, int] | None,
-    tail_limit: int | None,
-    flush_bytes: int,
-    flush_interval: float,
-) -> Terminal:
+async def start_terminal(core: SessionCore, command: str | Sequence[str], **options: Unpack[TerminalOptions]
+                         ) -> Terminal:
     """Start a process and announce it as a terminal of ``core``'s session (see
     [`Session.start_terminal`][acp_agent.Session.start_terminal])."""
+    unknown = options.keys() - TerminalOptions.__optional_keys__
+    if unknown:
+        raise TypeError(f"start_terminal() got unexpected keyword arguments: {', '.join(sorted(unknown))}")
+    tool_call = options.get("tool_call")
+    cancellable = options.get("cancellable", True)
     tool_entity = core.own_entity("tool_call", tool_call.id, tool_call) if tool_call is not None else None
     if tool_call is not None and tool_call.final:
         raise ToolCallStateError(f"tool call {tool_call.id} has ended; it cannot take a terminal")
     text, argv = command_text(command)
-    cwd = cwd or core.record.cwd
-    if not os.path.isabs(cwd):
-        raise InvalidArgumentError(f"a terminal's cwd must be an absolute path, got {cwd!r}")
-    core.sink.check_open()
-    terminal_id = new_id("term")
-    if detach is None:
-        detach = not core.turns.in_foreground()  # started by background work: background work
-    _check_room(core, terminal_id, detach, tool_call, tool_entity)
-    core.processes.acquire(terminal_id)  # raises at max_processes, before anything is sent
-    entity = core.registry.entity("terminal", terminal_id)
-    terminal = Terminal(core, entity, text, cwd, grace,
+    entity, cwd, detach = core.reserve_terminal(options.get("cwd"), detach=options.get("detach"),
+                                                tool_entity=tool_entity)
+    terminal_id = entity.id
+    tail_limit = options.get("tail_limit")
+    terminal = Terminal(core, entity, text, cwd, options.get("grace", DEFAULT_TERMINATE_GRACE),
                         core.limits.terminal_output_bytes if tail_limit is None else tail_limit)
     entity.handle = terminal
     try:
-        await terminal._spawn(argv, env, flush_bytes, flush_interval)  # nothing is sent before it started
+        # nothing is sent before it started
+        await terminal._spawn(argv, options.get("env"), options.get("flush_bytes", DEFAULT_FLUSH_BYTES),
+                              options.get("flush_interval", DEFAULT_FLUSH_INTERVAL))
         core.sink.check_open()  # closed while it spawned
         if tool_call is not None and tool_call.final:
             raise ToolCallStateError(f"tool call {tool_call.id} ended while its terminal started")
-        _check_room(core, terminal_id, detach, tool_call, tool_entity)  # the list may have grown meanwhile
+        # the list may have grown meanwhile
+        core.check_terminal_room(terminal_id, detach=detach, tool_entity=tool_entity)
         announce: dict[str, Any] = {"command": text, "cwd": cwd}
         if cancellable:
             announce["capabilities"] = CANCEL_CAPABILITIES
+        size = options.get("size")
         if size is not None:
             announce["size"] = TerminalSize(cols=size[0], rows=size[1])
-        with core.snapshots.batch():  # never held across an await: other tasks' list changes must not wait on it
-            core.emit(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach)
-            if tool_call is not None:
-                terminal.tool_call_id = tool_call.id
-                content = TerminalContent(terminal_id=terminal_id)
-                core.emit(ToolCallContentChunk(tool_call_id=tool_call.id, content=content))
-                if entity.detached and not tool_call.final and tool_entity is not None:
-                    core.set_detached(tool_entity, True)
-                if ends_tool_call:
-                    tool_call.finish_with(terminal)
+        if tool_call is not None:
+            terminal.tool_call_id = tool_call.id
+        core.announce_terminal(TerminalUpdate(terminal_id=terminal_id, **announce), detach=detach,
+                               tool_entity=tool_entity)
+        if tool_call is not None and options.get("ends_tool_call", False):
+            tool_call.finish_with(terminal)
     except BaseException:
         if entity.announced:  # it is the client's now: it runs and reports its exit as any other
             terminal._announce_done(live=True)
             raise
-        core.processes.release(terminal_id)
-        core.registry.forget("terminal", terminal_id)
+        core.release_terminal(entity)
         terminal._announce_done(live=False)  # a process nobody was told about is killed
         raise
     terminal._announce_done(live=True)
@@ -327,20 +337,6 @@ async def start_terminal(
         entity.cancel = terminal._request_cancel
     await core.sink.backpressure()
     return terminal
-
-
-def _check_room(core: SessionCore, terminal_id: str, detach: bool, tool_call: ToolCall | None,
-                tool_entity: Entity | None) -> None:
-    """Refuse (``LimitExceededError``) a detached terminal the list has no room for."""
-    if not detach:
-        return
-    shadow = Entity("terminal", terminal_id, announced=True, detached=True)
-    changes: dict[Entity, dict[str, Any]] = {}
-    if tool_call is not None and tool_entity is not None:
-        changes[tool_entity] = {"terminals": [*tool_entity.terminals, terminal_id]}
-        if not tool_call.final:
-            changes[tool_entity]["detached"] = True
-    core.check_list_room(changes, [shadow])
 
 
 def command_text(command: str | Sequence[str]) -> tuple[str, list[str] | None]:

@@ -19,13 +19,12 @@ silent extra field on the wire.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Protocol, TypedDict, Unpack
 
 import anyio
 
-from ._session.core import SessionCore
+from ._session.core import TOOL_CALL_CANCEL, SessionCore
 from ._session.registry import Entity
 from ._session.turns import StopReason
 from ._util.processes import ExitStatus
@@ -37,7 +36,6 @@ from .schema import (
     PermissionOption,
     Terminal,
     TextContent,
-    ToolCallCancelCapabilities,
     ToolCallCapabilities,
     ToolCallContent,
     ToolCallContentChunk,
@@ -65,7 +63,7 @@ class Exits(Protocol):
         """Call ``callback(status)`` in the step that reports the exit."""
 
 
-CANCEL_CAPABILITIES: Final = ToolCallCapabilities(cancel=ToolCallCancelCapabilities())
+CANCEL_CAPABILITIES: Final = TOOL_CALL_CANCEL
 """``capabilities`` offering ``tool_call/cancel``."""
 
 
@@ -147,12 +145,12 @@ class ToolCall:
     async def update(self, **fields: Unpack[ToolCallFields]) -> None:
         """Patch the tool call: exactly the fields passed are sent (``None`` clears a field)."""
         check_fields(dict(fields))
-        await self._core.send(ToolCallUpdate(tool_call_id=self.id, **fields))
+        await self._core.update_tool_call(self._entity, fields)
         self._status_changed()
 
     def _status_changed(self) -> None:
         if self._entity.final:
-            self._finished()
+            self._stop_work()
         elif self._entity.status == "paused":
             if self._resumed.is_set():
                 self._resumed = anyio.Event()
@@ -218,24 +216,19 @@ class ToolCall:
         await self._end("cancelled", None, dict(fields))
 
     async def _end(self, status: str, follow_up: Callable[[], Awaitable[StopReason | None]] | None,
-                   fields: dict[str, Any]) -> None:
+                   fields: dict[str, Any] | None = None) -> None:
+        fields = fields or {}
         check_fields(fields)
-        with self._core.snapshots.batch():
-            self.end_now(status, **fields)
-            if follow_up is not None:
-                self._core.turns.start(follow_up)  # running in the snapshot that drops this item (R95)
+        self._core.end_tool_call(self._entity, status, fields, follow_up=follow_up)
+        self._stop_work()
         await self._core.sink.backpressure()
 
     def end_now(self, status: str, **fields: Any) -> None:
         """Send the final status at once, without waiting (for use inside ``session.batch()``)."""
-        if self._entity.cancel_advertised and "capabilities" not in fields:
-            fields["capabilities"] = None  # R100: stop offering cancel in the update that ends it
-        self._core.emit(ToolCallUpdate(tool_call_id=self.id, status=status, **fields))
-        self._finished()
+        self._core.end_tool_call(self._entity, status, fields)
+        self._stop_work()
 
-    def _finished(self) -> None:
-        self._entity.cancel = None
-        self._entity.withdraw_questions()  # questions on behalf of ended work are withdrawn
+    def _stop_work(self) -> None:
         if self._scope is not None:
             self._scope.cancel()  # the work behind a tool call ends with it
         self._resumed.set()
@@ -259,43 +252,22 @@ class ToolCall:
         end of the session (close, shutdown) keeps it, to be re-armed when the session is loaded.
         """
         scope = self.own_scope()
-        core = self._core
-        wakeups = core.record.wakeups
-        if durable is not None:
-            wakeups[self.id] = durable
-
-        async def timer() -> None:
-            with scope:
-                await anyio.sleep(delay)
-                while repeat is not None:
-                    if durable is not None:
-                        durable["due"] = time.time() + repeat
-                    core.turns.start(work)
-                    await anyio.sleep(repeat)
-            if core.closing or core.turns.refusing is not None:
-                return  # the session is ending: a durable entry stays for the next load
-            wakeups.pop(self.id, None)
-            if self.final:
-                return
-            if scope.cancel_called:
-                await self.cancel()
-            else:
-                await self.complete(follow_up=work)
-
-        core.spawn(timer)
+        self._core.start_wakeup(self._entity, scope, delay, work, repeat=repeat, durable=durable, end=self._end)
 
     def own_scope(self) -> anyio.CancelScope:
         """A cancel scope for work that belongs to this tool call; it is its cancel path.
 
         The scope is cancelled by ``tool_call/cancel`` and when the tool call ends.
         """
+        scope = self._new_scope()
+        self._core.claim_work(self._entity, scope.cancel)  # max_listed_items
+        self._scope = scope
+        return scope
+
+    def _new_scope(self) -> anyio.CancelScope:
         if self._scope is not None:
             raise RuntimeError(f"tool call {self.id} already has work")
-        self._core.check_list_room({self._entity: {"own_work": True}})  # max_listed_items
-        scope = self._scope = anyio.CancelScope()
-        self._entity.cancel = scope.cancel
-        self._core.registry.set_own_work(self._entity)
-        return scope
+        return anyio.CancelScope()
 
     async def wait(self) -> None:
         """Wait until the tool call reached a final status."""
@@ -347,20 +319,10 @@ class ToolCall:
         """
         if self.final:
             raise RuntimeError(f"tool call {self.id} has ended")
-        self._core.check_list_room({self._entity: {"own_work": True, "detached": detach or self.detached}})
-        self.own_scope()
-        self._entity.cancel = self._request_cancel if cancellable else None
-        with self._core.snapshots.batch():
-            fields: dict[str, Any] = {}
-            if self.status != "in_progress":
-                fields["status"] = "in_progress"
-            if cancellable and not self.cancellable:
-                fields["capabilities"] = CANCEL_CAPABILITIES
-            if fields:
-                self._core.emit(ToolCallUpdate(tool_call_id=self.id, **fields))
-                self._status_changed()
-            if detach:
-                self._core.set_detached(self._entity, True)
+        scope = self._new_scope()
+        self._core.start_tool_call_work(self._entity, self._request_cancel if cancellable else None, detach=detach)
+        self._scope = scope
+        self._status_changed()
         self._core.spawn(self._run_body, body)
 
     async def _run_body(self, body: ToolCallBody) -> None:

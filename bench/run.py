@@ -447,6 +447,7 @@ def full_run(spec: AgentSpec, config: Config) -> Message:
                 echoes.append(ended - sent)
                 check_echo(spec, end, messages, session_id, text)
             echo_cpu = cpu_seconds(peer.pid) - echo_cpu_before
+            peak_mb = peak_rss_mb(peer.pid)  # the whole run's peak: a session's history grows with every turn
             exit_code = peer.close()
             if exit_code != 0:
                 raise BenchError(f"exit code {exit_code}")
@@ -465,7 +466,8 @@ def full_run(spec: AgentSpec, config: Config) -> Message:
         "stream_bytes": stream_bytes,
         "stream_cpu_s": cpu_after - cpu_before,
         "cpu_us_per_notif": (cpu_after - cpu_before) / config.stream_n * 1e6,
-        "peak_rss_mb": rss_mb,
+        "peak_rss_mb": peak_mb,
+        "rss_after_stream_mb": rss_mb,
         "echo_n": config.echo_n,
         "echo_p50_ms": statistics.median(echoes) * 1e3,
         "echo_p99_ms": percentile(echoes, 99) * 1e3,

@@ -28,6 +28,8 @@ import anyio
 import anyio.lowlevel
 from pydantic import BaseModel
 
+from .. import schema
+
 __all__ = ["HOLD_LIMIT", "HOLD_POLL", "WARM_UP_DELAY", "warm_up"]
 
 logger = logging.getLogger(__name__)
@@ -69,9 +71,8 @@ def _first_turn_models() -> list[type[BaseModel]]:
     without their models (``SessionSink.record_plain``, ``StatePublisher.set``); the message and snapshot models
     are built when something else first needs them.
     """
-    from ..schema import AgentMessageChunk, NewSessionRequest, NewSessionResponse, PromptRequest, TextContent
-
-    return [PromptRequest, TextContent, NewSessionRequest, NewSessionResponse, AgentMessageChunk]
+    return [schema.PromptRequest, schema.TextContent, schema.NewSessionRequest, schema.NewSessionResponse,
+            schema.AgentMessageChunk]
 
 
 async def warm_up(busy: Callable[[], bool] | None = None, hold: Callable[[], bool] | None = None) -> None:

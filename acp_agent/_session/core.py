@@ -13,6 +13,8 @@ wraps a core and adds nothing to these rules.
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -29,15 +31,24 @@ from ..limits import Limits, ProcessSlots, limit_exceeded
 from ..peer import ClientPeer
 from ..records import SessionRecord
 from ..schema import (
+    AgentMessage,
+    AgentThought,
+    ContentBlock,
+    Error,
     IdleStateUpdate,
     RequiresActionStateUpdate,
     RunningStateUpdate,
     SessionCancelCapabilities,
     SessionInfoUpdate,
+    SessionMessage,
     SubagentSessionCapabilities,
     SubagentUpdate,
     Terminal,
+    TerminalExitStatus,
     TerminalUpdate,
+    TextContent,
+    ToolCallCancelCapabilities,
+    ToolCallCapabilities,
     ToolCallContentChunk,
     ToolCallUpdate,
 )
@@ -46,12 +57,15 @@ from .sink import SessionSink
 from .snapshots import BATCHING, StatePublisher
 from .turns import FOREGROUND, StopReason, Turns
 
-__all__ = ["SessionCore", "SessionFactory"]
+__all__ = ["TOOL_CALL_CANCEL", "SessionCore", "SessionFactory", "as_blocks"]
 
 logger = logging.getLogger(__name__)
 
 _ENTITY_UPDATES: Final = (ToolCallUpdate, ToolCallContentChunk, TerminalUpdate, SubagentUpdate)
 _STATE_UPDATES: Final = (RunningStateUpdate, RequiresActionStateUpdate, IdleStateUpdate)
+
+TOOL_CALL_CANCEL: Final = ToolCallCapabilities(cancel=ToolCallCancelCapabilities())
+"""A tool call's ``capabilities`` offering ``tool_call/cancel``."""
 
 
 class SessionCore:
@@ -313,6 +327,193 @@ class SessionCore:
             if tool is not None:
                 self.snapshots.mark_dirty(self.registry.set_detached(tool, detached))
 
+    # -- the handles' steps: each sequence of engine calls that is a rule, in one method --------------------
+
+    def announce_tool_call(self, fields: dict[str, Any], *, detach: bool | None) -> Entity:
+        """Announce a new tool call with ``fields`` (``title``, ``kind``, ``name``: R74) and return its entity."""
+        tool_call_id = new_id("call")
+        self.emit(ToolCallUpdate(tool_call_id=tool_call_id, **fields), detach=detach)
+        return self.registry.entity("tool_call", tool_call_id)
+
+    def claim_work(self, entity: Entity, cancel: Callable[[], None] | None, *, detach: bool = False) -> None:
+        """``entity`` runs work of its own, stopped by ``cancel`` (its cancel path, R98); checked against
+        ``max_listed_items`` first (with ``detach``: as background work), changing nothing if it has no room."""
+        changes: dict[str, Any] = {"own_work": True}
+        if detach:
+            changes["detached"] = True
+        self.check_list_room({entity: changes})
+        entity.cancel = cancel
+        self.registry.set_own_work(entity)
+
+    def start_tool_call_work(self, entity: Entity, cancel: Callable[[], None] | None, *, detach: bool) -> None:
+        """A tool call's work starts (`claim_work`): ``in_progress``, ``capabilities.cancel`` offered while it has a
+        cancel path (R98), and with ``detach`` listed as background work, all in one snapshot."""
+        self.claim_work(entity, cancel, detach=detach)
+        with self.snapshots.batch():
+            fields: dict[str, Any] = {}
+            if entity.status != "in_progress":
+                fields["status"] = "in_progress"
+            if cancel is not None and not entity.cancel_advertised:
+                fields["capabilities"] = TOOL_CALL_CANCEL
+            if fields:
+                self.emit(ToolCallUpdate(tool_call_id=entity.id, **fields))
+            if detach:
+                self.set_detached(entity, True)
+
+    async def update_tool_call(self, entity: Entity, fields: Mapping[str, Any]) -> None:
+        """Patch a tool call; once it is final it has no cancel path and its questions are withdrawn."""
+        await self.send(ToolCallUpdate(tool_call_id=entity.id, **fields))
+        if entity.final:
+            self._ended(entity)
+
+    def end_tool_call(self, entity: Entity, status: str, fields: Mapping[str, Any], *,
+                      follow_up: Callable[[], Awaitable[StopReason | None]] | None = None) -> None:
+        """End a tool call now with ``status``: ``capabilities`` cleared in that same update when cancel was offered
+        (R100), its questions withdrawn, and ``follow_up`` started as foreground work in the same step, so the
+        snapshot that drops the tool call already says ``running`` (R95)."""
+        if entity.cancel_advertised and "capabilities" not in fields:
+            fields = {**fields, "capabilities": None}
+        with self.snapshots.batch():
+            self.emit(ToolCallUpdate(tool_call_id=entity.id, status=status, **fields))
+            self._ended(entity)
+            if follow_up is not None:
+                self.turns.start(follow_up)
+
+    @staticmethod
+    def _ended(entity: Entity) -> None:
+        entity.cancel = None
+        entity.withdraw_questions()  # questions on behalf of ended work are withdrawn
+
+    def start_wakeup(self, entity: Entity, scope: anyio.CancelScope, delay: float,
+                     work: Callable[[], Awaitable[StopReason | None]], *, repeat: float | None,
+                     durable: dict[str, Any] | None,
+                     end: Callable[[str, Callable[[], Awaitable[StopReason | None]] | None], Awaitable[None]]) -> None:
+        """Run a wake-up timer for a ``pending`` tool call under ``scope`` (its cancel path).
+
+        After ``delay`` it ends with ``end("completed", work)`` (``work`` starts in the same step, R95); with
+        ``repeat`` it starts ``work`` every ``repeat`` seconds instead; cancelled, it ends ``end("cancelled", None)``.
+        ``durable`` (the stored entry) is kept in the record while pending, its ``due`` moved at each repeat, and
+        dropped when the timer ends, but not when the session ends (it is re-armed when loaded).
+        """
+        wakeups = self.record.wakeups
+        if durable is not None:
+            wakeups[entity.id] = durable
+
+        async def timer() -> None:
+            with scope:
+                await anyio.sleep(delay)
+                while repeat is not None:
+                    if durable is not None:
+                        durable["due"] = time.time() + repeat
+                    self.turns.start(work)
+                    await anyio.sleep(repeat)
+            if self.closing or self.turns.refusing is not None:
+                return  # the session is ending: a durable entry stays for the next load
+            wakeups.pop(entity.id, None)
+            if entity.final:
+                return
+            if scope.cancel_called:
+                await end("cancelled", None)
+            else:
+                await end("completed", work)
+
+        self.spawn(timer)
+
+    def reserve_terminal(self, cwd: str | None, *, detach: bool | None, tool_entity: Entity | None
+                         ) -> tuple[Entity, str, bool]:
+        """Reserve a new terminal before its process starts: its entity (unannounced), its working directory (the
+        session's by default; absolute, R34) and whether it is background work (by default: when started by
+        background work). Checked first, nothing sent: the session is open, the list has room, and a process slot
+        is free (``max_processes``). Undo with `release_terminal` if it is never announced."""
+        cwd = cwd or self.record.cwd
+        if not os.path.isabs(cwd):
+            raise InvalidArgumentError(f"a terminal's cwd must be an absolute path, got {cwd!r}")
+        self.sink.check_open()
+        terminal_id = new_id("term")
+        if detach is None:
+            detach = not self.turns.in_foreground()  # started by background work: background work
+        self.check_terminal_room(terminal_id, detach=detach, tool_entity=tool_entity)
+        self.processes.acquire(terminal_id)  # raises at max_processes, before anything is sent
+        return self.registry.entity("terminal", terminal_id), cwd, detach
+
+    def release_terminal(self, entity: Entity) -> None:
+        """Give back what `reserve_terminal` took, for a terminal that was never announced."""
+        self.processes.release(entity.id)
+        self.registry.forget("terminal", entity.id)
+
+    def check_terminal_room(self, terminal_id: str, *, detach: bool, tool_entity: Entity | None) -> None:
+        """Refuse (``LimitExceededError``) a detached terminal the list has no room for, with the live tool call
+        whose content it joins (listed with it, R88)."""
+        if not detach:
+            return
+        shadow = Entity("terminal", terminal_id, announced=True, detached=True)
+        changes: dict[Entity, dict[str, Any]] = {}
+        if tool_entity is not None:
+            changes[tool_entity] = {"terminals": [*tool_entity.terminals, terminal_id]}
+            if not tool_entity.final:
+                changes[tool_entity]["detached"] = True
+        self.check_list_room(changes, [shadow])
+
+    def announce_terminal(self, update: TerminalUpdate, *, detach: bool, tool_entity: Entity | None) -> Entity:
+        """Announce a started process's terminal and return its entity. With a tool call, the terminal joins its
+        content, and a terminal that is background work takes the live tool call with it (R88), in one snapshot."""
+        with self.snapshots.batch():  # never held across an await: other tasks' list changes must not wait on it
+            self.emit(update, detach=detach)
+            entity = self.registry.entity("terminal", update.terminal_id)
+            if tool_entity is not None:
+                content = Terminal(terminal_id=update.terminal_id)
+                self.emit(ToolCallContentChunk(tool_call_id=tool_entity.id, content=content))
+                if entity.detached and not tool_entity.final:
+                    self.set_detached(tool_entity, True)
+        return entity
+
+    def report_exit(self, entity: Entity, exit_status: TerminalExitStatus, then: Callable[[], None]) -> None:
+        """Report a terminal's exit, ``capabilities`` cleared in that same update when cancel was offered (R100);
+        ``then`` runs in the same snapshot batch (what an exit callback starts is part of the exit's step, R95)."""
+        fields: dict[str, Any] = {"exit_status": exit_status}
+        if entity.cancel_advertised:
+            fields["capabilities"] = None
+        with self.snapshots.batch():
+            self.emit(TerminalUpdate(terminal_id=entity.id, **fields))
+            then()
+
+    def start_child(self, entity: Entity, child: SessionCore, work: Callable[[], Awaitable[StopReason | None]]
+                    ) -> None:
+        """Give a child foreground work: it reports ``running`` at once, and this session lists a busy detached
+        child (R90), so the list's room is checked first (nothing starts without it)."""
+        self.check_list_room({entity: {"child_state": None}})  # None: busy (R90)
+        child.turns.start(work)
+
+    def last_work(self) -> tuple[StopReason, list[AgentMessage], Error | None]:
+        """How the last finished foreground work ended: its stop reason, the agent messages it sent, and the error
+        its ``idle`` carried."""
+        turns = self.turns
+        messages = [item for item in self.record.history.replay(turns.last_start) if isinstance(item, AgentMessage)]
+        return turns.last_stop or "end_turn", messages, turns.last_error
+
+    async def tell_child(self, child: SessionCore, content: str | Sequence[ContentBlock]) -> str:
+        """Send a message from this session to ``child``: this transcript gets the outgoing copy and the child's the
+        incoming one, each naming the other (``session_message``). Returns the incoming copy's ``messageId``."""
+        outgoing, incoming = new_id("smsg"), new_id("smsg")
+        common: dict[str, Any] = {"sender_session_id": self.id, "recipient_session_id": child.id,
+                                  "content": as_blocks(content)}
+        await self.send(SessionMessage(message_id=outgoing, recipient_message_id=incoming, **common))
+        await child.send(SessionMessage(message_id=incoming, sender_message_id=outgoing, **common))
+        return incoming
+
+    async def send_message(self, kind: type[AgentMessage | AgentThought], message_id: str,
+                           content: str | Sequence[ContentBlock], meta: dict[str, Any] | None) -> None:
+        """Send a complete agent message or thought; only foreground work talks (`check_may_talk`). Plain text
+        is framed without building the model (``SessionSink.send_plain``)."""
+        blocks = as_blocks(content)
+        self.check_may_talk()
+        sink = self.sink
+        if meta is None and sink.send_plain(kind, message_id, blocks):
+            if sink.full():
+                await sink.backpressure()
+            return
+        await self.send(kind(message_id=message_id, content=blocks, **({"meta": meta} if meta is not None else {})))
+
     # -- ending work -----------------------------------------------------------------------
 
     def cancel(self) -> None:
@@ -476,6 +677,13 @@ class SessionCore:
             self.parent.children.remove(self)
         for callback in self.on_closed:
             callback()
+
+
+def as_blocks(content: str | Sequence[ContentBlock]) -> list[ContentBlock]:
+    """Message content as a list of blocks: a string is one text block."""
+    if isinstance(content, str):
+        return [TextContent(text=content)]
+    return list(content)
 
 
 class SessionFactory:

@@ -3,8 +3,8 @@
 Every variable the SDK reads is a `Variable` in `VARIABLES` (the site's "Environment variables" page is
 checked against it). `read` returns a variable's value, its default when it is unset or empty, and raises
 `EnvironmentVariableError` (naming the variable, the value and what it accepts) for anything else. The
-process entry points (`run_stdio`, `run_http`, ``python -m acp_agent serve``) call `check` before anything
-else: a bad value there is one line on stderr and exit status 2, before ``initialize``.
+process entry points (`run_stdio`, `run_http`, ``python -m acp_agent``) check them first (`prelude.prepare`):
+a bad value there is one line on stderr and exit status 2, before ``initialize``.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ UVLOOP: Final = Variable("ACP_AGENT_UVLOOP", "1, on, true, yes, or 0, off, false
                          "run asyncio on uvloop's event loop (if uvloop is installed), when the code does not choose",
                          False, _switch)
 LOG_LEVEL: Final = Variable("ACP_AGENT_LOG_LEVEL", "DEBUG, INFO, WARNING, ERROR or CRITICAL",
-                            "the root logger's level, set by run_stdio, run_http and serve", "WARNING", _level)
+                            "the root logger's level, set by run_stdio, run_http and python -m acp_agent", "WARNING",
+                            _level)
 SHUTDOWN_TIMEOUT: Final = Variable("ACP_AGENT_SHUTDOWN_TIMEOUT", "a number of seconds >= 0",
                                    "how long sessions get to stop at shutdown, when the code gives none", 5.0,
                                    _seconds)
@@ -113,7 +114,8 @@ STORE: Final = Variable[str | None]("ACP_AGENT_STORE", "sqlite:PATH, postgres:DS
                         "python -m acp_agent serve: where every connection keeps its sessions (--store wins)", None,
                         _text)
 TOKEN: Final = Variable[str | None]("ACP_AGENT_TOKEN", "any text",
-                        "python -m acp_agent serve: the bearer token every request must carry (--token wins)", None,
+                        "python -m acp_agent serve: the bearer token every request must carry, and the one "
+                        "dev --connect sends (--token wins)", None,
                         _text)
 
 WITHHOLD: Final = Variable[str | None]("ACP_AGENT_WITHHOLD_ENV", "comma-separated variable names, NAME* for a prefix",

@@ -1,67 +1,57 @@
 """Public names whose module is imported on first use (a module ``__getattr__``, PEP 562), and public ``__module__``.
 
-A package writes each lazily loaded name once, as an ordinary import inside ``with LazyImports(globals()) as
-lazy:``. Type checkers and readers see a plain import; at run time the block binds nothing and only records
-which submodule each name comes from, which `lazy_attributes` then imports on first use. The recording
-costs a swap of ``builtins.__import__`` for the block (no source parsing, no extra module). A stdio agent that
-only talks never loads elicitation, permissions, tool calls, the v1 translation or the rarely used schema
-modules, yet every public name stays where it was (``tests/unit/test_exports.py`` pins both).
+A package writes each lazily loaded name once, as an ordinary import in its one top-level ``if TYPE_CHECKING:``
+block. Type checkers and readers see a plain import; at run time the block does not run, and the first name asked
+for that the package lacks makes `lazy_attributes` read that block from the package's own source (`lazy_map`: the
+block alone is parsed, once) and import the submodule it names. Nothing process-wide is touched: no import hook, no
+``builtins`` change, no annotation edited. A stdio agent that only talks never loads elicitation, permissions, tool
+calls, the v1 translation or the rarely used schema modules, yet every public name stays where it was
+(``tests/unit/test_exports.py`` pins both).
 """
 
 from __future__ import annotations
 
-import builtins
+import ast
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import FunctionType, TracebackType
-from typing import Any, ForwardRef
+from collections.abc import Callable, Iterable
+from types import FunctionType
+from typing import Any
 
-__all__ = ["LazyImports", "lazy_attributes", "lazy_dir", "public_module", "publish"]
+__all__ = ["lazy_attributes", "lazy_dir", "lazy_map", "public_module", "publish"]
 
-
-class _Unbound:
-    """What a recorded ``from .x import name`` binds until the block ends (then the name is removed)."""
-
-    def __getattr__(self, name: str) -> _Unbound:
-        return self
+_BLOCK = "\nif TYPE_CHECKING:\n"
 
 
-_UNBOUND = _Unbound()
+def lazy_map(source: str) -> dict[str, str]:
+    """``{name: submodule}`` from the first top-level ``if TYPE_CHECKING:`` block of a package's source, whose
+    lines are all ``from .submodule import Name`` (no renames): the names the package loads on first use."""
+    start = source.find(_BLOCK)
+    if start < 0:
+        return {}
+    lines = source[start + 1:].splitlines()
+    end = next((i for i, line in enumerate(lines[1:], 1) if line and not line[0].isspace() and line[0] != "#"),
+               len(lines))
+    modules: dict[str, str] = {}
+    block = ast.parse("\n".join(lines[:end])).body[0]
+    assert isinstance(block, ast.If)
+    for node in block.body:
+        if not isinstance(node, ast.ImportFrom) or node.level != 1 or not node.module:
+            raise ImportError(f"the TYPE_CHECKING block of a lazy package holds 'from .module import Name' only, "
+                              f"not {ast.unparse(node)!r}")
+        for alias in node.names:
+            if alias.asname is not None:
+                raise ImportError(f"the TYPE_CHECKING block of a lazy package renames nothing ({alias.name!r})")
+            modules[alias.name] = node.module
+    return modules
 
 
-class LazyImports:
-    """``with LazyImports(globals()) as lazy:`` around ``from .module import Name`` lines: records
-    ``lazy.modules[Name] = module`` and imports nothing. Only imports made by the package's own module body
-    are recorded (other threads import as usual); ``import x``, ``as`` renames and absolute imports are
-    refused."""
-
-    def __init__(self, namespace: dict[str, Any]) -> None:
-        self._namespace = namespace
-        self._import: Callable[..., Any] = builtins.__import__
-        self.modules: dict[str, str] = {}
-
-    def _record(self, name: str, globals: Mapping[str, Any] | None = None, locals: Mapping[str, Any] | None = None,
-                fromlist: Sequence[str] | None = (), level: int = 0) -> Any:
-        if globals is not self._namespace:
-            return self._import(name, globals, locals, fromlist, level)
-        if level != 1 or not name or not fromlist:
-            raise ImportError(f"LazyImports records 'from .module import Name' only, not {name!r} (level {level})")
-        for attribute in fromlist:
-            self.modules[attribute] = name
-        return _UNBOUND
-
-    def __enter__(self) -> LazyImports:
-        builtins.__import__ = self._record
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        builtins.__import__ = self._import
-        for name in self.modules:
-            if self._namespace.get(name) is _UNBOUND:
-                del self._namespace[name]
-            else:
-                raise ImportError(f"{name!r} was imported under another name in a LazyImports block")
+def _read_map(package: str) -> dict[str, str]:
+    """The lazy map of a loaded package, from its ``__init__.py``."""
+    path = getattr(sys.modules[package], "__file__", None)
+    if path is None:
+        return {}
+    with open(path, encoding="utf-8") as file:
+        return lazy_map(file.read())
 
 
 def _exporters(package: str) -> list[tuple[str, frozenset[str]]]:
@@ -84,31 +74,24 @@ def public_module(package: str, name: str, exporters: list[tuple[str, frozenset[
     return package
 
 
-def _forward_ref(hint: str, module: str) -> ForwardRef:
-    """``ForwardRef(hint, module=module)`` for a class annotation: it resolves in the module that wrote it, whatever
-    the class's ``__module__`` says (about 12 us each; some 50 of them at import)."""
-    return ForwardRef(hint, module=module, is_class=True)
-
-
 def _publish_one(package: str, name: str, value: Any,
                  exporters: list[tuple[str, frozenset[str]]] | None = None) -> None:
     if not isinstance(value, (type, FunctionType)) or not value.__module__.startswith(package.partition(".")[0] + "."):
         return
-    if isinstance(value, type):
-        # typing.get_type_hints (and pydantic's deferred build) read a class's string annotations in the globals of
-        # sys.modules[cls.__module__]: a ForwardRef that names the defining module keeps them resolving there.
-        annotations = value.__dict__.get("__annotations__")  # noqa: RUF063 (changed in place, not a copy)
-        if annotations:
-            for key, hint in annotations.items():
-                if isinstance(hint, str):
-                    annotations[key] = _forward_ref(hint, value.__module__)
+    # typing.get_type_hints and pydantic resolve a class's string annotations in sys.modules[cls.__module__]: a class
+    # that wrote any (``from __future__ import annotations``) keeps the module that can resolve them. A function's
+    # hints resolve in its __globals__, whatever its __module__ says.
+    annotations = vars(value).get("__annotations__", {}) if isinstance(value, type) else {}
+    if any(isinstance(hint, str) for hint in annotations.values()):
+        return
     value.__module__ = public_module(package, name, exporters)
 
 
 def publish(package: str, names: Iterable[str]) -> None:
     """Set ``__module__`` of the classes and functions ``package`` exports (and has loaded) to their public path,
-    as httpx does: ``acp_agent.Session``, not ``acp_agent.session.Session``. Names still to load are set when
-    they load (`lazy_attributes`); constants and type aliases keep theirs."""
+    as httpx does: ``acp_agent.run_stdio``, not ``acp_agent.stdio.run_stdio`` -- a plain attribute set, nothing else
+    changed. Names still to load are set when they load (`lazy_attributes`); constants, type aliases and classes
+    with string annotations keep theirs."""
     namespace = vars(sys.modules[package])
     exporters = _exporters(package)
     for name in names:
@@ -116,15 +99,18 @@ def publish(package: str, names: Iterable[str]) -> None:
             _publish_one(package, name, namespace[name], exporters)
 
 
-def lazy_attributes(package: str, modules: Mapping[str, str],
-                    moved: Callable[[str, str], Any] | None = None) -> Callable[[str], Any]:
-    """The module ``__getattr__`` of ``package``: a name in ``modules`` is imported from the submodule
-    it maps to the first time it is asked for, then kept in the package with its public ``__module__``;
-    ``moved(package, name)`` may answer a name that is not (an old submodule path), ``None`` if it does not
-    know it; any other is an ``AttributeError``."""
+def lazy_attributes(package: str, moved: Callable[[str, str], Any] | None = None) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of ``package``: a name its ``if TYPE_CHECKING:`` block imports (`lazy_map`) is
+    imported from that submodule the first time it is asked for, then kept in the package with its public
+    ``__module__``; ``moved(package, name)`` may answer a name that is not (an old submodule path), ``None`` if it
+    does not know it; any other is an ``AttributeError``."""
+    read: dict[str, str] | None = None
 
     def __getattr__(name: str) -> Any:
-        module = modules.get(name)
+        nonlocal read
+        if read is None:
+            read = _read_map(package)
+        module = read.get(name)
         if module is None:
             old = None if moved is None else moved(package, name)
             if old is not None:
@@ -139,11 +125,11 @@ def lazy_attributes(package: str, modules: Mapping[str, str],
     return __getattr__
 
 
-def lazy_dir(package: str, modules: Mapping[str, str]) -> Callable[[], list[str]]:
-    """The module ``__dir__`` of ``package``: its loaded names and the names in ``modules`` not loaded yet
-    (so ``dir()`` and tab completion list every public name)."""
+def lazy_dir(package: str) -> Callable[[], list[str]]:
+    """The module ``__dir__`` of ``package``: its loaded names and the lazily loaded ones not loaded yet (so ``dir()``
+    and tab completion list every public name)."""
 
     def __dir__() -> list[str]:
-        return sorted(set(vars(sys.modules[package])) | set(modules))
+        return sorted(set(vars(sys.modules[package])) | set(_read_map(package)))
 
     return __dir__

@@ -62,7 +62,9 @@ class Method:
     """One incoming method: its parameter model (or ``None`` for a raw dict) and handler.
 
     ``params`` may also name a model of [`acp_agent.schema`][acp_agent.schema] (``"NewSessionRequest"``): it is looked
-    up when the method is first called, so the model's module loads only then.
+    up as ``schema.<name>`` when the method is first called, through the package's lazy map (its ``TYPE_CHECKING``
+    block, the one lazy boundary), so the model's module loads only then (``tests/unit/test_exports.py`` checks each
+    name the runtime routes is one the package exports).
 
     The handler receives the validated params and returns the result: a pydantic model,
     a plain dict, or ``None`` for ``{}``. Handlers run in their own tasks, so their start

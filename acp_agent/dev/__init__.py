@@ -11,6 +11,6 @@ Needs the ``inspector`` extra. A stdio agent never imports this package.
 
 from __future__ import annotations
 
-from .command import main
+from .command import run
 
-__all__ = ["main"]
+__all__ = ["run"]

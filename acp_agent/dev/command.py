@@ -1,16 +1,15 @@
-"""The ``dev`` command line: what to inspect, where to serve the page, and the start-up line.
+"""The ``dev`` command: what to inspect, where to serve the page, and the start-up line.
 
 ``python -m acp_agent dev [--port P] [--host H] [--no-open] [--record F] AGENT | -- COMMAND... |
---connect URL [--transport websocket|http] [--token T]`` or ``python -m acp_agent dev --replay F``.
-Once the page is served it writes ``acp: inspector at http://127.0.0.1:PORT/?token=...`` on stderr.
+--connect URL [--transport websocket|http] [--token T]`` or ``python -m acp_agent dev --replay F``
+(parsed by `acp_agent.cli`, with every other command). A Python agent runs as ``python -m acp_agent stdio
+AGENT``. Once the page is served it writes ``acp: inspector at http://127.0.0.1:PORT/?token=...`` on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
-import os
 import secrets
 import sys
 import webbrowser
@@ -18,31 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["main"]
+from .._util import environment, prelude
 
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m acp_agent dev",
-        description="Open an inspector in the browser for an ACP agent: a Python file or module (as `serve` takes), "
-                    "any stdio agent command after `--`, or a remote agent with --connect.",
-    )
-    parser.add_argument("agent", nargs="?", metavar="FILE_OR_MODULE[:ATTR]",
-                        help="a Python file or module holding one Agent subclass or instance")
-    parser.add_argument("--connect", metavar="URL", help="inspect a remote agent (Streamable HTTP or WebSocket)")
-    parser.add_argument("--transport", choices=["websocket", "http"], default=None,
-                        help="remote transport (default: websocket for a ws:// or wss:// URL, else Streamable HTTP)")
-    parser.add_argument("--cwd", default=None, metavar="DIR",
-                        help="the agent's working directory and the cwd of new sessions (default: this one)")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="an environment variable for the agent process (repeatable)")
-    parser.add_argument("--token", default=None, help="bearer token for --connect (default: $ACP_AGENT_TOKEN)")
-    parser.add_argument("--host", default="127.0.0.1", help="address the page is served on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="port of the page (default 0: a free one)")
-    parser.add_argument("--no-open", action="store_true", help="do not open a browser")
-    parser.add_argument("--record", metavar="FILE.jsonl", help="write the whole transcript to this file")
-    parser.add_argument("--replay", metavar="FILE.jsonl", help="show a recorded transcript, without an agent")
-    return parser
+__all__ = ["run"]
 
 
 def _absolute(spec: str) -> str:
@@ -51,16 +28,11 @@ def _absolute(spec: str) -> str:
     return str(Path(path).resolve()) + colon + attr if Path(path).exists() else spec
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the inspector; returns the exit status."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    command: list[str] = []
-    if "--" in args_list:
-        cut = args_list.index("--")
-        args_list, command = args_list[:cut], args_list[cut + 1:]
-    args = _parser().parse_args(args_list)
-    logging.basicConfig(stream=sys.stderr, level=os.environ.get("ACP_AGENT_LOG_LEVEL", "WARNING").upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def run(args: argparse.Namespace, command: Sequence[str] = ()) -> int:
+    """Run the inspector on what ``args`` (the parsed ``dev`` command) and ``command`` (the agent command
+    after ``--``, if any) name; returns the exit status."""
+    command = list(command)
+    prelude.prepare()
     chosen = sum(bool(x) for x in (args.agent, command, args.connect, args.replay))
     if chosen != 1:
         sys.stderr.write("acp: name exactly one agent: FILE_OR_MODULE, -- COMMAND..., --connect URL or --replay FILE\n")
@@ -98,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     elif args.connect:
         transport: RemoteTransport = args.transport or ("websocket" if args.connect.startswith("ws") else "http")
-        token = args.token if args.token is not None else os.environ.get("ACP_AGENT_TOKEN") or None
+        token = args.token if args.token is not None else environment.read(environment.TOKEN)
         target = AgentTarget(url=args.connect, transport=transport, token=token,
                              description=f"{args.connect} ({transport})", cwd=cwd)
     elif command:
@@ -110,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if cwd is not None:
             spec = _absolute(spec)
-        target = AgentTarget(command=[sys.executable, "-m", "acp_agent.dev.child", spec], description=spec, env=env,
+        target = AgentTarget(command=[sys.executable, "-m", "acp_agent", "stdio", spec], description=spec, env=env,
                              cwd=cwd)
     record: IO[bytes] | None = None
     if args.record:

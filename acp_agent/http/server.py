@@ -12,7 +12,6 @@ import importlib.util
 import logging
 import signal
 import socket
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
@@ -21,7 +20,7 @@ import uvicorn
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
 
-from .._util import awaiting, environment, eventloop
+from .._util import eventloop, prelude
 from .._util.episodes import EpisodeFilter
 from ..agent import Agent
 from ..store import SessionStore
@@ -230,12 +229,5 @@ def run_http(agent: Agent | Callable[[], Agent], *, host: str = "127.0.0.1", por
              uvloop: bool | None = None, **options: Any) -> None:
     """Serve ``agent`` on uvicorn until SIGINT/SIGTERM (see [`acp_agent.http.run_http`][acp_agent.http.run_http]), on
     asyncio (uvloop's loop if ``uvloop=True`` or ``ACP_AGENT_UVLOOP=1``: `acp_agent._util.eventloop`)."""
-    environment.exit_on_bad_environment()  # one line on stderr and exit status 2, before anything is served
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            stream=sys.stderr,
-            level=environment.read(environment.LOG_LEVEL),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-    awaiting.log_never_awaited()  # a forgotten `await session.say(...)`: one error naming the call
+    prelude.prepare()  # the environment check, logging to stderr, never-awaited calls logged
     eventloop.run(lambda: serve_http(agent, host=host, port=port, **options), backend="asyncio", uvloop=uvloop)

@@ -5,7 +5,9 @@ Serialize with [`to_wire`][acp_agent.schema.to_wire] (a dict) or [`to_json`][acp
 omit unset fields and keep explicit ``None`` as ``null`` -- the tri-state the ``session/update`` patch model relies on.
 """
 
-from .._util.lazy import LazyImports, lazy_attributes, lazy_dir, publish
+from typing import TYPE_CHECKING
+
+from .._util.lazy import lazy_attributes, lazy_dir, publish
 from .base import (
     UNKNOWN_TAG,
     AbsolutePath,
@@ -107,9 +109,9 @@ from .initialize import (
 )
 
 # Only what ``initialize`` needs (base, capabilities, content, errors, initialize) is imported with the package;
-# the other modules load the first time one of their names is used (tests/unit/test_exports.py). Each name is
-# written once: the block records it.
-with LazyImports(globals()) as _lazy:
+# the other modules load the first time one of their names is used (tests/unit/test_exports.py). This block is
+# the lazy map: the package's __getattr__ reads it from this file on first use (acp_agent._util.lazy).
+if TYPE_CHECKING:
     from .config import (
         AvailableCommand,
         AvailableCommandInput,
@@ -309,8 +311,8 @@ with LazyImports(globals()) as _lazy:
         UserMessageChunk,
     )
 
-__getattr__ = lazy_attributes(__name__, _lazy.modules)
-__dir__ = lazy_dir(__name__, _lazy.modules)
+__getattr__ = lazy_attributes(__name__)
+__dir__ = lazy_dir(__name__)
 
 
 __all__ = [

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 from pydantic import BaseModel
 
+from .. import schema
 from ..records import DEFAULT_PRINCIPAL, SessionRecord
 
 if TYPE_CHECKING:
@@ -97,7 +98,6 @@ def record_from(
 ) -> SessionRecord:
     """Rebuild a record from its stored columns, JSON documents and ``(seq, kind, item)`` history rows."""
     from ..history import History
-    from ..schema import AvailableCommand, SessionConfigOption
 
     info_doc = info if isinstance(info, dict) else orjson.loads(info)
     state_doc = state if isinstance(state, dict) else orjson.loads(state)
@@ -116,9 +116,10 @@ def record_from(
         client_title=bool(info_doc.get("clientTitle")),
         meta=info_doc.get("meta"),
         history=history,
-        config_options=_config_options(SessionConfigOption, state_doc.get("configOptions") or [],
+        config_options=_config_options(schema.SessionConfigOption, state_doc.get("configOptions") or [],
                                        columns["session_id"]),
-        available_commands=[AvailableCommand.model_validate(c) for c in state_doc.get("availableCommands") or []],
+        available_commands=[schema.AvailableCommand.model_validate(c)
+                            for c in state_doc.get("availableCommands") or []],
         data=dict(state_doc.get("data") or {}),
         wakeups=dict(state_doc.get("wakeups") or {}),
         principal=columns.get("principal") or DEFAULT_PRINCIPAL,

@@ -27,15 +27,18 @@ The modules, from the wire inwards:
 
 from __future__ import annotations
 
-from .._util.lazy import LazyImports, lazy_attributes, lazy_dir, publish
+from typing import TYPE_CHECKING
+
+from .._util.lazy import lazy_attributes, lazy_dir, publish
 from .negotiation import V1_PROTOCOL_VERSION
 from .streams import negotiating_streams
 
-with LazyImports(globals()) as _lazy:  # a v2 client never loads the translation
+# Loaded on first use (a v2 client never loads the translation): this block is the lazy map (acp_agent._util.lazy).
+if TYPE_CHECKING:
     from .translator import V1Translator
 
 __all__ = ["V1_PROTOCOL_VERSION", "V1Translator", "negotiating_streams"]
 
-__getattr__ = lazy_attributes(__name__, _lazy.modules)
-__dir__ = lazy_dir(__name__, _lazy.modules)
+__getattr__ = lazy_attributes(__name__)
+__dir__ = lazy_dir(__name__)
 publish(__name__, __all__)

@@ -104,6 +104,24 @@ async def test_missing_cwd_is_a_process_start_error() -> None:
         assert agent.h["ok"] and updates(client, sid, "terminal_update") == []
 
 
+async def test_a_misspelled_terminal_option_is_a_type_error() -> None:
+    """``start_terminal``'s options are one TypedDict (``TerminalOptions``): an unknown keyword still raises, and
+    nothing starts or is sent."""
+    agent = Hooks()
+
+    async def work(session: Session, _: str) -> None:
+        with pytest.raises(TypeError, match="cwdd"):
+            await session.start_terminal([sys.executable, "-c", "pass"], cwdd="/tmp")  # type: ignore[call-arg]
+        agent.h["ok"] = True
+
+    agent.work = work
+    async with connect_agent(agent) as client:
+        await client.initialize()
+        sid = await client.new_session("/tmp")
+        await client.prompt_and_wait(sid, "go")
+        assert agent.h["ok"] and updates(client, sid, "terminal_update") == []
+
+
 async def test_a_terminal_reports_its_exit_once_ever() -> None:
     agent = Hooks()
 

@@ -71,7 +71,7 @@ def test_package_exports() -> None:
 # Names a public signature may use that stay unresolved at run time until their feature is used (TYPE_CHECKING
 # imports of lazily loaded modules); every wire model in a signature resolves (written ``schema.X``).
 UNRESOLVED_HINTS = {"SessionCore", "Entity", "ToolCall", "ToolCallExtras", "ToolCallFields", "PermissionOption",
-                    "BackgroundRegistry", "HistoryItem"}
+                    "BackgroundRegistry", "HistoryItem", "TerminalOptions"}
 
 
 def test_run_time_type_hints_resolve_but_for_lazily_loaded_features() -> None:
@@ -98,6 +98,15 @@ def test_dir_lists_the_lazily_loaded_names_too() -> None:
 
     for package in (acp_agent, acp_agent.schema, acp_agent.v1):
         assert set(dir(package)) >= set(package.__all__), sorted(set(package.__all__) - set(dir(package)))
+
+
+def test_subagent_lives_in_its_own_module_and_the_old_path_still_imports() -> None:
+    """``acp_agent.subagents`` holds the subagent handle again; ``acp_agent.session.Subagent`` is the same object."""
+    import acp_agent.session
+    import acp_agent.subagents
+
+    assert acp_agent.session.Subagent is acp_agent.subagents.Subagent is acp_agent.Subagent
+    assert acp_agent.session.SubagentResult is acp_agent.subagents.SubagentResult is acp_agent.SubagentResult
 
 
 def test_handles_show_the_author_api_only() -> None:
@@ -138,10 +147,14 @@ def test_no_import_cycles() -> None:
 USES_TYPE_CHECKING = {
     "acp_agent._runtime.bookkeeping", "acp_agent._runtime.children", "acp_agent._runtime.runtime", "acp_agent.auth",
     "acp_agent.http.leases", "acp_agent.http.server", "acp_agent.http.sessions", "acp_agent.mcp",
-    "acp_agent.providers", "acp_agent.records", "acp_agent.session", "acp_agent.store.codec",
+    "acp_agent.providers", "acp_agent.records", "acp_agent.session", "acp_agent.store.codec", "acp_agent.subagents",
     "acp_agent._wire.dispatch", "acp_agent._wire.templates", "acp_agent._util.watch",
     "acp_agent.store.postgres", "acp_agent.store.sqlite", "acp_agent.testing.checker", "acp_agent.v1.streams",
 }
+
+
+# Packages whose ``if TYPE_CHECKING:`` block is their lazy map (acp_agent._util.lazy).
+LAZY_PACKAGES = {"acp_agent", "acp_agent.schema", "acp_agent.v1"}
 
 
 # Modules that import each other, one side only for the type checker (its names appear in annotations only).
@@ -167,16 +180,13 @@ def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
 
 
 def _is_deferred(node: ast.stmt) -> bool:
-    """``if TYPE_CHECKING:`` or ``with LazyImports(...)``: imports not executed when the module loads."""
-    if isinstance(node, ast.If):
-        return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-    return isinstance(node, ast.With) and any(
-        isinstance(item.context_expr, ast.Call) and isinstance(item.context_expr.func, ast.Name)
-        and item.context_expr.func.id == "LazyImports" for item in node.items)
+    """``if TYPE_CHECKING:``: imports not executed when the module loads (a lazy package's lazy map, or names for
+    the type checker only)."""
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
 
 
 def test_no_cycles_hidden_under_type_checking() -> None:
-    """``if TYPE_CHECKING:`` (and a ``LazyImports`` block) only names what a module loads on first use (lazily, for
+    """``if TYPE_CHECKING:`` only names what a module loads on first use (lazily, for
     start-up), never a module that imports it back at import time (a cycle that would fail at run time)."""
     sources = _library_sources()
     trees = {name: ast.parse(path.read_text()) for name, path in sources.items()}
@@ -198,7 +208,7 @@ def test_no_cycles_hidden_under_type_checking() -> None:
         is_package = sources[name].name == "__init__.py"
         for node in tree.body:
             if _is_deferred(node):
-                assert isinstance(node, ast.With) or name in USES_TYPE_CHECKING, f"{name} uses TYPE_CHECKING"
+                assert name in USES_TYPE_CHECKING | LAZY_PACKAGES, f"{name} uses TYPE_CHECKING"
                 for hidden in node.body:
                     assert isinstance(hidden, (ast.ImportFrom, ast.Import)), f"{name}: only imports are deferred"
                     if not isinstance(hidden, ast.ImportFrom) or hidden.level == 0:
@@ -208,23 +218,64 @@ def test_no_cycles_hidden_under_type_checking() -> None:
                     if name in top_level_imports(target) and (name, target) not in TYPE_ONLY_CYCLES:
                         cycles.append(f"{name} hides an import cycle with {target} under TYPE_CHECKING")
             else:
-                assert "TYPE_CHECKING" not in ast.dump(node) or name in USES_TYPE_CHECKING, (
+                assert "id='TYPE_CHECKING'" not in ast.dump(node) or name in USES_TYPE_CHECKING | LAZY_PACKAGES, (
                     f"{name} uses TYPE_CHECKING")
     assert not cycles, cycles
 
 
 def test_each_lazy_name_comes_from_the_module_its_block_names() -> None:
-    """The ``LazyImports`` block is the lazy map: each name it records is that module's object, once loaded."""
+    """The ``if TYPE_CHECKING:`` block is the lazy map: each name it imports is that module's object, once loaded,
+    and the map read at run time (the block alone) is the block the whole file's syntax tree shows."""
     import importlib
 
-    import acp_agent.schema
-    import acp_agent.v1
+    from acp_agent._util.lazy import lazy_map
 
-    for package in (acp_agent, acp_agent.schema, acp_agent.v1):
-        modules = package._lazy.modules
-        assert modules and set(modules) <= set(package.__all__)
+    sources = _library_sources()
+    for package_name in sorted(LAZY_PACKAGES):
+        package = importlib.import_module(package_name)
+        source = sources[package_name].read_text()
+        modules = lazy_map(source)
+        blocks = [node for node in ast.parse(source).body if _is_deferred(node)]
+        assert len(blocks) == 1, f"{package_name}: one TYPE_CHECKING block, the lazy map"
+        written = {alias.name: node.module for node in ast.walk(blocks[0]) if isinstance(node, ast.ImportFrom)
+                   for alias in node.names}
+        assert modules and modules == written
+        assert set(modules) <= set(package.__all__)
         for name, module in modules.items():
-            assert getattr(package, name) is getattr(importlib.import_module(f"{package.__name__}.{module}"), name)
+            assert getattr(package, name) is getattr(importlib.import_module(f"{package_name}.{module}"), name)
+
+
+def test_string_named_params_are_schema_exports() -> None:
+    """A route's ``Method.params`` given as a name resolves through ``acp_agent.schema``'s lazy map."""
+    import acp_agent.schema
+
+    named = {name for path in _library_sources().values()
+             for name in re.findall(r"Method\([^,()]+, \"(\w+)\"", path.read_text())}
+    assert named and named <= set(acp_agent.schema.__all__), sorted(named - set(acp_agent.schema.__all__))
+
+
+def test_no_import_time_magic() -> None:
+    """No module of ours swaps ``builtins.__import__`` or rewrites annotations: laziness is a module ``__getattr__``
+    over a TYPE_CHECKING block, and ``__module__`` a plain attribute set."""
+    for name, path in _library_sources().items():
+        text = path.read_text()
+        assert not re.search(r"__import__\s*=(?!=)|setattr\(builtins", text), f"{name} swaps builtins.__import__"
+        assert "ForwardRef(" not in text, f"{name} builds annotations"
+
+
+def test_annotations_read_as_written() -> None:
+    """``inspect.get_annotations`` of an exported class returns the strings its module wrote."""
+    import importlib
+    import inspect
+
+    assert inspect.get_annotations(acp_agent.Limits)["max_sessions"] == "int"
+    for package_name in PUBLIC_PACKAGES:
+        package = importlib.import_module(package_name)
+        for name in package.__all__:
+            value = getattr(package, name)
+            if isinstance(value, type) and not typing.is_typeddict(value):  # typing stores a TypedDict's as ForwardRefs
+                hints = inspect.get_annotations(value)
+                assert not any(isinstance(hint, typing.ForwardRef) for hint in hints.values()), name
 
 
 # What a stdio agent that only talks (no tool calls, terminals, questions, v1 client) loads: the modules
@@ -272,8 +323,10 @@ def test_a_talking_stdio_agent_loads_only_what_it_uses() -> None:
     )
     from acp_agent.v1 import V1Translator
 
-    assert {ElicitationResult.__module__, PermissionOption.__module__, PermissionOutcome.__module__,
-            ToolCallFields.__module__, BackgroundRegistry.__module__, ToolCallUpdate.__module__} == {"acp_agent"}
+    assert {PermissionOption.__module__, ToolCallFields.__module__, BackgroundRegistry.__module__,
+            ToolCallUpdate.__module__} == {"acp_agent"}
+    # classes with string annotations keep the module that resolves them (test_public_names_carry_their_public_module)
+    assert {ElicitationResult.__module__, PermissionOutcome.__module__} == {"acp_agent.questions"}
     assert V1Translator.__module__ == "acp_agent.v1"
     assert ToolCallUpdate in HistoryItem.__args__
 
@@ -345,7 +398,8 @@ PUBLIC_PACKAGES = ("acp_agent", "acp_agent.schema", "acp_agent.v1", "acp_agent.t
 @pytest.mark.parametrize("package_name", PUBLIC_PACKAGES)
 def test_public_names_carry_their_public_module(package_name: str) -> None:
     """A class or function exported by a package names that package (the shortest one exporting it) as its module,
-    lazily loaded names too, so reprs, docs and tracebacks show the path to import."""
+    lazily loaded names too, so reprs, docs and tracebacks show the path to import -- except a class with string
+    annotations, which keeps its own (typing and pydantic resolve those in the module ``__module__`` names)."""
     import importlib
 
     package = importlib.import_module(package_name)
@@ -357,6 +411,11 @@ def test_public_names_carry_their_public_module(package_name: str) -> None:
         if not getattr(value, "__module__", "").startswith("acp_agent"):
             continue  # a builtin under a schema name (``AbsolutePath = str``)
         expected = "acp_agent" if package_name != "acp_agent" and name in acp_agent.__all__ else package_name
+        if isinstance(value, type) and any(isinstance(h, str) for h in vars(value).get("__annotations__", {}).values()):
+            # string annotations resolve in sys.modules[cls.__module__]: such a class keeps the module that wrote them
+            assert value.__module__.startswith(package_name + ".") or value.__module__.startswith("acp_agent.")
+            assert typing.get_type_hints(value) is not None
+            continue
         assert value.__module__ == expected, f"{package_name}.{name}: {value.__module__}"
         checked += 1
     assert checked

@@ -159,7 +159,7 @@ def test_the_finder_counts_every_kind_of_import() -> None:
     assert "acp_agent._runtime.runtime" in graph["acp_agent._runtime.serve"]  # from .runtime import ...
     assert "acp_agent.schema" in graph["acp_agent._runtime.runtime"]  # from .. import schema
     assert "acp_agent._session.core" in graph["acp_agent._runtime.runtime"]  # under TYPE_CHECKING
-    assert "acp_agent.http" in graph["acp_agent.cli"]  # inside a function
+    assert "acp_agent.http" in graph["acp_agent.cli.serve"]  # inside a function
 
 
 def test_the_contract_holds() -> None:

@@ -25,11 +25,12 @@ precedes a client message on the wire was sent before the agent could have seen 
 
 The package, bottom up: `constants` (the vocabulary, read from the bundled schema where it has it),
 `rules` ([`RULES`][acp_agent.testing.RULES] and [`RuleViolation`][acp_agent.testing.RuleViolation]), `model` (the
-client-side model of the connection and its sessions), then one layer of judges per family, each a mixin over the ones
-below: `items` (tool calls, terminals, permission requests), `background` (background lists, children),
-`turns` (prompts, messages, foreground states, cancels), `sessions` (initialize and the session
-lifecycle) and `jsonrpc` (framing, ids, requests and answers, routing); [`WireChecker`][acp_agent.testing.WireChecker]
-adds the feed.
+client-side model of the connection and its sessions: state only), `judge` (the protocol every judge follows),
+`shared` (judgements more than one family makes), one judge per rule family, none importing another: `jsonrpc`
+(framing, ids, requests and answers), `sessions` (initialize and the session lifecycle), `turns` (prompts, messages,
+foreground states, cancels), `background` (background lists, children) and `items` (tool calls, terminals, permission
+requests); then `router` (pairs answers with requests and routes each event to the judges through written tables, in
+a written order) and [`WireChecker`][acp_agent.testing.WireChecker], which puts them together behind the feed.
 
 Judged with approximations (details in [`RULES`][acp_agent.testing.RULES]):
 
@@ -118,19 +119,45 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from ..transcript import Direction, TranscriptEntry
-from .constants import A2C, C2A, UNPARSED
-from .jsonrpc import JsonRpcRules
-from .model import IdKey, ItemKey  # noqa: F401  (importable from here, as before the split)
+from .background import BackgroundJudge
+from .constants import A2C, C2A
+from .items import ItemsJudge
+from .jsonrpc import JsonRpcJudge
+from .judge import Judge
+from .model import CheckerModel, IdKey, ItemKey  # noqa: F401  (importable from here, as before the split)
+from .router import Router
 from .rules import RULES, SHOULD_RULES, RuleViolation
+from .sessions import SessionsJudge
+from .turns import TurnsJudge
 
 __all__ = ["RULES", "SHOULD_RULES", "RuleViolation", "WireChecker", "check_transcript"]
 
 
-class WireChecker(JsonRpcRules):
+class WireChecker:
     """Judges one connection's messages against the rules in [`RULES`][acp_agent.testing.RULES].
 
-    ``ignore`` names rules not to report (e.g. ``SHOULD_RULES``).
+    ``raise_on_violation``: raise the first violation (the default) or only collect them in
+    [`violations`][acp_agent.testing.WireChecker.violations]. ``ignore`` names rules not to report (e.g.
+    ``SHOULD_RULES``).
     """
+
+    def __init__(self, *, raise_on_violation: bool = True, ignore: Collection[str] = ()) -> None:
+        self._model = model = CheckerModel(raise_on_violation=raise_on_violation, ignore=ignore)
+        jsonrpc = JsonRpcJudge(model)
+        judges: dict[str, Judge] = {
+            "jsonrpc": jsonrpc,
+            "sessions": SessionsJudge(model),
+            "turns": TurnsJudge(model),
+            "background": BackgroundJudge(model),
+            "items": ItemsJudge(model),
+        }
+        self._router = Router(model, jsonrpc, judges)
+
+    @property
+    def violations(self) -> list[RuleViolation]:
+        """Every violation reported so far, in the order found (the first one is raised unless
+        ``raise_on_violation=False``)."""
+        return self._model.violations
 
     @property
     def rules(self) -> set[str]:
@@ -146,27 +173,7 @@ class WireChecker(JsonRpcRules):
         """
         if direction not in (C2A, A2C):
             raise ValueError(f"unknown direction {direction!r}")
-        if raw is not None:
-            parsed = self.r1_line(direction, raw)
-            if message is None:
-                message = parsed
-        if isinstance(message, dict) and set(message) == {UNPARSED}:
-            self.n += 1
-            if direction == A2C:
-                self.flag("R2", "the agent wrote a line that is not JSON", message)
-            else:
-                self.expect_null("R10", -32700, message)
-            return
-        if isinstance(message, list):
-            if direction == C2A:
-                self.client_batch(message)
-            else:
-                self.r9_agent_batch(message)
-            return
-        if direction == C2A:
-            self.client_message(message)
-        else:
-            self.agent_message(message)
+        self._router.feed(direction, message, raw)
 
     def feed_line(self, direction: Direction, raw: bytes) -> None:
         """Judge one raw line (parsed here)."""
@@ -182,7 +189,7 @@ class WireChecker(JsonRpcRules):
         if direction not in (C2A, A2C):
             raise ValueError(f"unknown direction {direction!r}")
         if direction == C2A:
-            self.client_ended = True
+            self._model.client_ended = True
 
     def feed_transcript(self, entries: Iterable[TranscriptEntry], *, end_at: int | None = None) -> None:
         """Judge recorded [`TranscriptEntry`][acp_agent.testing.TranscriptEntry] items, in order.
@@ -199,24 +206,11 @@ class WireChecker(JsonRpcRules):
             self.feed_end(C2A)  # closed after the last entry (a second call changes nothing)
 
     def finish(self) -> None:
-        """End-of-connection checks (unanswered requests, promised follow-ups)."""
-        if self.finished:
+        """End-of-connection checks (unanswered requests, promised follow-ups); a second call does nothing."""
+        if self._model.finished:
             return
-        self.finished = True
-        self.r8_unanswered()
-        self.r10_unanswered_invalid()
-        self.r53_echoes()
-        self.r54_rejected_echoes()
-        self.r57_prompt_work()
-        for s in self.sessions.values():
-            self.r59_r61_blocked_ends(s, None)
-            self.r60_stuck(s)
-            self.r68_no_idle(s)
-            self.r92_stale_list(s)
-            self.r100_cancel_after_end(s)
-            self.r80_mirror(s)
-        self.r101_r103_confirmations()
-        self.s2_never_created()
+        self._model.finished = True
+        self._router.finish()
 
 
 def check_transcript(entries: Iterable[TranscriptEntry], *, ignore: Collection[str] = (),

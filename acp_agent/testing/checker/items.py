@@ -1,8 +1,4 @@
-"""Judges of tool calls, terminals and the questions (permission requests, elicitations) about them.
-
-`ItemRules` is one layer of [`WireChecker`][acp_agent.testing.WireChecker]; it may call the judges of
-the layers below it (`CheckerModel` and its bases), never those above.
-"""
+"""The items judge: tool calls, terminals and the questions (permission requests, elicitations) about them."""
 
 from __future__ import annotations
 
@@ -13,9 +9,9 @@ from .constants import (
     tool_call_statuses,
     tool_kinds,
 )
+from .judge import BaseJudge
 from .model import (
     Answer,
-    CheckerModel,
     ItemKey,
     Req,
     SessionModel,
@@ -28,32 +24,54 @@ from .model import (
     is_request_scoped,
     obj,
 )
+from .shared import check_path
 
 
-class ItemRules(CheckerModel):
-    """Judges of tool calls, terminals and the questions (permission requests, elicitations) about them."""
+class ItemsJudge(BaseJudge):
+    """Judges tool calls, terminals and the questions (permission requests, elicitations) about them."""
 
-    def r20_record_outcome(self, req: Req, message: dict[str, Any]) -> None:
-        """R20: remember tool calls whose permission was not granted."""
-        s = self.sessions.get(req.session_id or "")
-        if s is None:
-            return
-        outcome = obj(obj(message.get("result")).get("outcome"))
-        options = {o.get("optionId"): o.get("kind") for o in req.params.get("options") or [] if isinstance(o, dict)}
-        allowed: bool | None = False
-        if not req.withdrawn and "error" not in message and outcome.get("outcome") == "selected":
-            kind = options.get(outcome.get("optionId"), "reject")
-            allowed = None if custom(kind) else str(kind).startswith("allow_")
-        for kind_, tid in req.refs:
-            tc = s.tool_calls.get(tid) if kind_ == "tool_call" else None
-            if tc is not None and allowed is not None:
-                tc.denied = not allowed
+    def on_request(self, req: Req) -> None:
+        """Take an agent request: a permission request's or elicitation's subject (R81, R83), the question in play."""
+        s = self._m.sessions.get(req.session_id) if req.session_id is not None else None
+        if req.method == "session/request_permission" and s is not None:
+            self._permission_request(s, req)
+        elif req.method == "elicitation/create":
+            self._r83_elicitation_mode(req)
+            tool = req.params.get("toolCallId")
+            req.refs = frozenset({("tool_call", tool)} if isinstance(tool, str) else ())
+            if s is not None:
+                req.listed_at_send = frozenset(req.refs & self._m.covered(s, s.last_list or []))
+        self._note_question(req)
 
-    def note_question(self, req: Req) -> None:
+    def on_withdrawn(self, req: Req, message: Any) -> None:
+        """Judge the agent's withdrawal of a permission request (R107)."""
+        self._r107_kept_open(req, message)
+
+    def on_answer(self, req: Req, answer: Answer) -> None:
+        """Judge the answer to ``tool_call/cancel`` or ``terminal/cancel``."""
+        if req.method == "tool_call/cancel":
+            self._answered_tool_call_cancel(req, answer)
+        elif req.method == "terminal/cancel":
+            self._answered_terminal_cancel(req, answer)
+
+    def on_update(self, s: SessionModel, kind: Any, update: dict[str, Any], message: Any) -> None:
+        """Apply and judge a tool call or terminal update."""
+        if kind == "tool_call_update":
+            self._tool_patch(s, update, message)
+        elif kind == "tool_call_content_chunk":
+            self._tool_chunk(s, update, message)
+        elif kind in ("terminal_update", "terminal_output_chunk"):
+            self._terminal_update(s, kind, update, message)
+
+    def at_end(self) -> None:
+        """Judge the accepted per-item cancels that were never confirmed (R101, R103)."""
+        self._r101_r103_confirmations()
+
+    def _note_question(self, req: Req) -> None:
         """A request the agent sent is in play for the ``requires_action`` stretches it can explain."""
         if req.session_id is not None:
-            for sid in self.lineage(req.session_id):
-                blocked = self.sessions[sid].blocked if sid in self.sessions else None
+            for sid in self._m.lineage(req.session_id):
+                blocked = self._m.sessions[sid].blocked if sid in self._m.sessions else None
                 if blocked is None:
                     continue
                 if for_background(req):
@@ -61,22 +79,22 @@ class ItemRules(CheckerModel):
                 else:
                     blocked.asked = True
         elif is_request_scoped(req):
-            for s in self.sessions.values():
+            for s in self._m.sessions.values():
                 if s.blocked is not None:
                     s.blocked.request_scoped.append(req.message)
 
-    def r83_elicitation_mode(self, req: Req) -> None:
+    def _r83_elicitation_mode(self, req: Req) -> None:
         """R83: only elicitation modes the client advertised."""
         mode = req.params.get("mode")
-        caps = obj(self.client_caps.get("elicitation"))
+        caps = obj(self._m.client_caps.get("elicitation"))
         if mode in ("form", "url") and not isinstance(caps.get(mode), dict):
-            self.flag("R83", f"elicitation mode {mode!r} was not advertised by the client", req.message)
+            self._m.flag("R83", f"elicitation mode {mode!r} was not advertised by the client", req.message)
         properties = obj(obj(req.params.get("requestedSchema")).get("properties"))
         secrets = [name for name, prop in properties.items() if obj(prop).get("format") == "password"]
         if mode == "form" and secrets:
-            self.flag("R83", f"a form asks for a secret (password property {secrets[0]!r})", req.message)
+            self._m.flag("R83", f"a form asks for a secret (password property {secrets[0]!r})", req.message)
 
-    def permission_request(self, s: SessionModel, req: Req) -> None:
+    def _permission_request(self, s: SessionModel, req: Req) -> None:
         """Record a ``session/request_permission`` and what its subject names (R81, R110)."""
         self._r81_permission_shape(req)
         subject = obj(req.params.get("subject"))
@@ -85,51 +103,51 @@ class ItemRules(CheckerModel):
             patch = obj(subject.get("toolCall"))
             if isinstance(patch.get("toolCallId"), str):
                 refs.add(("tool_call", patch["toolCallId"]))
-                self.tool_patch(s, patch, req.message, from_subject=True)
+                self._tool_patch(s, patch, req.message, from_subject=True)
         elif subject.get("type") == "command":
             if isinstance(subject.get("toolCallId"), str):
                 refs.add(("tool_call", subject["toolCallId"]))
             if isinstance(subject.get("terminalId"), str):
                 refs.add(("terminal", subject["terminalId"]))
         req.refs = frozenset(refs)
-        req.listed_at_send = frozenset(refs & self.covered(s, s.last_list or []))
+        req.listed_at_send = frozenset(refs & self._m.covered(s, s.last_list or []))
 
     def _r81_permission_shape(self, req: Req) -> None:
         """R81: a title, >= 1 option with unique optionIds, command subjects with command and absolute cwd."""
         params = req.params
         if not isinstance(params.get("title"), str) or not params["title"]:
-            self.flag("R81", "permission request without a title", req.message)
+            self._m.flag("R81", "permission request without a title", req.message)
         options = params.get("options")
         if not isinstance(options, list) or not options:
-            self.flag("R81", "permission request without options", req.message)
+            self._m.flag("R81", "permission request without options", req.message)
             return
         ids = [obj(o).get("optionId") for o in options]
         if any(not isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):
-            self.flag("R81", "permission options need unique string optionIds", req.message)
+            self._m.flag("R81", "permission options need unique string optionIds", req.message)
         subject = obj(params.get("subject"))
         if subject.get("type") == "command" and (
             not isinstance(subject.get("command"), str) or not is_abs(subject.get("cwd"))
         ):
-            self.flag("R81", "a command subject needs a command and an absolute cwd", req.message)
+            self._m.flag("R81", "a command subject needs a command and an absolute cwd", req.message)
 
-    def r107_kept_open(self, req: Req, message: Any) -> None:
+    def _r107_kept_open(self, req: Req, message: Any) -> None:
         """R107: session/cancel leaves permission requests for listed work open."""
-        s = self.sessions.get(req.session_id or "")
+        s = self._m.sessions.get(req.session_id or "")
         if s is None or s.cancel is None or req.method != "session/request_permission" or req.index > s.cancel.index:
             return
-        live = {k for k in req.refs & s.cancel.listed if self.live(s, k)}
+        live = {k for k in req.refs & s.cancel.listed if self._m.live(s, k)}
         if live:
-            self.flag("R107", f"request for listed work {sorted(live)} withdrawn after session/cancel",
-                       req.message, s.cancel.message, message)
+            self._m.flag("R107", f"request for listed work {sorted(live)} withdrawn after session/cancel",
+                         req.message, s.cancel.message, message)
 
-    def answered_tool_call_cancel(self, req: Req, answer: Answer) -> None:
+    def _answered_tool_call_cancel(self, req: Req, answer: Answer) -> None:
         """Judge the answer to ``tool_call/cancel`` and note an accepted cancel (R102)."""
-        s = self.sessions.get(req.session_id or "")
+        s = self._m.sessions.get(req.session_id or "")
         tid = str(req.params.get("toolCallId"))
         if not answer.ok or s is None:
             return
         if self._r102_accept(req, answer):
-            self.accepted_cancels.append((req, "tool_call", s.id, tid))
+            self._m.accepted_cancels.append((req, "tool_call", s.id, tid))
         s.item_cancel_since_work = True
         if tid in s.tool_calls:
             s.tool_calls[tid].cancel_requested = True
@@ -138,21 +156,21 @@ class ItemRules(CheckerModel):
         """R102: ``tool_call/cancel`` is not accepted for unknown, final or non-cancellable tool calls."""
         item = req.extra.get("item")
         if item is None or item[0] or not item[1]:
-            self.flag("R102", "tool_call/cancel accepted for an unknown, final or non-cancellable tool call",
-                       req.message, answer.message)
+            self._m.flag("R102", "tool_call/cancel accepted for an unknown, final or non-cancellable tool call",
+                         req.message, answer.message)
             return False
         return True
 
-    def answered_terminal_cancel(self, req: Req, answer: Answer) -> None:
+    def _answered_terminal_cancel(self, req: Req, answer: Answer) -> None:
         """Judge the answer to ``terminal/cancel`` and note an accepted cancel (R104)."""
-        s = self.sessions.get(req.session_id or "")
+        s = self._m.sessions.get(req.session_id or "")
         tid = str(req.params.get("terminalId"))
         if s is not None and not answer.ok and tid in s.terminals:
             s.terminals[tid].cancelled = False  # rejected: nothing was cancelled
         if not answer.ok or s is None:
             return
         if self._r104_accept(req, answer):
-            self.accepted_cancels.append((req, "terminal", s.id, tid))
+            self._m.accepted_cancels.append((req, "terminal", s.id, tid))
         s.item_cancel_since_work = True
         if tid in s.terminals:
             s.terminals[tid].cancelled = True
@@ -161,42 +179,42 @@ class ItemRules(CheckerModel):
         """R104: ``terminal/cancel`` is not accepted for unknown, exited or non-cancellable terminals."""
         item = req.extra.get("item")
         if item is None or item[0] or not item[1]:
-            self.flag("R104", "terminal/cancel accepted for an unknown, exited or non-cancellable terminal",
-                       req.message, answer.message)
+            self._m.flag("R104", "terminal/cancel accepted for an unknown, exited or non-cancellable terminal",
+                         req.message, answer.message)
             return False
         return True
 
-    def r101_r103_confirmations(self) -> None:
+    def _r101_r103_confirmations(self) -> None:
         """R101 / R103: an accepted per-item cancel is confirmed by a final status / ``exitStatus``."""
-        for req, kind, sid, item in self.accepted_cancels:
-            s = self.sessions[sid]
+        for req, kind, sid, item in self._m.accepted_cancels:
+            s = self._m.sessions[sid]
             if s.closed_at > req.index:
                 continue
             if kind == "tool_call":
                 tc = s.tool_calls.get(item)
                 if tc is None or tc.final_at is None or tc.final_at < req.index:
-                    self.flag("R101", f"tool_call/cancel accepted but {item!r} never got a final status",
-                               req.message)
+                    self._m.flag("R101", f"tool_call/cancel accepted but {item!r} never got a final status",
+                                 req.message)
             else:
                 term = s.terminals.get(item)
                 if term is None or term.exited_at is None or term.exited_at < req.index:
-                    self.flag("R103", f"terminal/cancel accepted but {item!r} never reported exitStatus",
-                               req.message)
+                    self._m.flag("R103", f"terminal/cancel accepted but {item!r} never reported exitStatus",
+                                 req.message)
 
-    def tool_patch(self, s: SessionModel, patch: dict[str, Any], message: Any, from_subject: bool = False) -> None:
+    def _tool_patch(self, s: SessionModel, patch: dict[str, Any], message: Any, from_subject: bool = False) -> None:
         """Apply and judge one ``tool_call_update`` patch (R34, R71, R74, R97, R105, R106)."""
         tid = patch.get("toolCallId")
         if not isinstance(tid, str):
             return
         tc = s.tool_calls.get(tid)
         if tc is None:
-            tc = s.tool_calls[tid] = ToolCallModel(self.n)
-            if not from_subject and not self.replaying(s):
+            tc = s.tool_calls[tid] = ToolCallModel(self._m.n)
+            if not from_subject and not self._m.replaying(s):
                 self._r74_title(patch, message)
         if s.resume is not None:
-            s.resume.entity_at.setdefault(("tool_call", tid), self.n)
+            s.resume.entity_at.setdefault(("tool_call", tid), self._m.n)
         if patch.get("kind") is not None and patch["kind"] not in tool_kinds() and not custom(patch["kind"]):
-            self.flag("R84", f"unknown tool kind {patch['kind']!r} without the _ prefix", message)
+            self._m.flag("R84", f"unknown tool kind {patch['kind']!r} without the _ prefix", message)
         if "status" in patch:
             self._tool_status(s, tid, tc, patch["status"], message)
         if "capabilities" in patch:
@@ -206,23 +224,23 @@ class ItemRules(CheckerModel):
             self._r34_content_paths(patch["content"], message)
         locations = patch.get("locations")
         for location in locations if isinstance(locations, list) else []:
-            self.r34_path(obj(location).get("path"), message, "location path")
+            check_path(self._m, obj(location).get("path"), message, "location path")
 
     def _r74_title(self, patch: dict[str, Any], message: Any) -> None:
         """R74: the first ``tool_call_update`` of a tool call has a ``title``."""
         if not isinstance(patch.get("title"), str):
-            self.flag("R74", "the first tool_call_update has no title", message)
+            self._m.flag("R74", "the first tool_call_update has no title", message)
 
     def _tool_status(self, s: SessionModel, tid: str, tc: ToolCallModel, status: Any, message: Any) -> None:
         if status is not None and not isinstance(status, str):
             return
         if status is not None and status not in tool_call_statuses() and not custom(status):
-            self.flag("R84", f"unknown tool call status {status!r} without the _ prefix", message)
-        if self.replaying(s):
+            self._m.flag("R84", f"unknown tool call status {status!r} without the _ prefix", message)
+        if self._m.replaying(s):
             tc.status = status or "pending"
             tc.started = tc.started or tc.status != "pending"
             if tc.status in FINAL and tc.final_at is None:
-                tc.final_at = self.n
+                tc.final_at = self._m.n
             return
         if status is None:
             self._r71_null_status(tc, message)
@@ -239,53 +257,53 @@ class ItemRules(CheckerModel):
         if status != "pending":
             tc.started = True
         if status in FINAL and tc.final_at is None:
-            tc.final_at = self.n
+            tc.final_at = self._m.n
 
     def _r71_null_status(self, tc: ToolCallModel, message: Any) -> None:
         """R71: ``status: null`` (reset to pending) is never sent once a tool call started."""
         if tc.started:
-            self.flag("R71", "status: null resets a started tool call to pending", message)
+            self._m.flag("R71", "status: null resets a started tool call to pending", message)
 
     def _r97_transition(self, tc: ToolCallModel, status: str, message: Any) -> None:
         """R97: no way back to ``pending``, no change after a final status."""
         if status == tc.status:
             return
         if tc.status in FINAL:
-            self.flag("R97", f"status changed from final {tc.status!r} to {status!r}", message)
+            self._m.flag("R97", f"status changed from final {tc.status!r} to {status!r}", message)
         elif status == "pending" and tc.started:
-            self.flag("R97", f"status went back from {tc.status!r} to pending", message)
+            self._m.flag("R97", f"status went back from {tc.status!r} to pending", message)
 
     def _r20_denied_started(self, tc: ToolCallModel, status: str, message: Any) -> None:
         """R20: a tool call whose permission was refused does not start."""
         if tc.denied and tc.status == "pending" and status == "in_progress":
-            self.flag("R20", "tool call started although its permission was not granted", message)
+            self._m.flag("R20", "tool call started although its permission was not granted", message)
 
     def _r68_after_cancel_tool(self, s: SessionModel, tid: str, message: Any) -> None:
         """R68: final statuses of the cancelled work precede its idle."""
         if tid in s.cancelled_tool_calls:
-            self.flag("R68", f"tool call {tid!r} of cancelled work reported cancelled after its idle", message)
+            self._m.flag("R68", f"tool call {tid!r} of cancelled work reported cancelled after its idle", message)
 
     def _r106_listed_kept(self, s: SessionModel, tid: str, tc: ToolCallModel, message: Any) -> None:
         """R106: ``session/cancel`` leaves listed tool calls running."""
         if s.cancel is not None and ("tool_call", tid) in s.cancel.listed and not tc.cancel_requested:
-            self.flag("R106", f"listed tool call {tid!r} cancelled by session/cancel", s.cancel.message, message)
+            self._m.flag("R106", f"listed tool call {tid!r} cancelled by session/cancel", s.cancel.message, message)
 
     def _r105_tool_kept(self, s: SessionModel, tc: ToolCallModel, message: Any) -> None:
         """R105: ``terminal/cancel`` does not change the status of a referencing tool call."""
         cancelled = {t for t in tc.terminals() if t in s.terminals and s.terminals[t].cancelled}
         if (cancelled and not tc.cancel_requested and s.cancel is None and not s.early_cancel
-                and not self.closing(s)):
-            self.flag("R105", f"tool call cancelled because terminal(s) {sorted(cancelled)} were cancelled",
-                       message)
+                and not self._m.closing(s)):
+            self._m.flag("R105", f"tool call cancelled because terminal(s) {sorted(cancelled)} were cancelled",
+                         message)
 
-    def tool_chunk(self, s: SessionModel, update: dict[str, Any], message: Any) -> None:
+    def _tool_chunk(self, s: SessionModel, update: dict[str, Any], message: Any) -> None:
         """Apply and judge one ``tool_call_content_chunk``."""
         tid = update.get("toolCallId")
         if not isinstance(tid, str):
             return
         tc = s.tool_calls.get(tid)
         if tc is None:
-            tc = s.tool_calls[tid] = ToolCallModel(self.n)
+            tc = s.tool_calls[tid] = ToolCallModel(self._m.n)
         tc.content.append(update.get("content"))
         self._r34_content_paths([update.get("content")], message)
 
@@ -298,14 +316,9 @@ class ItemRules(CheckerModel):
             for change in changes if isinstance(changes, list) else []:
                 for name in ("path", "oldPath"):
                     if name in obj(change):
-                        self.r34_path(obj(change)[name], message, f"diff {name}")
+                        check_path(self._m, obj(change)[name], message, f"diff {name}")
 
-    def r34_path(self, path: Any, message: Any, what: str) -> None:
-        """R34: paths are absolute."""
-        if path is not None and not is_abs(path):
-            self.flag("R34", f"{what} {path!r} is not absolute", message)
-
-    def terminal_update(self, s: SessionModel, kind: str, update: dict[str, Any], message: Any) -> None:
+    def _terminal_update(self, s: SessionModel, kind: str, update: dict[str, Any], message: Any) -> None:
         """Apply and judge a ``terminal_update`` or ``terminal_output_chunk`` (R34, R75, R105, S1)."""
         tid = update.get("terminalId")
         if not isinstance(tid, str):
@@ -317,21 +330,21 @@ class ItemRules(CheckerModel):
                 self._s1_after_exit(s, tid, term, update, message)
             return
         if term is None:
-            term = s.terminals[tid] = TerminalModel(self.n)
+            term = s.terminals[tid] = TerminalModel(self._m.n)
         if s.resume is not None:
-            s.resume.entity_at.setdefault(("terminal", tid), self.n)
+            s.resume.entity_at.setdefault(("terminal", tid), self._m.n)
         self._s1_after_exit(s, tid, term, update, message)
         if "exitStatus" in update:
             if isinstance(update["exitStatus"], dict):
                 if not term.exited:
-                    term.exited_at = self.n
+                    term.exited_at = self._m.n
                 term.exited = True
             elif update["exitStatus"] is None:
                 term.exited = False
         if "capabilities" in update:
             term.cancel = isinstance(obj(update["capabilities"]).get("cancel"), dict)
         if update.get("cwd") is not None:
-            self.r34_path(update["cwd"], message, "terminal cwd")
+            check_path(self._m, update["cwd"], message, "terminal cwd")
         if "output" in update:
             output = update["output"]
             self._r105_output_kept(term, output, message)
@@ -357,14 +370,14 @@ class ItemRules(CheckerModel):
             if not changed:
                 return
             what = f"changed {', '.join(changed)} after its exit"
-        self.flag("S1", f"terminal {tid!r} {what}", message)
+        self._m.flag("S1", f"terminal {tid!r} {what}", message)
 
     def _r75_base64(self, data: Any, message: Any) -> None:
         """R75: terminal bytes are base64-encoded (each chunk on its own)."""
         if not is_base64(data):
-            self.flag("R75", "terminal data is not valid base64", message)
+            self._m.flag("R75", "terminal data is not valid base64", message)
 
     def _r105_output_kept(self, term: TerminalModel, output: Any, message: Any) -> None:
         """R105: ``terminal/cancel`` keeps the terminal's retained output."""
         if term.cancelled and (output is None or obj(output).get("data") == ""):
-            self.flag("R105", "terminal output cleared after terminal/cancel", message)
+            self._m.flag("R105", "terminal output cleared after terminal/cancel", message)

@@ -1,7 +1,8 @@
-"""The client-side model of one connection that the rule judges read and update.
+"""The client-side model of one connection: state only, which the router and every judge read and update.
 
 It holds what a client can know from the messages alone (requests in flight both ways, initialization,
-sessions, foreground state, background lists, tool calls, terminals, children, permission requests).
+sessions, foreground state, background lists, tool calls, terminals, children, permission requests), the
+violations reported so far, and queries over that state. It judges no rule: the judges do.
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ class Answer:
 
 class CheckerModel:
     """What a client can know from the messages alone: requests in flight, initialization, sessions and
-    their items; plus the helpers every rule family uses to read and update it."""
+    their items; the violations reported so far; and the queries every judge uses to read and update it."""
 
     def __init__(self, *, raise_on_violation: bool = True, ignore: Collection[str] = ()) -> None:
         self.raise_on_violation = raise_on_violation
@@ -297,6 +298,22 @@ class CheckerModel:
         if self.raise_on_violation:
             raise violation
 
+    def record_outcome(self, req: Req, message: dict[str, Any]) -> None:
+        """The client answered a permission request: remember the tool calls it did not grant (judged by R20)."""
+        s = self.sessions.get(req.session_id or "")
+        if s is None:
+            return
+        outcome = obj(obj(message.get("result")).get("outcome"))
+        options = {o.get("optionId"): o.get("kind") for o in req.params.get("options") or [] if isinstance(o, dict)}
+        allowed: bool | None = False
+        if not req.withdrawn and "error" not in message and outcome.get("outcome") == "selected":
+            kind = options.get(outcome.get("optionId"), "reject")
+            allowed = None if custom(kind) else str(kind).startswith("allow_")
+        for kind_, tid in req.refs:
+            tc = s.tool_calls.get(tid) if kind_ == "tool_call" else None
+            if tc is not None and allowed is not None:
+                tc.denied = not allowed
+
     @staticmethod
     def classify(message: Any) -> str:
         """The shape of a JSON-RPC message: ``request``, ``notification``, ``response`` or ``invalid``."""
@@ -313,22 +330,6 @@ class CheckerModel:
     def expect_null(self, rule: str, code: int, message: Any, optional: bool = False) -> None:
         """Expect an id-null error answer with ``code`` for invalid client input (judged when answers come)."""
         self.null_expected.append((rule, code, message, optional))
-
-    def session_touch(self, sid: Any, message: Any) -> SessionModel | None:
-        """Common checks for an agent message naming a session (R45, R111, R79 early uses)."""
-        if not isinstance(sid, str):
-            return None
-        s = self.session(sid)
-        parent = self.sessions.get(s.parent) if s.parent else None
-        if parent is not None and parent.closed and parent.resume is None:
-            self.flag("R111", f"message for child {sid!r} after its parent's close answer", message)
-            return None
-        if s.closed and s.resume is None:
-            self.flag("R45", f"message for session {sid!r} after its close answer", message)
-            return None
-        self.note_early(sid, message, own=True)
-        s.r95 = None
-        return s
 
     def note_early(self, sid: Any, message: Any, own: bool = False) -> None:
         """Remember the first message naming a session id the client has not learned yet.

@@ -1,0 +1,93 @@
+"""``python -m acp_agent serve FILE_OR_MODULE[:ATTR] --host H --port P``: an agent over HTTP and WebSocket.
+
+``serve`` loads the agent (the one [`Agent`][acp_agent.Agent] subclass or instance in the file or
+module, or the one named after the colon) and serves it over Streamable HTTP and WebSocket at
+``/acp``. Once it listens it writes the URL to stderr (``--port 0`` picks a free port). A class
+gets a new instance for every client connection; an instance is shared by all of them. Every
+connection keeps its sessions in one store (``--store``), so clients resume them on a new
+connection, and replicas sharing a ``postgres:`` store resume each other's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any, Final
+
+from .._util import environment, prelude
+from ..loader import LoadError, affinity_header, load_agent, load_tokens, parse_store
+
+__all__ = ["SHORT_TOKEN", "run"]
+
+SHORT_TOKEN: Final = 16
+"""Tokens shorter than this (in characters) get a warning: guessable."""
+
+
+def _token_warnings(tokens: dict[str, str]) -> list[str]:
+    """What ``serve --tokens`` warns about, without refusing to start: short tokens, an ignored ``$ACP_AGENT_TOKEN``."""
+    problems = [f"the token of {principal!r} is short ({len(token)} characters); make one with: "
+                f"python -c \"import secrets; print(secrets.token_hex(16))\""
+                for principal, token in tokens.items() if len(token) < SHORT_TOKEN]
+    if environment.read(environment.TOKEN):
+        problems.append(f"${environment.TOKEN.name} is ignored: --tokens names every user's token")
+    return problems
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the agent ``args`` name until SIGINT/SIGTERM; returns the exit status."""
+    prelude.prepare()  # a bad ACP_AGENT_* value: one line each on stderr, exit status 2
+    try:
+        source, description = load_agent(args.agent)
+        store_spec = args.store if args.store is not None else environment.read(environment.STORE)
+        store = parse_store(store_spec) if store_spec else None
+        extra_headers = (affinity_header(args.affinity_cookie),) if args.affinity_cookie else ()
+        tokens = load_tokens(args.tokens) if args.tokens is not None else None
+        if tokens is not None and args.token is not None:
+            raise LoadError("give --token or --tokens, not both")
+    except LoadError as exc:
+        sys.stderr.write(f"acp: {exc}\n")
+        return 2
+    if tokens is not None:
+        for problem in _token_warnings(tokens):
+            sys.stderr.write(f"acp: warning: {problem}\n")
+    try:
+        from ..http import HttpOptions, run_http
+        from ..http.server import describe_stack, guard_bounds  # fails early without the http extra
+    except ImportError as exc:
+        sys.stderr.write(f"acp: serving over HTTP needs the http extra: pip install 'acp-agent-sdk[http]' ({exc})\n")
+        return 2
+
+    def ready(url: str) -> None:
+        sys.stderr.write(f"acp: serving {description} at {url} ({describe_stack()})\n")
+        sys.stderr.flush()
+
+    settings: dict[str, Any] = {}
+    if args.ssl_certfile:
+        settings["ssl_certfile"] = args.ssl_certfile
+    if args.ssl_keyfile:
+        settings["ssl_keyfile"] = args.ssl_keyfile
+    token: Any = args.token if args.token is not None else environment.read(environment.TOKEN)
+    if tokens is not None:
+        from ..http.security import token_table
+
+        token = token_table(tokens)
+    options: dict[str, Any] = {
+        "path": args.path, "token": token, "allowed_origins": tuple(args.allow_origin),
+        "max_connections": args.max_connections, "idle_timeout": args.idle_timeout,
+        "max_body_bytes": args.max_body_bytes, "max_buffered_bytes": args.max_buffered_bytes,
+        "max_output_stall": args.max_output_stall, "extra_headers": extra_headers,
+    }
+    try:
+        HttpOptions(**options)
+    except ValueError as exc:  # a setting out of range
+        sys.stderr.write(f"acp: {exc}\n")
+        return 2
+    try:
+        bounds = dataclasses.replace(guard_bounds(HttpOptions(**options)), head_timeout=args.head_timeout)
+        run_http(source, host=args.host, port=args.port, ready=ready, uvicorn_settings=settings, store=store,
+                 bounds=bounds, **options)
+    except OSError as exc:
+        sys.stderr.write(f"acp: cannot serve on {args.host}:{args.port}: {exc}\n")
+        return 1
+    return 0
