@@ -14,7 +14,8 @@ Platforms: on Linux the watchdog reads ``/proc`` and runs with ``-I -S``; on mac
 and runs with ``-I`` only (site packages are where psutil is). Where neither is there
 (`acp_agent._util.reaper.available` is false) there is no watchdog: `mark` answers ``None`` and a killed
 agent leaves its terminals running. On Windows the watchdog starts in a new process group
-(``CREATE_NEW_PROCESS_GROUP``), so a console Ctrl+C aimed at the agent misses it.
+(``CREATE_NEW_PROCESS_GROUP``), so a console Ctrl+C aimed at the agent misses it, and there is no ledger
+(Windows cannot rename a file that is open): if the watchdog is killed with the agent, nobody reaps.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ def mark() -> str | None:
 
 def _open_ledger(name: str) -> None:
     global _ledger, _ledger_path
+    if sys.platform == "win32":
+        return  # an open file cannot be renamed there: no ledger, the watchdog alone reaps
     directory = ledger_dir()
     temporary, final = directory / f".{name}.new", directory / name
     try:

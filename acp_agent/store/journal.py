@@ -7,7 +7,7 @@ WAL commit with ``synchronous=NORMAL`` does, so the crash contract holds without
 turn's path.
 
 Each store object writes its own files, named ``<database file>.journal-<owner>-<n>``, and holds an
-exclusive lock on each (``flock``; ``msvcrt.locking`` on Windows) for as long as it may need it (the lock
+exclusive lock on each (``flock``; no journal on Windows: see `available`) for as long as it may need it (the lock
 goes with the process). Once
 the saves of a file are committed, the file is deleted: a journal only ever holds saves that may
 not be in the database yet. A file nobody holds a lock on belongs to a process that ended without
@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +49,10 @@ def private_file(path: Path) -> None:
 
 
 def available() -> bool:
-    """Whether journals can be used here (files can be locked: `acp_agent._util.portable.locks_available`; where
-    not, the store commits every save at once)."""
-    return portable.locks_available()
+    """Whether journals can be used here: files can be locked (`acp_agent._util.portable.locks_available`) and an
+    open file renamed and deleted (not on Windows, whose open files cannot be). Where not, the store commits
+    every save at once."""
+    return sys.platform != "win32" and portable.locks_available()
 
 
 def encode_line(save: Save) -> bytes:
