@@ -26,11 +26,20 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.lowlevel
 
+from . import schema
 from ._wire.connection import Method
 from .errors import RequestError
 
 if TYPE_CHECKING:  # the wire models load with the routes (an agent without providers never needs them)
-    from .schema import ProviderCurrentConfig
+    from .schema import (
+        DisableProviderRequest,
+        DisableProviderResponse,
+        ListProvidersRequest,
+        ListProvidersResponse,
+        ProviderCurrentConfig,
+        SetProviderRequest,
+        SetProviderResponse,
+    )
 
 __all__ = ["Provider", "ProviderSettings", "provider_routes"]
 
@@ -94,11 +103,9 @@ class _Table:
     """One agent's providers: the declaration and the endpoint each uses now."""
 
     def __init__(self, declared: Sequence[Provider]) -> None:
-        from .schema import ProviderCurrentConfig
-
         self.declared = {p.id: p for p in declared}
         self.current: dict[str, ProviderCurrentConfig | None] = {
-            p.id: ProviderCurrentConfig(api_type=p.api_type, base_url=p.base_url)
+            p.id: schema.ProviderCurrentConfig(api_type=p.api_type, base_url=p.base_url)
             if p.api_type is not None and p.base_url is not None else None
             for p in declared
         }
@@ -130,17 +137,6 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
 
     ``owner`` (the agent) holds the endpoints set: every connection it serves sees the same.
     """
-    from .schema import (
-        DisableProviderRequest,
-        DisableProviderResponse,
-        ListProvidersRequest,
-        ListProvidersResponse,
-        ProviderCurrentConfig,
-        ProviderInfo,
-        SetProviderRequest,
-        SetProviderResponse,
-    )
-
     def _table() -> _Table:
         table = _tables.get(id(owner))
         if table is None:
@@ -157,8 +153,8 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
             current = table.current[provider.id]
             if current is not None:
                 fields["current"] = current
-            infos.append(ProviderInfo(**fields))
-        return ListProvidersResponse(providers=infos)
+            infos.append(schema.ProviderInfo(**fields))
+        return schema.ListProvidersResponse(providers=infos)
 
     async def set_provider(request: SetProviderRequest) -> SetProviderResponse:
         table = _table()
@@ -172,8 +168,9 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
         settings = ProviderSettings(request.api_type, request.base_url, dict(request.headers), request.meta)
         async with table.lock():
             await configure(provider.id, settings)
-            table.current[provider.id] = ProviderCurrentConfig(api_type=request.api_type, base_url=request.base_url)
-        return SetProviderResponse()
+            table.current[provider.id] = schema.ProviderCurrentConfig(api_type=request.api_type,
+                                                                      base_url=request.base_url)
+        return schema.SetProviderResponse()
 
     async def disable_provider(request: DisableProviderRequest) -> DisableProviderResponse:
         table = _table()
@@ -183,10 +180,10 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
         async with table.lock():
             await configure(provider.id, None)
             table.current[provider.id] = None
-        return DisableProviderResponse()
+        return schema.DisableProviderResponse()
 
     return {
-        "providers/list": Method(list_providers, ListProvidersRequest),
-        "providers/set": Method(set_provider, SetProviderRequest),
-        "providers/disable": Method(disable_provider, DisableProviderRequest),
+        "providers/list": Method(list_providers, "ListProvidersRequest"),
+        "providers/set": Method(set_provider, "SetProviderRequest"),
+        "providers/disable": Method(disable_provider, "DisableProviderRequest"),
     }

@@ -29,6 +29,7 @@ import anyio.lowlevel
 from pydantic import BaseModel
 
 from .. import schema
+from .._util.paths import ledger_dir
 
 __all__ = ["HOLD_LIMIT", "HOLD_POLL", "WARM_UP_DELAY", "warm_up"]
 
@@ -50,8 +51,6 @@ _done = False
 def _reap_left_behind() -> None:
     """Reap what terminals of agents that died left running: a look at a directory that is usually absent or empty
     (the reaping loads only if it is not)."""
-    from .._util.paths import ledger_dir
-
     with contextlib.suppress(OSError):
         if os.listdir(ledger_dir()):
             from .._util.watch import reap_left_behind

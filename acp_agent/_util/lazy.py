@@ -1,4 +1,4 @@
-"""Public names whose module is imported on first use (a module ``__getattr__``, PEP 562), and public ``__module__``.
+"""Lazy where it pays, behind one boundary: what loads on first use, and the one written list of why.
 
 A package writes each lazily loaded name once, as an ordinary import in its one top-level ``if TYPE_CHECKING:``
 block. Type checkers and readers see a plain import; at run time the block does not run, and the first name asked
@@ -7,17 +7,73 @@ block alone is parsed, once) and import the submodule it names. Nothing process-
 ``builtins`` change, no annotation edited. A stdio agent that only talks never loads elicitation, permissions, tool
 calls, the v1 translation or the rarely used schema modules, yet every public name stays where it was
 (``tests/unit/test_exports.py`` pins both).
+
+The boundary, one rule for the whole library:
+
+- **A lazily loaded public name** is reached through its package's lazy map: ``schema.PlanEntry`` (module
+  attribute) or ``from ..schema import PlanEntry`` at module level under ``if TYPE_CHECKING:`` for the annotation.
+  A route's params given by name (``Method(handler, "NewSessionRequest")`` in ``_wire/connection.py``) is the
+  same boundary: the connection resolves the name as ``getattr(acp_agent.schema, name)`` on first use, through
+  ``schema``'s lazy map (a test checks each such name is in ``schema.__all__``).
+- **An internal module deferred past start-up** (not a public name: a forwarder's engine, the history, the
+  watchdog) is imported inside the function that needs it, and only a module listed in `DEFERRED`, which says
+  which stage must not load it. Its types come from the module's ``if TYPE_CHECKING:`` block, so ``mypy`` checks
+  every call. Any other import of our own modules is at module level.
+- **An outside module** is imported inside a function only if `DEFERRED_OUTSIDE` lists it: an optional extra, an
+  OS-only module, or a heavy one used on one path.
+- The command line (``acp_agent/cli/``) imports the chosen command's module after parsing.
+
+``tests/unit/test_exports.py`` walks every module's syntax tree and holds each function-level import to this rule.
 """
 
 from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import FunctionType
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["lazy_attributes", "lazy_dir", "lazy_map", "public_module", "publish"]
+__all__ = ["DEFERRED", "DEFERRED_OUTSIDE", "lazy_attributes", "lazy_dir", "lazy_map", "public_module", "publish"]
+
+DEFERRED: Final[Mapping[str, str]] = {
+    # with the first session (the warm-up after ``initialize`` loads them while the client is quiet)
+    "acp_agent.history": "the first session: the history needs the session-update models",
+    "acp_agent._session.core": "the first session: the session engine and its turn, sink and registry parts",
+    # features a talking agent never uses (tests/unit/test_exports.py: LAZY_FOR_A_TALKING_AGENT)
+    "acp_agent.questions": "the first permission request or elicitation",
+    "acp_agent.tool_calls": "the first tool call",
+    "acp_agent.terminals": "the first terminal",
+    "acp_agent._util.watch": "the first terminal (or the warm-up's reaping): the watchdog and its ledger",
+    "acp_agent._util.reaper": "the first terminal: what the watchdog runs",
+    "acp_agent.v1.translator": "the first v1 client",
+    "acp_agent.store.postgres": "a postgresql:// store only (the command line's start-up otherwise)",
+    # an optional extra behind them (the package imports without it)
+    "acp_agent.http.server": "uvicorn (the http extra): acp_agent.http's ASGI app works without it",
+    "acp_agent.dev.web": "starlette (the inspector extra), when ``dev`` runs and its arguments are checked",
+    "acp_agent.dev.link": "the inspector's agent link and the testing client, when ``dev`` runs (the inspector extra)",
+    "acp_agent.testing.remote": "the inspector's remote link, when ``dev`` runs (httpx: the inspector extra)",
+}
+"""Our modules a function may import (and no other): each one, and which start-up stage must not load it."""
+
+DEFERRED_OUTSIDE: Final[Mapping[str, str]] = {
+    "uvloop": "optional extra (uvloop)",
+    "psycopg": "optional extra (postgres)",
+    "uvicorn": "optional extra (http)",
+    "httpx": "optional extra (inspector): connect_remote",
+    "httpx_ws": "optional extra (inspector): connect_remote over WebSocket",
+    "pydantic_ai": "optional extra (pydantic-ai): its MCP toolsets",
+    "fastmcp": "optional extra (pydantic-ai[mcp]): its MCP transports",
+    "fcntl": "POSIX only (acp_agent._util.portable: file locks)",
+    "resource": "POSIX only: run_http's socket budget from RLIMIT_NOFILE",
+    "msvcrt": "Windows only (acp_agent._util.portable: file locks)",
+    "psutil": "a dependency off Linux only: process trees and start times where /proc is not (portable, reaper)",
+    "sqlite3": "heavy standard library: the SQLite store's connection only",
+    "jsonrpcserver": "a dependency of about 70 ms (it loads jsonschema): a refused call only",
+    "jsonschema": "heavy (jsonrpcserver's dependency): an elicitation's answer checked against its schema",
+    "platformdirs": "a dependency of about 4 ms: the default store's folder only",
+}
+"""Outside modules a function may import (top-level package: why it is not imported at module level)."""
 
 _BLOCK = "\nif TYPE_CHECKING:\n"
 

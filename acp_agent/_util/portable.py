@@ -33,6 +33,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from functools import cache
 from typing import Any, Final
 
@@ -237,8 +238,6 @@ def _windows_lock(fd: int, offset: int, *, wait: bool) -> bool:
             except OSError:
                 if not wait:
                     return False
-                import time
-
                 time.sleep(0.05)
                 continue
             return True

@@ -39,7 +39,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 __all__ = ["MARK_ENV", "apply", "available", "parse", "read_proc", "reap", "reap_ledgers", "start_time",
@@ -206,13 +206,10 @@ def reap(groups: dict[int, int], mark: str | None) -> int:
     return len(killed)
 
 
-def reap_ledgers(directory: Path) -> int:
+def reap_ledgers(directory: Path, lock_file: Callable[[int], bool], open_flags: int = 0) -> int:
     """Reap the ledgers in ``directory`` that no live process locks, then delete them; how many processes
-    were signalled."""
-    from .portable import OPEN_FLAGS, lock_file, locks_available  # in the agent's process (never run as the script)
-
-    if not locks_available():
-        return 0
+    were signalled. ``lock_file(fd)`` takes a file's lock without waiting (`acp_agent._util.portable.lock_file`,
+    handed in by the agent's side: this file imports nothing of acp-agent, it runs as a script)."""
     try:
         names = os.listdir(directory)
     except OSError:
@@ -223,7 +220,7 @@ def reap_ledgers(directory: Path) -> int:
             continue  # one being made
         path = directory / name
         try:
-            fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+            fd = os.open(path, os.O_RDONLY | open_flags)
         except OSError:
             continue
         try:

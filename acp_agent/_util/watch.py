@@ -53,9 +53,9 @@ def _supported() -> bool:
 def reap_left_behind() -> int:
     """Reap the ledgers of agents that died with their watchdog (see `acp_agent._util.reaper`); how many processes
     were signalled."""
-    if not _supported():
+    if not _supported() or not portable.locks_available():
         return 0
-    killed = reaper.reap_ledgers(ledger_dir())
+    killed = reaper.reap_ledgers(ledger_dir(), portable.lock_file, portable.OPEN_FLAGS)
     if killed:
         logger.warning("acp: killed %d process(es) left by terminals of an agent that died", killed)
     return killed

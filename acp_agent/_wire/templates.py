@@ -16,6 +16,7 @@ from typing import Any, Final
 import orjson
 from pydantic import BaseModel
 
+from .. import schema
 from ..schema import TextContent
 
 __all__ = [
@@ -125,12 +126,10 @@ def plain_message_head(kind: type[BaseModel]) -> bytes | None:
     any other class. The table is made on first use (by the history), so importing the envelopes here loads no
     session models."""
     if not _plain_heads:
-        from ..schema import AgentMessage, AgentThought, UserMessage
-
-        _plain_heads.update({
-            UserMessage: b'{"sessionUpdate":"user_message","messageId":',
-            AgentMessage: b'{"sessionUpdate":"agent_message","messageId":',
-            AgentThought: b'{"sessionUpdate":"agent_thought","messageId":',
+        _plain_heads.update({  # through schema's lazy map: the update models load here, not with this module
+            schema.UserMessage: b'{"sessionUpdate":"user_message","messageId":',
+            schema.AgentMessage: b'{"sessionUpdate":"agent_message","messageId":',
+            schema.AgentThought: b'{"sessionUpdate":"agent_thought","messageId":',
         })
     return _plain_heads.get(kind)
 

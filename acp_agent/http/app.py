@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from ..agent import Agent
+from ..schema.session_reach import SESSION_METHODS
 from ..store import SessionStore
 from .asgi import Receive, Scope, Send, request_headers, send_empty, send_text
 from .connections import SHUTDOWN_MARGIN, ConnectionRegistry
@@ -213,8 +214,6 @@ def _with_cors(send: Send, origin: str, allowed: tuple[str, ...] | Any) -> Send:
 def __getattr__(name: str) -> Any:
     """``SESSION_SCOPED_METHODS``, deprecated: the methods that name a session are one column of the method table."""
     if name == "SESSION_SCOPED_METHODS":
-        from ..schema.session_reach import SESSION_METHODS
-
         warnings.warn("acp_agent.http.app.SESSION_SCOPED_METHODS is deprecated and will be removed in the next "
                       "release; use acp_agent.schema.session_reach.SESSION_METHODS", DeprecationWarning, stacklevel=2)
         return SESSION_METHODS

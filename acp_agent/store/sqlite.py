@@ -40,6 +40,7 @@ import logging
 import os
 import re
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -190,7 +191,6 @@ class SqliteStore(SessionStore):
         creates the file or switches it to WAL, SQLite answers "database is locked" at once, without
         waiting in its busy handler (agents starting together on a new file)."""
         import sqlite3
-        import time
 
         deadline = time.monotonic() + self.busy_timeout
         while True:

@@ -26,6 +26,7 @@ import anyio
 import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
+from .._runtime.serve import serve
 from .._util.portable import KILL
 from .._wire.connection import Connection, Method
 from ..errors import ErrorCode, RequestError
@@ -780,8 +781,6 @@ async def connect_agent(agent: Any, *, limits: Limits | None = None, store: Sess
     When the block ends normally, the transcript is judged by the client's
     [`WireChecker`][acp_agent.testing.WireChecker] (pass ``check=False`` to skip).
     """
-    from ..stdio import serve
-
     to_agent_send, to_agent_receive = byte_pipe()
     to_client_send, to_client_receive = byte_pipe()
     client = Client(to_client_receive, to_agent_send, **client_options)

@@ -50,6 +50,7 @@ from .._util import environment
 from .._util.awaiting import NEVER_AWAITED, describe, sdk_call
 from .checker import WireChecker
 from .client import Client, connect_agent, spawn_agent
+from .schema import SchemaValidator, default_schema_path
 
 __all__ = ["acp_client", "acp_connect", "check_client"]
 
@@ -97,8 +98,6 @@ def check_client(client: Client, *, schema_path: str | None = None) -> list[str]
     problems = [str(v) for v in checker.violations]
     path = schema_path or os.environ.get("ACP_SCHEMA")
     try:
-        from .schema import SchemaValidator, default_schema_path
-
         resolved = path or str(default_schema_path())
         if os.path.exists(resolved):
             problems += SchemaValidator(resolved).check_transcript(client.transcript)

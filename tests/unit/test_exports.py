@@ -254,6 +254,61 @@ def test_string_named_params_are_schema_exports() -> None:
     assert named and named <= set(acp_agent.schema.__all__), sorted(named - set(acp_agent.schema.__all__))
 
 
+def _imports_in_functions(node: ast.AST, function: str = "",
+                          ) -> typing.Iterator[tuple[str, ast.Import | ast.ImportFrom]]:
+    """Each import statement under ``node`` inside a function, with the innermost function's name."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from _imports_in_functions(child, child.name)
+        elif isinstance(child, (ast.Import, ast.ImportFrom)) and function:
+            yield function, child
+        else:
+            yield from _imports_in_functions(child, function)
+
+
+def _function_level_imports() -> list[tuple[str, str, str]]:
+    """Every import statement inside a function of the library: (module, function, imported module); ``from . import
+    x`` names the submodule ``x`` when there is one."""
+    sources = _library_sources()
+    found: list[tuple[str, str, str]] = []
+    for name, path in sources.items():
+        for function, node in _imports_in_functions(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.extend((name, function, alias.name) for alias in node.names)
+                continue
+            target = _absolute(name, path.name == "__init__.py", node)
+            found.extend((name, function, f"{target}.{alias.name}" if f"{target}.{alias.name}" in sources else target)
+                         for alias in node.names)
+    return found
+
+
+def test_every_function_level_import_is_a_written_deferral() -> None:
+    """Lazy behind one boundary (acp_agent._util.lazy): a function imports one of our modules only if ``DEFERRED``
+    lists it, an outside module only if ``DEFERRED_OUTSIDE`` does; the command line imports the chosen command."""
+    from acp_agent._util.lazy import DEFERRED, DEFERRED_OUTSIDE
+
+    stray = []
+    used_inside, used_outside = set(), set()
+    for module, function, target in _function_level_imports():
+        if module.startswith("acp_agent.cli") and function in {"main", "run"}:
+            continue  # the chosen command's module, after parsing
+        if target.partition(".")[0] == "acp_agent":
+            if target in DEFERRED:
+                used_inside.add(target)
+                continue
+        elif target.partition(".")[0] in DEFERRED_OUTSIDE:
+            used_outside.add(target.partition(".")[0])
+            continue
+        stray.append(f"{module}.{function} imports {target}")
+    assert not stray, stray
+    assert used_inside == set(DEFERRED), sorted(set(DEFERRED) - used_inside)  # no stale entry
+    assert used_outside == set(DEFERRED_OUTSIDE), sorted(set(DEFERRED_OUTSIDE) - used_outside)
+    # a module deferred for start-up (not for an optional extra) is one the start-up tests pin unloaded
+    for module, why in DEFERRED.items():
+        if "extra" not in why:
+            assert module in LAZY_FOR_A_TALKING_AGENT | LOADED_WITH_THE_FIRST_SESSION, module
+
+
 def test_no_import_time_magic() -> None:
     """No module of ours swaps ``builtins.__import__`` or rewrites annotations: laziness is a module ``__getattr__``
     over a TYPE_CHECKING block, and ``__module__`` a plain attribute set."""
@@ -285,6 +340,7 @@ LAZY_FOR_A_TALKING_AGENT = {
     "acp_agent.schema.elicitation", "acp_agent.schema.permissions", "acp_agent.schema.methods",
     "acp_agent.schema.mcp", "acp_agent.schema.providers", "acp_agent.v1.translator", "acp_agent.http",
     "acp_agent.store.postgres", "acp_agent.testing", "psycopg", "starlette", "uvicorn", "uvloop",
+    "acp_agent._util.watch", "acp_agent._util.reaper", "jsonrpcserver", "platformdirs", "sqlite3",
 }
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_agent._util import reaper
+from acp_agent._util import portable, reaper
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="these tests use fcntl and sleep(1)")
 
@@ -95,7 +95,7 @@ def test_only_ledgers_nobody_locks_are_reaped_and_deleted(tmp_path: Path,
     fd = os.open(held, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # its agent is alive
-        assert reaper.reap_ledgers(tmp_path) == 1
+        assert reaper.reap_ledgers(tmp_path, portable.lock_file) == 1
         assert gone_soon(dead)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["b" * 32]
         time.sleep(0.2)
