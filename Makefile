@@ -5,13 +5,15 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 INTEROP := tests/interop
 NPM_STAMP := $(INTEROP)/node_modules/.installed
+# acpx, a third-party v1 client, with the Node 22 it needs from the npm package node@22 (tests/interop/acpx).
+ACPX_STAMP := $(INTEROP)/acpx/node_modules/.installed
 
 .PHONY: demo test test-uvicorn-lowest docs lint bench clean fuzz inspector-screenshots
 
 demo: $(STAMP)
 	$(BIN)/python -m acp_agent.demo
 
-test: $(STAMP) $(NPM_STAMP)
+test: $(STAMP) $(NPM_STAMP) $(ACPX_STAMP)
 	$(BIN)/ruff check acp_agent tests examples bench tools docs_src
 	$(BIN)/mypy --strict acp_agent
 	$(BIN)/mypy --strict --platform win32 acp_agent
@@ -67,6 +69,12 @@ $(NPM_STAMP): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 	cd $(INTEROP) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(NPM_STAMP)
 
+# The lock also lists the optional per-platform builds of acpx's @openclaw/fs-safe that the registry did not
+# resolve here (npm ci refuses a lock without them; npm skips them on other platforms).
+$(ACPX_STAMP): $(INTEROP)/acpx/package.json $(INTEROP)/acpx/package-lock.json
+	cd $(INTEROP)/acpx && npm ci --no-audit --no-fund --loglevel=error
+	touch $(ACPX_STAMP)
+
 # `make bench`: acp-agent side by side with the official SDKs (bench/README.md). The anchors get their own venv
 # (the official Python SDK may pin what acp-agent does not) and bench/ its own node_modules.
 ANCHORS := bench/.venv-anchors
@@ -75,6 +83,7 @@ BENCH_NPM_STAMP := bench/node_modules/.installed
 
 bench: $(STAMP) $(ANCHORS_STAMP) $(BENCH_NPM_STAMP)
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/telemetry.py  # an echo turn and start-up with telemetry off and on
 
 $(ANCHORS_STAMP): bench/anchors-requirements.txt | $(STAMP)
 	test -x $(ANCHORS)/bin/python || $(BIN)/python -m venv $(ANCHORS)

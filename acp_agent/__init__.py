@@ -11,7 +11,7 @@ from ._util import deprecated
 from ._util.lazy import lazy_attributes, lazy_dir, publish
 from ._util.processes import ExitStatus
 from .agent import Agent
-from .auth import Login
+from .auth import Login, Workspace
 from .errors import (
     AcpAgentError,
     ElicitationUnsupportedError,
@@ -33,7 +33,7 @@ from .extensions import extension
 from .limits import Limits
 from .mcp import AcpMcpServer, AcpMcpServers, McpNotification, McpTool, McpToolResult
 from .peer import ClientPeer
-from .providers import Provider, ProviderSettings
+from .providers import Provider, ProviderSettings, configuring_principal
 from .schema import (
     AudioContent,
     AuthMethodAgent,
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
         UserMessage,
     )
     from .terminals import Terminal
-    from .tool_calls import ToolCall, ToolCallFields
+    from .tool_calls import ToolCall, ToolCallFields, text_diff
 
 __getattr__ = lazy_attributes(__name__, moved=deprecated.attribute)
 __dir__ = lazy_dir(__name__)
@@ -132,10 +132,13 @@ __all__ = [
     "UnknownMcpServerError",
     "Usage",
     "UserMessage",
+    "Workspace",
+    "configuring_principal",
     "extension",
     "run_stdio",
     "serve",
     "serve_stdio",
+    "text_diff",
 ]
 
 publish(__name__, __all__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
-from .auth import Login
+from .auth import Login, Workspace
 from .errors import RequestError
 from .limits import DEFAULT_LIMITS, Limits
 from .peer import ClientPeer
@@ -31,6 +31,7 @@ from .schema import (
 )
 from .session import Session, StopReason
 from .store import SessionStore
+from .telemetry import Telemetry
 
 __all__ = ["Agent"]
 
@@ -67,6 +68,13 @@ class Agent:
     (``session.system_prompt``); ``"override"`` accepts ``override`` too."""
     limits: ClassVar[Limits] = DEFAULT_LIMITS
     store: ClassVar[SessionStore | None] = None
+    workspace: ClassVar[Workspace | None] = None
+    """Where sessions may live ([`Workspace`][acp_agent.Workspace]): checked on every request carrying a
+    ``cwd`` or ``additionalDirectories``. ``None``: over stdio any absolute path; served over HTTP, the transport's
+    default (``serve``: the directory it was started in, or ``--workspace DIR``)."""
+    telemetry: ClassVar[Telemetry | None] = None
+    """Where requests, turns, tool calls and terminals are reported (e.g. ``OpenTelemetry()`` from
+    `acp_agent.telemetry.otel`); ``None`` uses the ``OTEL_*`` environment variables, and is off without them."""
 
     auth_methods: ClassVar[Sequence[AuthMethodAgent | AuthMethodTerminal | UnknownAuthMethod]] = ()
     """How a client can log in (``initialize``'s ``authMethods``); implement [`login`][acp_agent.Agent.login] with
@@ -178,7 +186,9 @@ class Agent:
 
         The SDK has already checked the provider, its protocol and its URL. ``settings.headers``
         usually holds credentials: never log them. Raise [`RequestError`][acp_agent.RequestError] to refuse;
-        ``providers/list`` then still shows the previous endpoint.
+        ``providers/list`` then still shows the previous endpoint. The change is one principal's
+        ([`configuring_principal`][acp_agent.configuring_principal]): an agent served to several users
+        keeps it for that principal's sessions only (``session.principal``).
         """
         raise NotImplementedError
 

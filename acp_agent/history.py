@@ -254,7 +254,7 @@ class History:
         fields = dict(entry.fields)
         collection = _UPSERTS.get(entry.kind, ("", ""))[1]
         if collection and (entry.text is not None or collection in fields):
-            items = list(fields.get(collection) or [])
+            items = _expanded(fields.get(collection) or [])
             if entry.text is not None:
                 items.append(TextContent(text="".join(entry.text)))
             fields[collection] = items
@@ -416,7 +416,7 @@ class History:
     def _close_text(self, entry: _Entry, collection: str) -> None:
         if entry.text is not None:
             items = entry.fields.get(collection) or []
-            items.append(TextContent(text="".join(entry.text)))
+            items.append("".join(entry.text))  # a plain text block, kept as its text (see _compacted)
             entry.fields[collection] = items
             entry.text = None
 
@@ -433,7 +433,7 @@ class History:
         if fresh and self._tracking:
             entry.encoded = encoded  # the model is built from it only if a store asks for the item
         entry.text = None
-        entry.fields["content"] = list(content)
+        entry.fields["content"] = _compacted(content)
 
     def _apply_upsert(self, kind: type[BaseModel], update: BaseModel, encoded: bytes | None = None) -> None:
         id_field, collection = _UPSERTS[kind]
@@ -452,7 +452,7 @@ class History:
             value = getattr(update, name)
             if name == collection:
                 entry.text = None
-                entry.fields[name] = list(value) if value else []
+                entry.fields[name] = _compacted(value) if value else []
             elif name == "meta":
                 entry.fields["meta"] = _patch_meta(entry.fields.get("meta"), value)
             elif name == "output" and kind is TerminalUpdate:
@@ -509,7 +509,26 @@ def _streamed_message_json(entry: _Entry) -> bytes | None:
     if head is None or type(message_id) is not str or not fields.keys() <= PLAIN_MESSAGE_FIELDS:
         return None
     assert entry.text is not None
-    return plain_message_json(head, message_id, fields.get("content") or [], "".join(entry.text))
+    return plain_message_json(head, message_id, _expanded(fields.get("content") or []), entry.text)
+
+
+_PLAIN_TEXT: Final = frozenset({"type", "text"})
+
+
+def _compacted(blocks: list[Any]) -> list[Any]:
+    """A collection as an entry keeps it: each plain text block (no annotations, ``_meta`` or extra keys) as its
+    bare text, a few hundred bytes less than the model with its field dict and fields set (a long session keeps
+    thousands of them); `_expanded` gives the blocks back."""
+    return [
+        block.text if type(block) is TextContent and block.__pydantic_fields_set__ == _PLAIN_TEXT
+        and not block.__pydantic_extra__ else block
+        for block in blocks
+    ]
+
+
+def _expanded(items: list[Any]) -> list[Any]:
+    """The blocks of a collection kept by `_compacted` (a new list: the entry's stays as it is)."""
+    return [TextContent(text=item) if type(item) is str else item for item in items]
 
 
 def _key_of(entry: _Entry) -> tuple[type[BaseModel], str]:

@@ -79,6 +79,11 @@ class Limits:
     refused; deleting sessions makes room)."""
     max_principal_processes: int | None = None
     """Terminal processes one principal's sessions may run at once, across its connections to this process."""
+    idempotency_keys: int = 1000
+    """``idempotencyKey``s of ``session/prompt`` one session remembers (the newest; an older key's retry is a new
+    message). Kept with the session's record, so they survive what the session survives."""
+    idempotency_key_age: float = 7 * 24 * 3600.0
+    """Seconds a session remembers an ``idempotencyKey`` after the message it put in (7 days)."""
 
     def __post_init__(self) -> None:
         for name in ("max_message_bytes", "max_sessions", "max_listed_items", "max_processes", "max_title_length"):
@@ -90,6 +95,10 @@ class Limits:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"Limits.{name} must be a positive integer or None, got {value!r}")
+        for name in ("idempotency_keys", "idempotency_key_age"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
         tail = self.terminal_output_bytes
         if not isinstance(tail, int) or isinstance(tail, bool) or tail < 0:
             raise ValueError(f"Limits.terminal_output_bytes must be an integer >= 0, got {tail!r}")

@@ -13,10 +13,15 @@ The ``headers`` of ``providers/set`` usually hold credentials. The SDK hands the
 [`ProviderSettings`][acp_agent.ProviderSettings] (whose ``repr`` leaves them out) and nowhere else: it keeps only the
 non-secret ``apiType`` / ``baseUrl`` it reports in ``providers/list``, and never logs or echoes
 headers (error messages and data name the provider, never a header or the URL): S7.
+
+What a client configures is its principal's own: each principal (the user a served agent's token stands for) has
+its own table of endpoints, and the hook learns whose change it applies from
+[`configuring_principal`][acp_agent.configuring_principal], so one user's key never serves another's turns.
 """
 
 from __future__ import annotations
 
+import contextvars
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +46,15 @@ if TYPE_CHECKING:  # the wire models load with the routes (an agent without prov
         SetProviderResponse,
     )
 
-__all__ = ["Provider", "ProviderSettings", "provider_routes"]
+__all__ = ["Provider", "ProviderSettings", "configuring_principal", "provider_routes"]
+
+_CONFIGURING: contextvars.ContextVar[str] = contextvars.ContextVar("acp_provider_principal", default="default")
+
+
+def configuring_principal() -> str:
+    """[unstable] The principal whose ``providers/set`` or ``providers/disable`` ``Agent.configure_provider`` is
+    applying now (``"default"`` over stdio and outside the hook): keep the settings for that principal only."""
+    return _CONFIGURING.get()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,21 +141,33 @@ class _Table:
 Configure = Callable[[str, ProviderSettings | None], Awaitable[None]]
 """``Agent.configure_provider``."""
 
-_tables: dict[int, _Table] = {}
-"""Each agent's table, by ``id(agent)`` (an agent class may be unhashable); dropped with the agent."""
+_tables: dict[tuple[int, str], _Table] = {}
+"""Each agent's table per principal, by ``(id(agent), principal)`` (an agent class may be unhashable); dropped with
+the agent."""
 
 
-def provider_routes(owner: Any, providers: Sequence[Provider], configure: Configure) -> dict[str, Method]:
+def provider_routes(owner: Any, providers: Sequence[Provider], configure: Configure,
+                    principal: str = "default") -> dict[str, Method]:
     """The ``providers/*`` methods for ``providers``, configured through ``configure``.
 
-    ``owner`` (the agent) holds the endpoints set: every connection it serves sees the same.
+    ``owner`` (the agent) holds the endpoints ``principal`` set: every connection of that principal sees the same,
+    another principal's connections never do (``configure`` runs with
+    [`configuring_principal`][acp_agent.configuring_principal] set to it).
     """
     def _table() -> _Table:
-        table = _tables.get(id(owner))
+        key = (id(owner), principal)
+        table = _tables.get(key)
         if table is None:
-            table = _tables[id(owner)] = _Table(providers)
-            weakref.finalize(owner, _tables.pop, id(owner), None)
+            table = _tables[key] = _Table(providers)
+            weakref.finalize(owner, _tables.pop, key, None)
         return table
+
+    async def apply(provider_id: str, settings: ProviderSettings | None) -> None:
+        token = _CONFIGURING.set(principal)
+        try:
+            await configure(provider_id, settings)
+        finally:
+            _CONFIGURING.reset(token)
 
     async def list_providers(request: ListProvidersRequest) -> ListProvidersResponse:
         table = _table()
@@ -167,7 +192,7 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
             raise RequestError.invalid_params(problem, {"providerId": provider.id})
         settings = ProviderSettings(request.api_type, request.base_url, dict(request.headers), request.meta)
         async with table.lock():
-            await configure(provider.id, settings)
+            await apply(provider.id, settings)
             table.current[provider.id] = schema.ProviderCurrentConfig(api_type=request.api_type,
                                                                       base_url=request.base_url)
         return schema.SetProviderResponse()
@@ -178,7 +203,7 @@ def provider_routes(owner: Any, providers: Sequence[Provider], configure: Config
         if provider.required:
             raise RequestError.invalid_params("a required provider cannot be disabled", {"providerId": provider.id})
         async with table.lock():
-            await configure(provider.id, None)
+            await apply(provider.id, None)
             table.current[provider.id] = None
         return schema.DisableProviderResponse()
 

@@ -67,6 +67,9 @@ class SessionRecord:
     """[unstable] The client's system prompt for the session, if it gave one."""
     deleted: bool = False
     """Set once ``session/delete`` removed the session: stores no longer write it."""
+    prompt_keys: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The ``idempotencyKey``s of the prompts inserted into the session, oldest first:
+    ``{"messageId", "digest" (of the prompt), "at" (seconds since the epoch)}`` each (``acp_agent._session.keys``)."""
     principal: str = DEFAULT_PRINCIPAL
     """Who the session belongs to (the authenticated user of the connection that created it); only
     that principal's connections list it or act on it."""

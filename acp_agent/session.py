@@ -339,6 +339,28 @@ class Session:
         if not self._core.sink.holding:
             await self.send(schema.AvailableCommandsUpdate(available_commands=list(commands)))
 
+    async def suggest_prompts(self, suggestions: Sequence[str | Sequence[ContentBlock]]) -> bool:
+        """[unstable, Preview] Offer follow-up prompts the user may send next, most likely first.
+
+        Each suggestion is a string (one text block) or a list of content blocks the client could send unchanged as
+        a prompt. Each call replaces the list the client shows; ``[]`` withdraws it. Suggestions are never part of
+        the conversation (a replay leaves them out). Sent only to a client that advertised
+        ``capabilities.session.promptSuggestions``: returns whether it was sent. Raises
+        [`InvalidArgumentError`][acp_agent.InvalidArgumentError] (nothing sent) for an empty or blank suggestion, or
+        a block other than ``text`` / ``resource_link`` that the client did not opt in to.
+        """
+        from ._session.suggestions import client_suggestions, suggestion_update
+
+        accepts = client_suggestions(self._core.client.initialize)
+        update = suggestion_update(suggestions, accepts)
+        if accepts is None:
+            return False
+        sink = self._core.sink
+        sink.send(update, record=False)  # P20: not history
+        if sink.full():
+            await sink.backpressure()
+        return True
+
     async def update_tool_call(self, tool_call_id: str, **fields: Unpack[ToolCallFields]) -> None:
         """Create or patch a tool call by id; only the fields passed are sent (R71).
 

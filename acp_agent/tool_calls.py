@@ -11,6 +11,9 @@ cleared in the update that reports its end (R98-R100). A body pauses cooperative
 awaits [`ToolCall.checkpoint`][acp_agent.ToolCall.checkpoint] between steps, which waits while the tool call is
 ``paused``.
 
+[`text_diff`][acp_agent.text_diff] builds a file change's ``diff`` content from the path and both texts
+(the v2 change and its ``git_patch``, the texts kept for v1 clients, which show a diff only from them).
+
 Patches are typed: [`ToolCallFields`][acp_agent.ToolCallFields] names every field a tool call update may carry,
 so a misspelled keyword is a type error (mypy) and a `TypeError` at run time, never a
 silent extra field on the wire.
@@ -18,6 +21,7 @@ silent extra field on the wire.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Protocol, TypedDict, Unpack
@@ -33,6 +37,8 @@ from .schema import (
     Content,
     ContentBlock,
     Diff,
+    DiffPatch,
+    DiffPathChange,
     PermissionOption,
     Terminal,
     TextContent,
@@ -48,8 +54,35 @@ from .schema import (
 )
 
 __all__ = [
-    "CANCEL_CAPABILITIES", "Exits", "ToolCall", "ToolCallBody", "ToolCallExtras", "ToolCallFields", "check_fields",
+    "CANCEL_CAPABILITIES", "DIFF_TEXT_META", "Exits", "ToolCall", "ToolCallBody", "ToolCallExtras", "ToolCallFields",
+    "check_fields", "patch_text", "text_diff",
 ]
+
+DIFF_TEXT_META: Final = "acp-agent/text"
+"""The ``_meta`` key of a diff change carrying ``oldText`` / ``newText`` (read by the v1 bridge)."""
+
+
+def patch_text(path: str, old: str | None, new: str) -> str:
+    """A ``git_patch`` of one file (absolute path, no ``a/``/``b/``), ``old=None`` for a new file."""
+    before = (old or "").splitlines(keepends=True)
+    after = new.splitlines(keepends=True)
+    lines = difflib.unified_diff(before, after, fromfile=path if old is not None else "/dev/null", tofile=path)
+    body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return f"diff --git {path} {path}\n{body}"
+
+
+def text_diff(path: str, old: str | None, new: str) -> Diff:
+    """The ``diff`` content of a text file going from ``old`` (``None``: a new file) to ``new``.
+
+    ``path`` is absolute. The content is the v2 change (``add`` or ``modify``) with a ``git_patch``; both
+    texts ride along in the change's ``_meta`` so a v1 client is shown a real diff. Pass it in a tool
+    call's ``content`` (or [`ToolCall.append`][acp_agent.ToolCall.append] it).
+    """
+    texts = {"oldText": old, "newText": new}
+    change = DiffPathChange(operation="add" if old is None else "modify", path=path, file_type="text",
+                            meta={DIFF_TEXT_META: texts})
+    return Diff(changes=[change], patch=DiffPatch(format="git_patch", text=patch_text(path, old, new)))
+
 
 logger = logging.getLogger(__name__)
 

@@ -592,7 +592,7 @@ def percentile(sorted_values: list[float], p: float) -> float:
 
 
 # --------------------------------------------------------------------------------------------------
-# The other two bench scripts.
+# The other bench scripts.
 
 TERMINAL_RE = re.compile(r"terminal output: (\d+) MB in ([\d.]+) s = ([\d.]+) MB/s, (\d+) chunks")
 
@@ -731,7 +731,8 @@ def main() -> int:
                              "15; 0 skips it)")
     parser.add_argument("--only", help="comma-separated agent keys (the anchor is always included)")
     parser.add_argument("--skip-scripts", action="store_true",
-                        help="do not run dispatch_overhead.py, background_bench.py and remote_latency.py")
+                        help="do not run dispatch_overhead.py, background_bench.py, v1_terminal.py and "
+                             "remote_latency.py")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 2 rounds, small workloads, no scripts, no interleaved echo comparison")
     parser.add_argument("--baseline", metavar="CHECKOUT",
@@ -933,6 +934,18 @@ def main() -> int:
                             "ok": bg_mb_s >= 100})
             targets.append({"target": "terminal KiB per chunk >= 16 (background_bench)", "value": per_chunk_kib,
                             "ok": per_chunk_kib >= 16})
+
+    if not args.skip_scripts:
+        print()
+        print("$ .venv/bin/python bench/v1_terminal.py --json   # a 3,000-line build on the v1 wire (issue 37)")
+        row = orjson.loads(run_script(python, ["bench/v1_terminal.py", "--json"]).splitlines()[-1])
+        records.append({"kind": "v1_terminal", **row})
+        print(f"  {row['output_bytes'] / 1e3:.1f} KB of output -> {row['v1_bytes'] / 1e3:.1f} KB on the v1 wire "
+              f"({row['ratio']:.1f}x) in {row['updates']} updates ({row['updates_per_s']:.1f}/s)")
+        targets.append({"target": "v1 wire bytes per terminal output byte <= 10 (v1_terminal)", "value": row["ratio"],
+                        "ok": row["ratio"] <= 10})
+        targets.append({"target": "v1 updates for a 3,000-line build <= 60 (v1_terminal)", "value": row["updates"],
+                        "ok": row["updates"] <= 60})
 
     if not args.skip_scripts and args.remote_blocks:
         command = ["bench/remote_latency.py", "--blocks", str(args.remote_blocks), "--json"]

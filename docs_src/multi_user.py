@@ -1,6 +1,6 @@
 import os
 
-from acp_agent import Limits, RequestError, Session
+from acp_agent import Limits, Workspace
 from acp_agent.http import asgi_app
 from docs_src.first_agent import EchoAgent
 
@@ -13,9 +13,9 @@ def who(token: str) -> str | None:
 
 
 class TeamAgent(EchoAgent):
-    async def new_session(self, session: Session) -> None:
-        if session.principal == "bob" and session.cwd.startswith("/srv/secret"):
-            raise RequestError.invalid_params("bob may not work in /srv/secret")
+    # Each user's sessions live under their own directory: checked on session/new, resume (an active session
+    # too), fork, with symlinks resolved; anything else is refused -32602 with data {"field": "cwd", ...}.
+    workspace = Workspace(roots={user: f"/srv/work/{user}" for user in USERS})
 
 
 app = asgi_app(

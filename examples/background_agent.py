@@ -27,6 +27,7 @@ import anyio
 
 from acp_agent import (
     Agent,
+    AvailableCommand,
     ContentBlock,
     LimitExceededError,
     PermissionOption,
@@ -37,6 +38,23 @@ from acp_agent import (
     ToolCall,
     run_stdio,
 )
+
+COMMANDS = [  # advertised, so editors offer them (and do not put their own menu in place of /run)
+    AvailableCommand(name=name, description=description, input={"type": "text", "hint": hint} if hint else None)
+    for name, description, hint in [
+        ("bg", "Run a command in the background", "command"),
+        ("bgwait", "Run a command in the background; its tool call ends when it exits", "command"),
+        ("run", "Run a command in the foreground", "command"),
+        ("watch", "A watcher reporting once a second", "seconds"),
+        ("schedule", "Wake up later and say something", "seconds text"),
+        ("workflow", "A workflow of one-second steps", "steps"),
+        ("pause", "Pause the newest unfinished workflow", None),
+        ("resume", "Resume the paused workflow", None),
+        ("subagent", "A child session streaming a text", "seconds text"),
+        ("ask", "Ask permission in the foreground", "text"),
+        ("bgask", "A background tool call that asks permission", None),
+    ]
+]
 
 OPTIONS = [
     PermissionOption(option_id="allow-once", name="Allow once", kind="allow_once"),
@@ -54,6 +72,9 @@ class BackgroundAgent(Agent):
     def __init__(self) -> None:
         # Live handles stay here, by session id: session.data is for plain values (it is stored with the session).
         self.workflows: dict[str, list[ToolCall]] = {}
+
+    async def new_session(self, session: Session) -> None:
+        session.available_commands = COMMANDS
 
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
         text = " ".join(b.text for b in prompt if isinstance(b, TextContent)).strip()

@@ -12,7 +12,7 @@ models; the ``offline`` model always works without a network (a scripted model f
     read PATH            read a file              search PATTERN       search the project
     write PATH: TEXT     write a file (asks)      edit PATH: OLD => NEW   edit a file (asks)
     run COMMAND          run a command (asks)     serve COMMAND        leave it running in the background
-    test                 run the tests as a background tool; the result comes back in a later turn
+    test                 run the tests (asks) as a background tool; the result comes back in a later turn
     research QUESTION    a research subagent searches the project and answers
     anything else        a reply that shows the model sees the whole conversation
 
@@ -27,7 +27,6 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models import Model
@@ -66,8 +65,16 @@ SCRIPT = [
 
 
 def _prompts(messages: list[ModelMessage]) -> list[str]:
-    return [p.content for m in messages if isinstance(m, ModelRequest)
-            for p in m.parts if isinstance(p, UserPromptPart) and isinstance(p.content, str)]
+    return [_text(p.content) for m in messages if isinstance(m, ModelRequest)
+            for p in m.parts if isinstance(p, UserPromptPart)]
+
+
+def _text(content: Any) -> str:
+    """A prompt's text; an image or other attachment in it is named (the offline model cannot look)."""
+    if isinstance(content, str):
+        return content
+    return " ".join(c if isinstance(c, str) else "[image]" if getattr(c, "is_image", False) else "[attachment]"
+                    for c in content)
 
 
 async def offline(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | dict[int, DeltaToolCall]]:
@@ -129,14 +136,20 @@ async def research(ctx: RunContext[Any], question: str) -> str:
     return await delegate(researcher, prompt, title=f"Research: {question}", model=ctx.model, toolsets=[read_only])
 
 
-@coder.tool_plain(metadata=background_tool())
+@coder.tool_plain(metadata=background_tool(), requires_approval=True)
 async def run_tests() -> str:
-    """Run the project's tests in the background; the result arrives in a later message."""
-    session = current_tool().session
+    """Run the project's tests in the background; the result arrives in a later message.
+
+    The tests run a repository's own code (``conftest.py``), so the user approves it first, and it runs as an SDK
+    terminal: shown live, stoppable, counted against the process quota, reaped with the agent, with the agent's
+    environment minus its secrets (never ``ACP_AGENT_*``, nor what ``ACP_AGENT_WITHHOLD_ENV`` names).
+    """
+    context = current_tool()
     command = os.environ.get("CODING_AGENT_TEST_COMMAND", "python -m pytest -q")
-    process = await anyio.run_process(command, cwd=session.cwd, check=False)
-    tail = (process.stdout + process.stderr).decode(errors="replace")[-2000:]
-    return f"`{command}` exited {process.returncode}\n{tail}"
+    terminal = await context.session.start_terminal(command, tool_call=context.tool_call, detach=False)
+    status = await terminal.wait()
+    tail = terminal.tail().decode(errors="replace")[-2000:]
+    return f"`{command}` exited {status.exit_code if status.signal is None else status.signal}\n{tail}"
 
 
 async def explain(session: Session, args: str) -> str | None:
@@ -158,6 +171,7 @@ agent = PydanticAIAgent(
     commands={"explain": Command("Explain a file", explain, hint="path")},
     accept_system_prompt=True,
     accepts_embedded_context=True,
+    accepts_image=True,  # the real models look at it; the offline one says it got one
 )
 
 if __name__ == "__main__":

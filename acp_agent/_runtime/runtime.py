@@ -23,10 +23,11 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import ValidationError
 
 from .. import schema
+from .._session.keys import prompt_digest
 from .._util.ids import new_session_id
 from .._wire.connection import Connection, Method, Reply, Routes, describe_validation_error
 from ..agent import Agent
-from ..auth import Login
+from ..auth import Login, Workspace
 from ..errors import ErrorCode, RequestError
 from ..extensions import extensions_of
 from ..limits import Limits, ProcessSlots, limit_error, limit_exceeded
@@ -105,10 +106,17 @@ class AgentRuntime:
 
     def __init__(self, agent: Agent, receive: ByteReceiveStream, send: ByteSendStream, *,
                  limits: Limits | None = None, store: SessionStore | None = None,
-                 principal: str = DEFAULT_PRINCIPAL) -> None:
+                 principal: str = DEFAULT_PRINCIPAL, workspace: Workspace | None = None,
+                 client_mcp: bool = True) -> None:
         self.agent = agent
         self.principal = principal
         """Who the client is (what the transport authenticated): it sees and acts on that principal's sessions only."""
+        self.workspace = workspace if workspace is not None else agent.workspace
+        """Where this principal's sessions may live (the argument, else ``agent.workspace``; ``None``: any absolute
+        path, a stdio agent's default)."""
+        self.client_mcp = client_mcp
+        """Whether the client may name stdio/HTTP MCP servers for the agent to start or contact (a remote client
+        may not unless the operator allows it: such a server runs a command of the client's on this machine)."""
         self.limits = limits if limits is not None else agent.limits
         """The [`Limits`][acp_agent.Limits] of this connection (the argument, else ``agent.limits``)."""
         chosen = session_store(agent, store, durable=False)
@@ -163,7 +171,8 @@ class AgentRuntime:
             requests["session/fork"] = Method(self._fork, "ForkSessionRequest")
         requests.update(self.bookkeeping.routes())
         if self.agent.offers_providers():
-            requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider))
+            requests.update(provider_routes(self.agent, self.agent.providers, self.agent.configure_provider,
+                                           self.principal))
         notifications = {"session/cancel": Method(None, "CancelSessionNotification", prepare=self._cancel)}
         if self.agent.mcp_acp:  # the client sends mcp/message only to an agent that advertises session.mcp.acp
             notifications["mcp/message"] = Method(None, "MessageMcpNotification", prepare=self._mcp_message)
@@ -289,9 +298,28 @@ class AgentRuntime:
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             info=self.agent.info(),
-            capabilities=self.agent.capabilities(),
+            capabilities=self._capabilities(),
             **fields,
         )
+
+    def _capabilities(self) -> Any:
+        """The agent's capabilities, without the client MCP transports this connection may not use."""
+        capabilities = self.agent.capabilities()
+        mcp = capabilities.session.mcp if capabilities.session is not None else None
+        if self.client_mcp or mcp is None or (mcp.stdio is None and mcp.http is None):
+            return capabilities
+        session = capabilities.session
+        assert session is not None
+        fields = {name: getattr(session, name) for name in session.model_fields_set if name != "mcp"}
+        if mcp.acp is not None:
+            fields["mcp"] = type(mcp)(acp=mcp.acp)
+        return capabilities.model_copy(update={"session": type(session)(**fields)})
+
+    def _mcp_allowed(self, kind: Any) -> bool:
+        if kind in ("stdio", "http") and not self.client_mcp:
+            return False
+        return bool((kind == "stdio" and self.agent.mcp_stdio) or (kind == "http" and self.agent.mcp_http) or (
+            kind == "acp" and self.agent.mcp_acp))
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -304,15 +332,18 @@ class AgentRuntime:
             for path in additional:
                 if not os.path.isabs(path):
                     raise RequestError.invalid_params("additionalDirectories must be absolute paths")
+        if self.workspace is not None:
+            self.workspace.check(self.principal, cwd, additional)
         names: set[str] = set()
         for server in mcp_servers or ():
             kind = getattr(server, "type", None)
-            allowed = (kind == "stdio" and self.agent.mcp_stdio) or (kind == "http" and self.agent.mcp_http) or (
-                kind == "acp" and self.agent.mcp_acp)
-            if not allowed:
-                raise RequestError.invalid_params(
-                    f"MCP transport {kind!r} is not supported", {"name": getattr(server, "name", None)}
-                )
+            if not self._mcp_allowed(kind):
+                data = {"name": getattr(server, "name", None), "type": kind}
+                if kind in ("stdio", "http") and not self.client_mcp:
+                    raise RequestError.invalid_params(
+                        f"MCP transport {kind!r} is not offered to remote clients (the operator has not allowed "
+                        "client MCP servers on this server)", data)
+                raise RequestError.invalid_params(f"MCP transport {kind!r} is not supported", data)
             command = getattr(server, "command", None)
             if kind == "stdio" and isinstance(command, str) and not os.path.isabs(command):
                 raise RequestError.invalid_params("MCP server command must be an absolute path")
@@ -397,10 +428,12 @@ class AgentRuntime:
 
         core.on_closed.append(forget)
 
-    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False) -> SessionCore:
-        """Make a session live; with ``new``, its output is held until the answer that names it."""
+    async def _open(self, record: SessionRecord, mcp_servers: list[Any] | None, *, new: bool = False,
+                    hold: bool = False) -> SessionCore:
+        """Make a session live; with ``new``, its output is held until the answer that names it (with ``hold``,
+        until its ``sink.release()``)."""
         self._check_session_room()
-        core = self._sessions().make(record, hold=new)
+        core = self._sessions().make(record, hold=new or hold)
         _session(core).mcp_servers = list(mcp_servers or [])
         self._opening += 1
         try:
@@ -499,16 +532,20 @@ class AgentRuntime:
         record.additional_directories = list(request.additional_directories or [])
         record.request_meta, record.system_prompt = request.meta, system_prompt
         if core is None:
-            core = await self._open(record, request.mcp_servers)
-            await self.agent.resume_session(_session(core))
-            if record.wakeups:
-                await rearm_wakeups(_session(core), self.agent)  # durable wake-ups it had pending
+            # P11: with a replay, live output (the hook's, re-armed work's) waits until replay_complete has gone.
+            core = await self._open(record, request.mcp_servers, hold=replay)
+            try:
+                await self.agent.resume_session(_session(core))
+                if record.wakeups:
+                    await rearm_wakeups(_session(core), self.agent)  # durable wake-ups it had pending
+            except BaseException:
+                core.sink.release()
+                raise
         else:
             _session(core).mcp_servers = list(request.mcp_servers or [])
         # R40: replay, then re-announce listed work, then the current snapshot, then the answer.
         if replay:
-            for update in record.history.replay():
-                core.sink.resend(update)
+            _replay(core, record)
         else:
             for kind, item_id in core.registry.listed_ids():
                 current = record.history.current(kind, item_id)
@@ -613,10 +650,21 @@ class AgentRuntime:
         # Runs while the request is dispatched, so prompts queue in arrival order (R56).
         core = self._active(request.session_id)
         self._check_prompt(request.prompt)
+        key = request.idempotency_key
+        if key is not None:  # P3/P4: a retry gets the first attempt's messageId (or waits with it) and starts nothing
+            digest = prompt_digest(request.prompt)
+            keys = core.turns.keys
+            earlier = keys.find(key, digest) if keys is not None else None
+            if isinstance(earlier, str):
+                return Reply({"messageId": earlier})
+            if earlier is not None:
+                return core, earlier
         cap = self.limits.max_history_bytes
         if cap is not None and (size := core.record.history.size) >= cap:
             raise limit_error("max_history_bytes", cap, f"the session holds {size} bytes of history")
         job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
+        if key is not None and core.turns.keys is not None:
+            core.turns.keys.hold(key, digest, job)
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes
             # it once the answer is queued (R52, R53). The answer is the dict a PromptResponse
@@ -760,6 +808,23 @@ def _decode_cursor(cursor: str) -> tuple[str, str]:
         return key[0], key[1]
     except (ValueError, binascii.Error):
         raise RequestError.invalid_params("unknown cursor") from None
+
+
+def _replay(core: SessionCore, record: SessionRecord) -> None:
+    """Send the session's history, then one ``replay_complete`` per child the history announced and one for the
+    session itself (P8, P9, P12), then let the live output held meanwhile go (P11). Nothing awaits in between, so no
+    live update of the session can come between the history and its marker; a replay cut short (the session
+    closed) sends no marker (P13)."""
+    children: dict[str, None] = {}
+    for update in record.history.replay():
+        core.sink.replay(update)
+        if isinstance(update, schema.SubagentUpdate):
+            children[update.session_id] = None
+    marker = schema.ReplayComplete()
+    for child in children:
+        core.sink.replay(marker, child)
+    core.sink.replay(marker)
+    core.sink.release()
 
 
 def _replay_mode(replay_from: Any) -> bool:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ..agent import Agent
+from ..auth import Workspace
 from ..limits import Limits, resolve_limits
 from ..records import DEFAULT_PRINCIPAL
 from ..store import SessionStore
 from ..store.opening import session_store
+from ..telemetry import for_connection
 from ..v1 import negotiating_streams
 from .runtime import AgentRuntime
 
@@ -50,6 +52,8 @@ def open_runtime(
     store: SessionStore | None = None,
     shutdown_timeout: float | None = None,
     principal: str = DEFAULT_PRINCIPAL,
+    workspace: Workspace | None = None,
+    client_mcp: bool = True,
 ) -> AgentRuntime:
     """Build the runtime of one client connection over a pair of byte streams, ready to run.
 
@@ -57,10 +61,17 @@ def open_runtime(
     ``agent.limits``, ``max_message_bytes`` overriding its field) bounds the connection, ``store`` keeps its
     sessions (the transport chose it with `session_store`; ``None`` is a
     fresh memory store), ``shutdown_timeout`` (if given) how long the end of the connection waits for work to
-    stop, ``principal`` whose sessions it sees (stdio: ``"default"``). ``await runtime.connection.run()`` serves it.
+    stop, ``principal`` whose sessions it sees (stdio: ``"default"``), ``workspace`` where they may live (default:
+    ``agent.workspace``), ``client_mcp`` whether the client may name stdio/HTTP MCP servers (a remote transport
+    passes ``False`` unless its operator allowed them). ``await runtime.connection.run()`` serves it.
+    Telemetry, when on (``Agent.telemetry`` or the ``OTEL_*`` variables: `acp_agent.telemetry`), is bound to the
+    connection here.
     """
     chosen = resolve_limits(agent.limits, limits, max_message_bytes)
-    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store, principal=principal)
+    runtime = AgentRuntime(agent, *negotiating_streams(receive, send), limits=chosen, store=store, principal=principal,
+                           workspace=workspace, client_mcp=client_mcp)
     if shutdown_timeout is not None:
         runtime.shutdown_timeout = shutdown_timeout
+    runtime.connection.use_telemetry(for_connection(agent.telemetry, agent_name=agent.name,
+                                                    principal=None if principal == DEFAULT_PRINCIPAL else principal))
     return runtime

@@ -52,10 +52,11 @@ from ..schema import (
     ToolCallContentChunk,
     ToolCallUpdate,
 )
+from .keys import PromptKeys
 from .registry import FINAL_STATUSES, BackgroundRegistry, ChildItem, Entity, Kind, TerminalItem, ToolCallItem
 from .sink import SessionSink
 from .snapshots import BATCHING, StatePublisher
-from .turns import FOREGROUND, StopReason, Turns
+from .turns import FOREGROUND, ForegroundJob, StopReason, Turns
 
 __all__ = ["TOOL_CALL_CANCEL", "SessionCore", "SessionFactory", "as_blocks"]
 
@@ -104,6 +105,12 @@ class SessionCore:
         self.turns = Turns(record.session_id, self.snapshots, self.sink, end_items=self._end_foreground_items,
                            end_now=self._end_foreground_now,
                            touched=record.touch)
+        self.turns.keys = PromptKeys[ForegroundJob](record, limit=limits.idempotency_keys,
+                                                    age=limits.idempotency_key_age)
+        self.telemetry = connection.telemetry
+        """Where this session's turns, tool calls and terminals are reported (the connection's; ``None``: off)."""
+        if self.telemetry is not None:
+            self.turns.telemetry, self.turns.child = self.telemetry, parent is not None
         self.on_closed: list[Callable[[], None]] = []
         """Called once the session closed."""
         self.persist: Callable[[], Awaitable[bool]] | None = None
@@ -132,10 +139,17 @@ class SessionCore:
         """Run the session's task group and foreground worker until the session closes."""
         FOREGROUND.set(None)
         BATCHING.set(())
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            tg.start_soon(self._work, tg)
-            task_status.started()
+        telemetry = self.telemetry
+        if telemetry is not None:
+            telemetry.sessions(1)
+        try:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                tg.start_soon(self._work, tg)
+                task_status.started()
+        finally:
+            if telemetry is not None:
+                telemetry.sessions(-1)
 
     async def _work(self, tg: TaskGroup) -> None:
         try:
@@ -213,6 +227,9 @@ class SessionCore:
             self.registry.check(update)
             self._check_new_item(update, detach)
         self.sink.send(update, record=record)
+        if self.telemetry is not None:
+            self.telemetry.update(self.id, update, detach=detach if detach is not None else
+                                  (None if self.turns.in_foreground() else True))
         if entity_update and self.registry.observe(update, foreground=self.turns.in_foreground(), detach=detach):
             self.snapshots.list_changed()
 

@@ -9,7 +9,9 @@ replayable history and back-pressure, and it gates the wire:
 - after the session closed nothing goes out (``send`` raises, ``resend`` drops);
 - until the client knows the session (the ``session/new`` or ``session/fork`` answer is
   queued) output is held, in order, and released right after that answer; a child session
-  created meanwhile holds its output in the same queue, so order across them is kept.
+  created meanwhile holds its output in the same queue, so order across them is kept;
+- while a ``session/resume`` replays history, live output is held the same way, and released
+  once the ``replay_complete`` marker has gone (`replay` writes past the hold).
 """
 
 from __future__ import annotations
@@ -131,6 +133,15 @@ class SessionSink:
         """Queue an update that is not new history (a snapshot, a replay); dropped once closed."""
         if not self.closed:
             self._write(self.frame(update))
+
+    def replay(self, update: BaseModel, session_id: str | None = None) -> None:
+        """Queue a replayed update (or a ``replay_complete`` marker, for this session or, with ``session_id``, one
+        of its children) ahead of the output held meanwhile (see `release`); dropped once closed."""
+        if self.closed:
+            return
+        prefix = self.prefix if session_id is None else templates.update_prefix(session_id)
+        self._writer.send_nowait(
+            prefix + update.__pydantic_serializer__.to_json(update, by_alias=True, exclude_unset=True) + UPDATE_TAIL)
 
     def resend_line(self, data: bytes) -> None:
         """Queue an already framed line that is not new history (see `resend`); dropped once closed."""

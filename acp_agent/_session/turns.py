@@ -32,9 +32,11 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from .._util.ids import new_id
+from .._util.telemetry import Recorder, Span
 from ..errors import ErrorCode, RequestError, SessionClosedError
 from ..schema import ContentBlock, Error, Usage, UserMessage
 from ..schema.state import STOP_REASONS, StopReason
+from .keys import PromptKeys
 from .sink import SessionSink
 from .snapshots import StatePublisher
 
@@ -89,6 +91,9 @@ class ForegroundJob:
     cancelled: bool = False  # session/cancel arrived after insertion, before the worker started it
     message_id: str | None = None  # set at insertion: the prompt's messageId (its user_message goes after the answer)
     echo_line: bytes = b""  # the user_message's framed line
+    key: str | None = None  # the prompt's idempotencyKey, if it has one
+    digest: str = ""  # the prompt's digest (with a key)
+    trace: object = None  # telemetry's context where the job was queued (Telemetry.capture), when telemetry is on
 
 
 class Turns:
@@ -141,6 +146,14 @@ class Turns:
         """Usage the running job reported for itself, sent on the idle that ends it."""
         self.last_start = 0
         """History length when the last job started (what it said comes after)."""
+        self.keys: PromptKeys[ForegroundJob] | None = None
+        """The session's idempotency keys (told when a keyed prompt is inserted or withdrawn)."""
+        self.telemetry: Recorder | None = None
+        """Where each job's span is reported (``None``: nowhere)."""
+        self.child = False
+        """Whether this is a subagent's session (its work is a child span of the parent's)."""
+        self.trace_id = ""
+        """The trace id of the running or last job, when telemetry records it."""
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -194,7 +207,10 @@ class Turns:
         """
         if self.refusing is not None:
             raise SessionClosedError(f"session {self._session_id} is closed")
-        self._enqueue(ForegroundJob(run=work))
+        job = ForegroundJob(run=work)
+        if self.telemetry is not None:
+            job.trace = self.telemetry.capture()
+        self._enqueue(job)
         if self._state.foreground == "idle":
             self.set_state("running")
 
@@ -205,6 +221,8 @@ class Turns:
         if self.refusing is not None:
             raise RequestError.request_cancelled("the connection is shutting down")
         job = ForegroundJob(prompt=prompt, meta=meta)
+        if self.telemetry is not None:
+            job.trace = self.telemetry.capture()
         if self._state.foreground == "idle" and not self._jobs and not self.active and self.tg is not None:
             self._assign(job)  # nothing runs before it: inserted now, so it can be answered at once
         self._enqueue(job)
@@ -226,6 +244,8 @@ class Turns:
             self._jobs.remove(job)
         self._update_idle()
         job.rejected = error or RequestError.request_cancelled()
+        if job.key is not None and self.keys is not None:
+            self.keys.dropped(job)
         job.inserted.set()
         return True
 
@@ -271,6 +291,10 @@ class Turns:
         self.last_start = len(self._sink.history)
         self.prompt_meta, self.usage = job.meta, None
         scope = self.scope = self._scope()
+        span = None
+        if self.telemetry is not None:
+            span = self.telemetry.turn(self._session_id, job.trace, prompt=job.prompt is not None, child=self.child)
+            self.trace_id = span.trace_id
         token = FOREGROUND.set(self)
         stop: StopReason | None = None
         error: Error | None = None
@@ -317,6 +341,8 @@ class Turns:
             self.last_stop, self.last_error = stop or "end_turn", error
             self.set_state("idle", self.last_stop, error, self.usage)
             self._sink.flush()  # the client sees the turn end now, not one event-loop pass later
+            if span is not None:
+                _end_turn_span(span, self.last_stop, error, self.usage)
             self.prompt_meta, self.usage = None, None
             self.active = False
             self._done.set()
@@ -328,6 +354,8 @@ class Turns:
         message_id = job.message_id = new_id("msg_user")
         line = self._sink.record_plain(UserMessage, message_id, job.prompt)  # a text prompt: no model to build
         job.echo_line = line or self._sink.record(UserMessage(message_id=message_id, content=job.prompt))
+        if job.key is not None and self.keys is not None:
+            self.keys.inserted(job)
         job.inserted.set()
 
     async def _insert(self, job: ForegroundJob) -> None:
@@ -367,6 +395,12 @@ def _checked_stop_reason(stop: Any) -> StopReason | None:
 NOT_SAVED: Final = ("The session could not be saved: this turn is kept in the agent's memory only, until a later "
                    "save succeeds")
 """The message of the ``error`` that ends a turn whose save failed (a full disk, a database out of reach)."""
+
+
+def _end_turn_span(span: Span, stop: StopReason | None, error: Error | None, usage: Usage | None) -> None:
+    tokens = {"gen_ai.usage.input_tokens": usage.input_tokens, "gen_ai.usage.output_tokens": usage.output_tokens
+              } if usage is not None else {}
+    span.end(str(error.code) if error is not None else None, **{"acp.stop_reason": stop}, **tokens)
 
 
 def unsaved_error(session_id: str) -> Error:

@@ -19,7 +19,7 @@ from typing import Any, Final, Generic, NoReturn, TypeVar
 from .base_error import AcpAgentError
 
 __all__ = ["EXIT_STATUS", "VARIABLES", "EnvironmentVariableError", "Variable", "check", "exit_on_bad_environment",
-           "read"]
+           "otel_configured", "read"]
 
 T = TypeVar("T")
 
@@ -122,9 +122,25 @@ WITHHOLD: Final = Variable[str | None]("ACP_AGENT_WITHHOLD_ENV", "comma-separate
                                        "more variables that never reach a terminal's process (ACP_AGENT_* never do)",
                                        None, _text)
 
+TELEMETRY_COMMANDS: Final = Variable("ACP_AGENT_TELEMETRY_COMMANDS", "1, on, true, yes, or 0, off, false, no",
+                                     "put each terminal's command line on its telemetry span (they may hold secrets)",
+                                     False, _switch)
+
 VARIABLES: Final[tuple[Variable[Any], ...]] = (BACKEND, UVLOOP, LOG_LEVEL, SHUTDOWN_TIMEOUT, BLOCK_WARNING, DATA_DIR,
-                                               STORE, TOKEN, WITHHOLD)
+                                               STORE, TOKEN, WITHHOLD, TELEMETRY_COMMANDS)
 """Every ``ACP_AGENT_*`` variable the SDK reads."""
+
+
+OTEL_ENDPOINTS: Final = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                          "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+"""The standard OpenTelemetry variables that turn telemetry on (the SDK reads the other ``OTEL_*`` ones itself)."""
+
+
+def otel_configured() -> bool:
+    """Whether the environment asks for OTLP export: an endpoint is set and ``OTEL_SDK_DISABLED`` is not true."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return any(os.environ.get(name, "").strip() for name in OTEL_ENDPOINTS)
 
 
 def read(variable: Variable[T]) -> T:

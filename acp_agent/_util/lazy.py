@@ -42,6 +42,7 @@ DEFERRED: Final[Mapping[str, str]] = {
     "acp_agent._session.core": "the first session: the session engine and its turn, sink and registry parts",
     # features a talking agent never uses (tests/unit/test_exports.py: LAZY_FOR_A_TALKING_AGENT)
     "acp_agent.questions": "the first permission request or elicitation",
+    "acp_agent._session.suggestions": "the first prompt suggestion (unstable Preview feature)",
     "acp_agent.tool_calls": "the first tool call",
     "acp_agent.terminals": "the first terminal",
     "acp_agent._util.watch": "the first terminal (or the warm-up's reaping): the watchdog and its ledger",
@@ -53,6 +54,7 @@ DEFERRED: Final[Mapping[str, str]] = {
     "acp_agent.dev.web": "starlette (the inspector extra), when ``dev`` runs and its arguments are checked",
     "acp_agent.dev.link": "the inspector's agent link and the testing client, when ``dev`` runs (the inspector extra)",
     "acp_agent.testing.remote": "the inspector's remote link, when ``dev`` runs (httpx: the inspector extra)",
+    "acp_agent.telemetry.otel": "OpenTelemetry (the otel extra), only when OTEL_* export is configured",
 }
 """Our modules a function may import (and no other): each one, and which start-up stage must not load it."""
 
@@ -72,6 +74,8 @@ DEFERRED_OUTSIDE: Final[Mapping[str, str]] = {
     "jsonrpcserver": "a dependency of about 70 ms (it loads jsonschema): a refused call only",
     "jsonschema": "heavy (jsonrpcserver's dependency): an elicitation's answer checked against its schema",
     "platformdirs": "a dependency of about 4 ms: the default store's folder only",
+    "ctypes": "Linux's prctl only: serve marking itself non-dumpable",
+    "opentelemetry": "optional extra (otel): the SDK and OTLP exporter, only when OTEL_* export is configured",
 }
 """Outside modules a function may import (top-level package: why it is not imported at module level)."""
 

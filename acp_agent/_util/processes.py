@@ -90,6 +90,7 @@ __all__ = [
     "OutputCallback",
     "child_environment",
     "kill_all_process_groups",
+    "make_non_dumpable",
     "shell_argv",
 ]
 
@@ -240,6 +241,25 @@ def child_environment(env: Mapping[str, str] | None = None,
         inherited.update(env)
     return inherited
 
+
+
+_PR_SET_DUMPABLE: Final = 4
+
+
+def make_non_dumpable() -> bool:
+    """Mark this process non-dumpable (Linux ``prctl(PR_SET_DUMPABLE, 0)``): another process of the same user, a
+    terminal this server started included, can then neither read its ``/proc/PID/environ`` or memory nor attach
+    a debugger to it, and it writes no core file. Returns whether it could (``False`` elsewhere). Root (or
+    ``CAP_SYS_PTRACE``) still reads everything: a server holding secrets runs as a user its terminals are not."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 @dataclass(frozen=True, slots=True)

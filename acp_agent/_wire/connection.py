@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from .. import schema
 from .._util.episodes import Episode
+from .._util.telemetry import Recorder, Span
 from ..errors import ErrorCode, RequestError
 from . import dispatch
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
@@ -219,6 +220,13 @@ class Connection:
         self._next_id = 0
         self._tg: TaskGroup | None = None
         self._closed = anyio.Event()
+        self.telemetry: Recorder | None = None
+        """What requests are reported to (`use_telemetry`); ``None``, the default, reports nothing."""
+
+    def use_telemetry(self, telemetry: Recorder | None) -> None:
+        """Report this connection's requests and bytes to ``telemetry`` (``None``: nothing)."""
+        self.telemetry = telemetry
+        self.writer.on_sent = (lambda size: telemetry.wire(sent=size)) if telemetry is not None else None
 
     @property
     def requests(self) -> dict[str, Method]:
@@ -297,6 +305,8 @@ class Connection:
             self.close()
 
     def _handle_line(self, line: bytes, tg: TaskGroup) -> None:
+        if self.telemetry is not None:
+            self.telemetry.wire(received=len(line) + 1)
         try:
             message = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -365,24 +375,39 @@ class Connection:
             out.answer(request_id, error.to_dict())
             return
         call = _Call()
+        telemetry = self.telemetry
+        if telemetry is None:
+            refused = self._dispatch(message, call, method, params)
+            span = None
+        else:  # the request's span is the parent of what its dispatch starts (a held prompt's turn)
+            span = telemetry.request(method, request_id, params if isinstance(params, dict) else {})
+            with telemetry.activate(span):
+                refused = self._dispatch(message, call, method, params)
+        if call.immediate is not None:
+            out.answer(request_id, None, call.immediate.result, call.immediate.sent)
+            if span is not None:
+                span.end()
+            return
+        if call.thunk is None:
+            # Refused: unknown method, params that do not bind or fail validation, a prepare step's error.
+            refusal = refused if refused is not None else RequestError.internal_error().to_dict()
+            out.answer(request_id, refusal)
+            if span is not None:
+                span.end(str(refusal["code"]))
+            return
+        scope = anyio.CancelScope()
+        self._incoming[key] = (scope, request_id, out)
+        tg.start_soon(self._run_request, request_id, key, call.thunk, scope, out, span)
+
+    def _dispatch(self, message: dict[str, Any], call: _Call, method: str, params: Any) -> dict[str, Any] | None:
+        """Bind and prepare one request (`dispatch`): the error object of a refusal, else ``None``."""
         table = self._bound_requests
         if len(table) != len(self.routes.requests):
             table = self._bound_requests_table()
         bound = table.get(method)
         if bound is not None and isinstance(params, dict):  # the hot path
-            refused = dispatch.call(bound, call, method, params)
-        else:
-            refused = dispatch.dispatch(message, table, call, method)
-        if call.immediate is not None:
-            out.answer(request_id, None, call.immediate.result, call.immediate.sent)
-            return
-        if call.thunk is None:
-            # Refused: unknown method, params that do not bind or fail validation, a prepare step's error.
-            out.answer(request_id, refused if refused is not None else RequestError.internal_error().to_dict())
-            return
-        scope = anyio.CancelScope()
-        self._incoming[key] = (scope, request_id, out)
-        tg.start_soon(self._run_request, request_id, key, call.thunk, scope, out)
+            return dispatch.call(bound, call, method, params)
+        return dispatch.dispatch(message, table, call, method)
 
     def _handle_notification(self, method: str, params: Any, tg: TaskGroup) -> None:
         if method == CANCEL_REQUEST:
@@ -427,10 +452,14 @@ class Connection:
         thunk: Callable[[], Awaitable[Any]],
         scope: anyio.CancelScope,
         out: _Replies,
+        span: Span | None = None,
     ) -> None:
         answer: dict[str, Any] | None = None
         CURRENT_REQUEST.set(request_id)  # this task's own context: the handler may ask questions scoped to it
+        active = self.telemetry.activate(span) if span is not None and self.telemetry is not None else None
         try:
+            if active is not None:
+                active.__enter__()
             with scope:
                 try:
                     result = await thunk()
@@ -452,6 +481,10 @@ class Connection:
                     out.answer(request_id, None, answer["result"].result, answer["result"].sent)
                 else:
                     out.answer(request_id, None, answer["result"])
+            if span is not None:
+                if active is not None:
+                    active.__exit__(None, None, None)
+                span.end(str(answer["error"]["code"]) if answer is not None and "error" in answer else None)
 
     async def _run_notification(self, method: str, thunk: Callable[[], Awaitable[Any]]) -> None:
         try:
@@ -503,6 +536,10 @@ class Connection:
         """
         if self.closed:
             raise RequestError.request_cancelled("connection closed")
+        span: Span | None = None
+        if self.telemetry is not None:  # the trace context goes along in params._meta
+            span, params = self.telemetry.send_request(method, params if isinstance(params, dict)
+                                                       else orjson.loads(_dump(params)))
         request_id = self._next_id
         self._next_id += 1
         pending = _Outgoing()
@@ -514,7 +551,11 @@ class Connection:
             if not pending.done.is_set() and self._outgoing.pop(request_id, None) is not None:
                 self._withdrawn.add(request_id)
                 self.notify(CANCEL_REQUEST, {"requestId": request_id})
+            if span is not None:
+                span.end("cancelled")
             raise
+        if span is not None:
+            span.end(str(pending.error.code) if pending.error is not None else None)
         if pending.error is not None:
             raise pending.error
         return pending.result

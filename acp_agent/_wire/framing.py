@@ -196,6 +196,8 @@ class Writer:
         self._closing = False
         self._sending = False  # a chunk taken off the queue is being written
         self._broken = False
+        self.on_sent: Callable[[int], None] | None = None
+        """Told the size of each chunk written (telemetry's bytes on the wire), if set."""
 
     @property
     def broken(self) -> bool:
@@ -388,6 +390,8 @@ class Writer:
             self._sending = True
             try:
                 await self._stream.send(chunk)
+                if self.on_sent is not None:
+                    self.on_sent(len(chunk))
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 logger.warning("acp: output stream failed (%r); dropping further output", exc)
                 self._broken = True

@@ -140,9 +140,13 @@ PLAIN_MESSAGE_FIELDS: Final = frozenset({"session_update", "message_id", "conten
 _TEXT_FIELDS: Final = frozenset({"type", "text"})
 
 
-def plain_message_json(head: bytes, message_id: str, content: list[Any], text: str | None = None) -> bytes | None:
+def plain_message_json(head: bytes, message_id: str, content: list[Any],
+                       text: str | list[str] | None = None) -> bytes | None:
     """The JSON of a message (``head``: its `plain_message_head`) whose blocks are all plain text
     (no annotations, ``_meta`` or extra keys), ``text`` (if given) as one more text block, else ``None``.
+    ``text`` may be given as the pieces it is the concatenation of (a streamed message's runs of chunks):
+    each piece is escaped on its own, so a long text is never copied whole before its one copy in the
+    result (``orjson`` reserves several times a string's length while it writes it).
 
     Written by ``orjson``: the bytes the message's model serializes to (unset fields omitted), without
     building it. ``None`` also for a lone surrogate, which only the model's serializer takes.
@@ -151,6 +155,19 @@ def plain_message_json(head: bytes, message_id: str, content: list[Any], text: s
     for block in content:
         if type(block) is not TextContent or block.__pydantic_fields_set__ != _TEXT_FIELDS or block.__pydantic_extra__:
             return None
+        texts.append({"type": "text", "text": block.text})
+    if isinstance(text, str):
+        texts.append({"type": "text", "text": text})
+    try:
+        parts: list[bytes] = [head, orjson.dumps(message_id), b',"content":', orjson.dumps(texts)]
+        if isinstance(text, list):
+            parts[-1] = parts[-1][:-1] + (b',{"type":"text","text":"' if texts else b'{"type":"text","text":"')
+            parts += [orjson.dumps(piece)[1:-1] for piece in text]  # a copy of each: orjson's own is oversized
+            parts.append(b'"}]')
+        parts.append(b"}")
+        return b"".join(parts)
+    except orjson.JSONEncodeError:
+        return None
         texts.append({"type": "text", "text": block.text})
     if text is not None:
         texts.append({"type": "text", "text": text})

@@ -77,6 +77,12 @@ def _serve(serve: argparse.ArgumentParser) -> None:
                             "own store or its SQLite file in the data directory); replicas share a postgres: store")
     serve.add_argument("--affinity-cookie", default=None, metavar="NAME=VALUE",
                        help="a cookie set on every answer (Path=/; HttpOnly) for a load balancer that routes by it")
+    serve.add_argument("--workspace", default=None, metavar="DIR",
+                       help="sessions may only use directories under DIR (default: the directory serve was started "
+                            "in), unless the agent declares its own workspace policy; / itself is always refused")
+    serve.add_argument("--allow-client-mcp", action="store_true",
+                       help="RISK: let clients name stdio/HTTP MCP servers: a stdio entry is a command any token "
+                            "holder runs on this machine, an HTTP entry a request sent from the server's network")
 
 
 def _dev(dev: argparse.ArgumentParser) -> None:

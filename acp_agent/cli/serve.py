@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
+import os
 import sys
 from typing import Any, Final
 
 from .._util import environment, prelude
+from .._util.processes import make_non_dumpable
+from ..auth import Workspace
 from ..loader import LoadError, affinity_header, load_agent, load_tokens, parse_store
 
 __all__ = ["SHORT_TOKEN", "run"]
@@ -32,6 +36,24 @@ def _token_warnings(tokens: dict[str, str]) -> list[str]:
     if environment.read(environment.TOKEN):
         problems.append(f"${environment.TOKEN.name} is ignored: --tokens names every user's token")
     return problems
+
+
+def _hosting_options(args: argparse.Namespace, source: Any) -> dict[str, Any]:
+    """The HttpOptions of ``--workspace`` and ``--allow-client-mcp``: an agent's own ``workspace`` wins over the
+    default directory (the one ``serve`` was started in), never over an explicit ``--workspace``."""
+    options: dict[str, Any] = {"allow_client_mcp": bool(args.allow_client_mcp)}
+    if args.workspace is not None:
+        options["workspace"] = Workspace(root=os.path.realpath(args.workspace))
+    elif getattr(source, "workspace", None) is None:
+        options["workspace"] = Workspace(root=os.path.realpath(os.getcwd()))
+    return options
+
+
+def _harden_process() -> None:
+    """Keep this server's environment (tokens, DSNs, keys) and memory out of reach of its own children: non-dumpable
+    where the platform allows (`acp_agent._util.processes.make_non_dumpable`)."""
+    if not make_non_dumpable():
+        logging.getLogger(__name__).info("acp: could not mark the server non-dumpable on this platform")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,12 +99,14 @@ def run(args: argparse.Namespace) -> int:
         "max_connections": args.max_connections, "idle_timeout": args.idle_timeout,
         "max_body_bytes": args.max_body_bytes, "max_buffered_bytes": args.max_buffered_bytes,
         "max_output_stall": args.max_output_stall, "extra_headers": extra_headers,
+        **_hosting_options(args, source),
     }
     try:
         HttpOptions(**options)
     except ValueError as exc:  # a setting out of range
         sys.stderr.write(f"acp: {exc}\n")
         return 2
+    _harden_process()
     try:
         bounds = dataclasses.replace(guard_bounds(HttpOptions(**options)), head_timeout=args.head_timeout)
         run_http(source, host=args.host, port=args.port, ready=ready, uvicorn_settings=settings, store=store,

@@ -6,7 +6,7 @@ refused; the first visit carries the per-run secret in its URL (``/?token=...``)
 ``HttpOnly``, ``SameSite=Strict`` cookie that every later request needs; the WebSocket also needs an
 ``Origin`` that is this very server.
 
-Over the WebSocket the server sends ``{"type": "hello", "events": [...]}`` (every event so far, see
+Over the WebSocket the server sends ``{"type": "hello", "events": [...], "telemetry": bool}`` (every event so far, see
 [`Inspection`][acp_agent.dev.link.Inspection]) and then batches ``{"type": "events", "events": [...]}``;
 the page sends operations: ``request`` (``rid``, ``method``, ``params``: answered by ``result``),
 ``notify``, ``answer`` (a held question's ``id`` and ``result``), ``restart`` (with ``capabilities``).
@@ -32,6 +32,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from .._util import environment
 from ..errors import RequestError
 from .link import Event, Inspection
 
@@ -153,7 +154,8 @@ async def _converse(inspection: Inspection, websocket: WebSocket) -> None:
             outgoing_send.send_nowait(orjson.dumps({"type": "result", "rid": rid, **answer}, default=repr))
 
     try:
-        hello = {"type": "hello", "replay": inspection.replay, "events": list(inspection.events)}
+        hello = {"type": "hello", "replay": inspection.replay, "events": list(inspection.events),
+                 "telemetry": environment.otel_configured()}  # the page then shows each turn's trace id
         outgoing_send.send_nowait(orjson.dumps(hello, default=repr))
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)

@@ -88,6 +88,7 @@ class RemoteConnection:
         self.runtime: AgentRuntime = open_runtime(
             agent, self.inbox, OutputStream(self._write), limits=options.limits, store=store,
             shutdown_timeout=options.shutdown_timeout, principal=principal,
+            workspace=options.workspace, client_mcp=options.allow_client_mcp,
         )
         self._active = active
         if active is not None:

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from ..auth import Workspace
 from ..limits import Limits
 
 __all__ = ["DEFAULT_PATH", "HttpOptions", "TokenCheck"]
@@ -63,6 +64,15 @@ class HttpOptions:
     """Seconds a closing connection gives its sessions to stop their work."""
     extra_headers: Sequence[tuple[str, str]] = field(default=())
     """Headers added to every HTTP answer (for example a ``Set-Cookie`` for load-balancer affinity)."""
+    workspace: Workspace | None = None
+    """Where the sessions of remote clients may live (``None``: the agent's ``workspace``; ``serve`` passes the
+    directory it was started in, or ``--workspace DIR``, when the agent declares none)."""
+    allow_client_mcp: bool = False
+    """Let remote clients name stdio and HTTP MCP servers in ``session/new``/``resume``/``fork``. **Risk**: a stdio
+    entry is a command line the client chooses, run on this machine as the server's user (remote code execution for
+    every token holder), and an HTTP entry makes the server send requests, with headers the client chooses, from its
+    own network position (server-side request forgery). Off: neither is advertised, and such an entry is refused
+    ``-32602``."""
 
     def __post_init__(self) -> None:
         for name in ("max_connections", "max_body_bytes", "max_buffered_bytes", "max_id_length"):

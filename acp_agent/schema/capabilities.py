@@ -13,6 +13,8 @@ __all__ = [
     "AuthStatusCapabilities",
     "ClientAuthCapabilities",
     "ClientCapabilities",
+    "ClientCommandsCapabilities",
+    "ClientSessionCapabilities",
     "ElicitationCapabilities",
     "ElicitationFormCapabilities",
     "ElicitationUrlCapabilities",
@@ -24,6 +26,7 @@ __all__ = [
     "PromptCapabilities",
     "PromptEmbeddedContextCapabilities",
     "PromptImageCapabilities",
+    "PromptSuggestionsCapabilities",
     "ProvidersCapabilities",
     "SessionAdditionalDirectoriesCapabilities",
     "SessionArchiveCapabilities",
@@ -81,17 +84,6 @@ class ElicitationCapabilities(WireModel):
     meta: Meta = None
 
 
-class ClientCapabilities(WireModel):
-    """Everything the Client advertises in ``initialize``."""
-
-    auth: ClientAuthCapabilities | None = None
-    elicitation: ElicitationCapabilities | None = None
-    meta: Meta = None
-
-
-# --------------------------------------------------------------------------- Agent capabilities
-
-
 class PromptImageCapabilities(WireModel):
     """Marker: prompts may contain ``image`` blocks."""
 
@@ -108,6 +100,43 @@ class PromptEmbeddedContextCapabilities(WireModel):
     """Marker: prompts may contain embedded ``resource`` blocks."""
 
     meta: Meta = None
+
+
+class PromptSuggestionsCapabilities(WireModel):
+    """[unstable, Preview] The Client shows ``prompt_suggestions_update``: ``{}`` takes text and
+    ``resource_link`` blocks; ``image``, ``audio`` and ``embedded_context`` opt in to more."""
+
+    image: PromptImageCapabilities | None = None
+    audio: PromptAudioCapabilities | None = None
+    embedded_context: PromptEmbeddedContextCapabilities | None = None
+    meta: Meta = None
+
+
+class ClientCommandsCapabilities(WireModel):
+    """[unstable, Preview] Marker: the Client handles the session's available commands."""
+
+    meta: Meta = None
+
+
+class ClientSessionCapabilities(WireModel):
+    """[unstable, Preview] What the Client handles of a session beyond the baseline."""
+
+    prompt_suggestions: PromptSuggestionsCapabilities | None = None
+    commands: ClientCommandsCapabilities | None = None
+    meta: Meta = None
+
+
+class ClientCapabilities(WireModel):
+    """Everything the Client advertises in ``initialize``."""
+
+    auth: ClientAuthCapabilities | None = None
+    elicitation: ElicitationCapabilities | None = None
+    session: ClientSessionCapabilities | None = None
+    """[unstable, Preview] ``promptSuggestions`` and ``commands``."""
+    meta: Meta = None
+
+
+# --------------------------------------------------------------------------- Agent capabilities
 
 
 class PromptCapabilities(WireModel):

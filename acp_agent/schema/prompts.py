@@ -2,6 +2,10 @@
 ``tool_call/cancel`` and ``terminal/cancel``.
 """
 
+from typing import Annotated, TypeAlias
+
+from pydantic import Field
+
 from .base import MessageId, Meta, RequestId, SessionId, TerminalId, ToolCallId, WireModel
 from .content import ContentBlock
 
@@ -12,20 +16,27 @@ __all__ = [
     "CancelTerminalResponse",
     "CancelToolCallRequest",
     "CancelToolCallResponse",
+    "IdempotencyKey",
     "PromptRequest",
     "PromptResponse",
 ]
+
+
+IdempotencyKey: TypeAlias = Annotated[str, Field(min_length=1, max_length=255)]
+"""[Preview] A client-chosen name of one prompt submission: 1-255 characters, compared exactly, never interpreted."""
 
 
 class PromptRequest(WireModel):
     """Params of ``session/prompt``: the user's message as content blocks.
 
     The schema requires at least one block; an empty list still validates here so the Agent
-    can decide whether to reject it (MAY, ``-32602``).
+    can decide whether to reject it (MAY, ``-32602``). ``idempotency_key`` [Preview] names the submission:
+    every attempt carrying it is answered with the first one's ``messageId``.
     """
 
     session_id: SessionId
     prompt: list[ContentBlock]
+    idempotency_key: IdempotencyKey | None = None
     meta: Meta = None
 
 

@@ -54,6 +54,9 @@ __all__ = [
     "OtherStateUpdate",
     "PlanRemoved",
     "PlanUpdate",
+    "PromptSuggestion",
+    "PromptSuggestionsUpdate",
+    "ReplayComplete",
     "RequiresActionStateUpdate",
     "RunningStateUpdate",
     "SessionInfoUpdate",
@@ -254,6 +257,31 @@ class SubagentUpdate(WireModel):
     meta: Meta = None
 
 
+class ReplayComplete(WireModel):
+    """[Preview] ``replay_complete``: the replay a ``session/resume`` with ``replayFrom`` asked for is all sent;
+    what follows is live."""
+
+    session_update: Literal["replay_complete"] = "replay_complete"
+    meta: Meta = None
+
+
+class PromptSuggestion(WireModel):
+    """[unstable, Preview] One follow-up prompt the Client may offer: blocks it could send as a ``session/prompt``."""
+
+    prompt: Annotated[list[ContentBlock], Field(min_length=1)]
+    meta: Meta = None
+
+
+class PromptSuggestionsUpdate(WireModel):
+    """[unstable, Preview] ``prompt_suggestions_update``: the session's suggested prompts, most likely first; each
+    update replaces the list (``[]`` withdraws them). Sent only to Clients advertising
+    ``capabilities.session.promptSuggestions``; never part of the history."""
+
+    session_update: Literal["prompt_suggestions_update"] = "prompt_suggestions_update"
+    suggestions: list[PromptSuggestion]
+    meta: Meta = None
+
+
 class UnknownSessionUpdate(WireModel):
     """A ``session/update`` of a kind this SDK does not know (``_custom`` or future), kept as received."""
 
@@ -287,6 +315,8 @@ SessionUpdate: TypeAlias = Annotated[
     | Annotated[SubagentUpdate, Tag("subagent_update")]
     | Annotated[SessionMessage, Tag("session_message")]
     | Annotated[SessionMessageChunk, Tag("session_message_chunk")]
+    | Annotated[ReplayComplete, Tag("replay_complete")]
+    | Annotated[PromptSuggestionsUpdate, Tag("prompt_suggestions_update")]
     | Annotated[UnknownSessionUpdate, Tag(UNKNOWN_TAG)],
     discriminate_on(
         "sessionUpdate",
@@ -314,6 +344,8 @@ SessionUpdate: TypeAlias = Annotated[
             "subagent_update",
             "session_message",
             "session_message_chunk",
+            "replay_complete",
+            "prompt_suggestions_update",
         ),
         attr="session_update",
     ),

@@ -58,6 +58,8 @@ def encode_state(record: SessionRecord) -> bytes:
     }
     if record.wakeups:
         state["wakeups"] = record.wakeups
+    if record.prompt_keys:
+        state["promptKeys"] = record.prompt_keys
     try:
         return orjson.dumps(state)
     except TypeError as exc:
@@ -83,7 +85,8 @@ def encode_info_text(record: SessionRecord) -> str:
 def encode_state_text(record: SessionRecord) -> str:
     """`encode_state` as text; a session with no options, no commands and empty ``data`` takes no
     serializing."""
-    if not record.config_options and not record.available_commands and not record.data and not record.wakeups:
+    if not record.config_options and not record.available_commands and not record.data and not record.wakeups \
+            and not record.prompt_keys:
         return _EMPTY_STATE
     return encode_state(record).decode()
 
@@ -122,6 +125,7 @@ def record_from(
                             for c in state_doc.get("availableCommands") or []],
         data=dict(state_doc.get("data") or {}),
         wakeups=dict(state_doc.get("wakeups") or {}),
+        prompt_keys=dict(state_doc.get("promptKeys") or {}),
         principal=columns.get("principal") or DEFAULT_PRINCIPAL,
     )
 

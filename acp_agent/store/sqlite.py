@@ -5,10 +5,10 @@ stdlib `sqlite3`, so it works on asyncio and trio. The file is in WAL mode with
 power loss may lose the last saves but never corrupts the file. Several processes may share a
 file: writers wait for each other (``busy_timeout``) and every commit is one transaction.
 
-Where the calls run: every SQLite call runs in a worker thread (anyio's for opening, loading,
-listing and deleting; the store's own committer thread for batched saves), one at a time per store,
-so nothing waits for the database on the event loop. A small save (up to `JOURNAL_BYTES`
-of history, as after a typical turn) is written to the store's journal
+Where the calls run: every SQLite call runs in a worker thread (the store's own committer thread for
+opening the file and for batched saves, so most of its SQLite memory is in one thread's malloc arena; anyio's for
+loading, listing and deleting), one at a time per store, so nothing waits for the database on the event loop. A
+small save (up to `JOURNAL_BYTES` of history, as after a typical turn) is written to the store's journal
 (`acp_agent.store.journal`: one ``write``, which survives SIGKILL) and committed with the
 saves that follow it within `COMMIT_DELAY` seconds, in one transaction, by the committer
 thread; so the end of a turn does not wait for a commit and the crash contract holds. A bigger
@@ -35,6 +35,7 @@ database, is refused with [`StoreUnusableError`][acp_agent.store.StoreUnusableEr
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -153,7 +154,20 @@ class SqliteStore(SessionStore):
 
     async def open(self) -> None:
         """Open the file, switch it to WAL and apply missing migrations (refusing a newer schema)."""
-        if self._db is None:
+        if self._db is None and self._committer is None:
+            # Opened by the committer thread it starts, as its first work: SQLite's memory for this file (the
+            # connection, its schema and page cache, a commit's copies) is then in one thread's malloc arena, not
+            # spread over an anyio worker's and the committer's.
+            opened: concurrent.futures.Future[None] = concurrent.futures.Future()
+            committer = self._committer = self._start_committer(opened)
+            try:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(opened.result)
+            except BaseException:
+                if self._committer is committer:  # it ended: the next open starts another
+                    self._committer = None
+                raise
+        elif self._db is None:
             await self.in_thread(self._open)
 
     def _open(self) -> None:
@@ -366,13 +380,26 @@ class SqliteStore(SessionStore):
         if not self._wake.is_set():
             self._wake.set()
         if self._committer is None or not self._committer.is_alive():  # one started during close stopped at once
-            self._committer = threading.Thread(target=self._commit_loop, name=f"acp-store-{self.path.name}",
-                                               daemon=True)
-            self._committer.start()
+            self._committer = self._start_committer()
         return True
 
-    def _commit_loop(self) -> None:
-        """The committer thread: commit what is pending every `COMMIT_DELAY` seconds while there is some."""
+    def _start_committer(self, opening: concurrent.futures.Future[None] | None = None) -> threading.Thread:
+        thread = threading.Thread(target=self._commit_loop, args=(opening,), name=f"acp-store-{self.path.name}",
+                                  daemon=True)
+        thread.start()
+        return thread
+
+    def _commit_loop(self, opening: concurrent.futures.Future[None] | None = None) -> None:
+        """The committer thread: open the file first if ``opening`` waits for it (its outcome set there; a failure
+        ends the thread), then commit what is pending every `COMMIT_DELAY` seconds while there is some."""
+        if opening is not None:
+            try:
+                with self._thread_lock:
+                    self._open()
+            except BaseException as exc:
+                opening.set_exception(exc)
+                return
+            opening.set_result(None)
         delay = RETRY_DELAY
         while True:
             self._wake.wait()

@@ -40,7 +40,7 @@ from .client import (
     spawn_agent,
 )
 from .mcp import HostedMcpRequest, McpErrorAnswer
-from .remote import RemoteTransport, connect_remote
+from .remote import RemoteTransport, connect_remote, retry_prompt
 from .schema import SchemaValidator, default_schema_path
 from .streams import byte_pipe
 
@@ -65,6 +65,7 @@ __all__ = [
     "connect_remote",
     "default_schema_path",
     "monitor_event_loop",
+    "retry_prompt",
     "spawn_agent",
 ]
 

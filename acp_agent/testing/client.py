@@ -656,10 +656,18 @@ class Client:
         self.view(session_id)._lists(result)
         return session_id
 
-    async def prompt(self, session_id: str, prompt: str | Sequence[dict[str, Any]]) -> str:
-        """Send a prompt and return its ``messageId`` (the answer arrives at insertion)."""
+    async def prompt(self, session_id: str, prompt: str | Sequence[dict[str, Any]], *,
+                     idempotency_key: str | None = None) -> str:
+        """Send a prompt and return its ``messageId`` (the answer arrives at insertion).
+
+        ``idempotency_key`` [Preview] names the submission: send the same key on every attempt of one prompt
+        and the agent inserts it once (every attempt gets the first one's ``messageId``).
+        """
         blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else list(prompt)
-        result = await self.request("session/prompt", {"sessionId": session_id, "prompt": blocks})
+        params: dict[str, Any] = {"sessionId": session_id, "prompt": blocks}
+        if idempotency_key is not None:
+            params["idempotencyKey"] = idempotency_key
+        result = await self.request("session/prompt", params)
         message_id: str = result["messageId"]
         return message_id
 

@@ -19,8 +19,9 @@ Needs ``httpx`` and ``httpx-ws`` (the ``inspector`` extra; both run on asyncio a
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Final, Literal
 
 import anyio
@@ -28,10 +29,11 @@ import orjson
 from anyio.abc import ByteSendStream, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..errors import ErrorCode, RequestError
 from .client import Client
 from .streams import MemoryByteReceiveStream
 
-__all__ = ["RemoteTransport", "connect_remote"]
+__all__ = ["RemoteTransport", "connect_remote", "retry_prompt"]
 
 RemoteTransport = Literal["websocket", "http"]
 """The remote transports [`connect_remote`][acp_agent.testing.connect_remote] speaks."""
@@ -228,3 +230,47 @@ async def connect_remote(
     if failure:
         raise ConnectionError(f"the connection to the agent at {url} failed: {failure[0]}") from failure[0]
     client.check()
+
+
+async def retry_prompt(
+    stack: AsyncExitStack, connect: Callable[[], AbstractAsyncContextManager[Client]], session_id: str,
+    prompt: str | Sequence[dict[str, Any]], *, client: Client | None = None, idempotency_key: str | None = None,
+    attempts: int = 3, cwd: str = "/tmp", replay: bool = True, resume_wait: float = 10.0,
+) -> tuple[Client, str]:
+    """[Preview] Send a prompt with an ``idempotencyKey``, across dropped connections; ``(client, messageId)``.
+
+    Tries ``client`` first (if given and still connected). Whenever the connection is gone (before or while the
+    prompt waits for its answer), opens a new one with ``connect()`` (entered on ``stack``, so it stays open for the
+    caller), initializes it, resumes ``session_id`` (with ``replay``; a resume refused because the old connection
+    still holds the session is retried for up to ``resume_wait`` seconds) and sends the prompt again with the same
+    key: the agent inserts it once, and every attempt is answered with the same ``messageId``. ``idempotency_key``
+    defaults to a new random UUID (one submission). Raises the last error after ``attempts`` connections.
+    """
+    key = idempotency_key if idempotency_key is not None else str(uuid.uuid4())
+    failure: BaseException | None = None
+    for _ in range(attempts):
+        if client is None or client.connection.closed:
+            client = await stack.enter_async_context(connect())
+            await client.initialize()
+            await _resume(client, session_id, cwd, replay, resume_wait)
+        try:
+            return client, await client.prompt(session_id, prompt, idempotency_key=key)
+        except RequestError as exc:
+            if not (exc.code == ErrorCode.REQUEST_CANCELLED and client.connection.closed):
+                raise
+            failure, client = exc, None
+    assert failure is not None
+    raise failure
+
+
+async def _resume(client: Client, session_id: str, cwd: str, replay: bool, wait: float) -> None:
+    """``session/resume``, retried while another connection (the dropped one, not yet seen gone) holds it."""
+    with anyio.fail_after(wait):
+        while True:
+            try:
+                await client.resume_session(session_id, cwd, replay=replay)
+                return
+            except RequestError as exc:
+                if exc.code != ErrorCode.RESOURCE_NOT_FOUND or "another" not in exc.message:
+                    raise
+            await anyio.sleep(0.1)

@@ -8,8 +8,11 @@ annotations. Answers are matched to the client's requests by id.
 The official schemas ship inside this package (``schemas/acp-v2-schema.json`` and
 ``schemas/acp-v2-schema.unstable.json``, byte-identical copies of ``schema/v2/schema.json`` and
 ``schema/v2/schema.unstable.json`` from the ``@agentclientprotocol/sdk`` 2.4.0 npm package);
-[`default_schema_path`][acp_agent.testing.default_schema_path] finds them. Needs the ``jsonschema`` package, imported
-when the first [`SchemaValidator`][acp_agent.testing.SchemaValidator] is built.
+[`default_schema_path`][acp_agent.testing.default_schema_path] finds them. The ACP v2 Preview shapes they lack
+(``idempotencyKey``, ``replay_complete``, ``prompt_suggestions_update``, ``capabilities.session``) are kept apart, in
+``schemas/preview/*.json``, and merged in by `packaged_schema` (so a newer official schema can replace both).
+Needs the ``jsonschema`` package, imported when the first [`SchemaValidator`][acp_agent.testing.SchemaValidator] is
+built.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 from .transcript import TranscriptEntry
 
-__all__ = ["SchemaValidator", "default_schema_path"]
+__all__ = ["SchemaValidator", "default_schema_path", "merge_preview", "packaged_schema"]
 
 
 def _packaged_schema(unstable: bool) -> Traversable:
@@ -40,14 +43,58 @@ def default_schema_path(*, unstable: bool = True) -> Path:
     return Path(str(_packaged_schema(unstable)))
 
 
+def packaged_schema(*, unstable: bool = True) -> dict[str, Any]:
+    """The official v2 schema shipped in this package with the Preview shapes merged in (`merge_preview`)."""
+    schema: dict[str, Any] = json.loads(_packaged_schema(unstable).read_text(encoding="utf-8"))
+    folder = files(__package__ or "acp_agent.testing").joinpath("schemas", "preview")
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".json"):
+            merge_preview(schema, json.loads(entry.read_text(encoding="utf-8")))
+    return schema
+
+
+def merge_preview(schema: dict[str, Any], preview: dict[str, Any]) -> None:
+    """Merge one Preview file into ``schema`` in place: its ``$defs`` are added (an official definition of the same
+    name wins: a newer schema that has it is left alone), ``x-add-properties`` adds properties to existing object
+    definitions, and ``x-add-variants`` adds variants to existing unions, before their catch-all ``other`` variant
+    (whose exclusion list learns the new discriminators)."""
+    defs: dict[str, Any] = schema["$defs"]
+    for name, definition in preview.get("$defs", {}).items():
+        defs.setdefault(name, definition)
+    for name, properties in preview.get("x-add-properties", {}).items():
+        for key, value in properties.items():
+            defs[name].setdefault("properties", {}).setdefault(key, value)
+    for name, variants in preview.get("x-add-variants", {}).items():
+        union: list[Any] = defs[name]["anyOf"]
+        other = union[-1] if union and union[-1].get("title") == "other" else None
+        known = {_discriminator(v) for v in union}
+        for variant in variants:
+            if _discriminator(variant) in known:
+                continue
+            union.insert(len(union) - 1 if other is not None else len(union), variant)
+            if other is not None and "not" in other:
+                other["not"]["anyOf"].append({key: variant[key] for key in ("type", "properties", "required")})
+
+
+def _discriminator(variant: dict[str, Any]) -> Any:
+    """The ``const`` of a union variant's one discriminating property, if it has one."""
+    for prop in variant.get("properties", {}).values():
+        if isinstance(prop, dict) and "const" in prop:
+            return prop["const"]
+    return None
+
+
 class SchemaValidator:
-    """Checks agent-to-client messages against one schema file (default: the packaged unstable v2 schema)."""
+    """Checks agent-to-client messages against one schema file (default: the packaged unstable v2 schema with the
+    Preview shapes merged in, `packaged_schema`)."""
 
     def __init__(self, schema_path: str | Path | None = None) -> None:
         from jsonschema import Draft202012Validator
 
-        source = Path(schema_path) if schema_path is not None else _packaged_schema(unstable=True)
-        self.schema: dict[str, Any] = json.loads(source.read_text(encoding="utf-8"))
+        if schema_path is not None:
+            self.schema: dict[str, Any] = json.loads(Path(schema_path).read_text(encoding="utf-8"))
+        else:
+            self.schema = packaged_schema(unstable=True)
         self._defs: dict[str, Any] = self.schema["$defs"]
         self._validator_cls = Draft202012Validator
         envelopes = {entry.get("title"): entry for entry in self.schema["anyOf"]}

@@ -18,8 +18,10 @@ The modules, from the wire inwards:
 - ``requests``: v1 client requests as v2 calls (handlers return forward / answer / refuse);
 - ``answers``: the runtime's answers to those requests in v1 shape (held prompt answers);
 - ``updates``: v2 session updates as v1 ones (messages, turn end, plans, config and modes);
-- ``tools``, ``subagents``, ``permissions``, ``async_tasks``: tool calls and terminals, child
-  sessions, permission requests, JetBrains AIR async tasks;
+- ``tools``, ``subagents``, ``permissions``, ``async_tasks``: tool calls and terminals (output
+  paced), child sessions, permission requests, JetBrains AIR async tasks;
+- ``commands``: the bridge's own ``/jobs`` and ``/stop``, and a ``session/cancel`` while no prompt
+  runs (stopping background work, which v1 has no other way to ask for);
 - ``handshake``, ``convert``, ``messages``: pure shape conversions (``initialize``, content,
   commands, config options) and the JSON-RPC envelopes;
 - ``state``: what the translator remembers per connection and per session.

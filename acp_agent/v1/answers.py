@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from .convert import mode_option, v1_commands, v1_config_options, v1_modes
+from .commands import commands_update
+from .convert import mode_option, v1_config_options, v1_modes
 from .handshake import v1_initialize_result
-from .messages import Message, answer, key, notify, obj, result
-from .state import Session, TranslatorState
+from .messages import Message, answer, key, obj, result
+from .state import BRIDGE_REQUEST, Session, TranslatorState
 from .updates import options_changed
 
 __all__ = ["RESULTS", "ResultHandler", "runtime_answer"]
@@ -30,6 +31,12 @@ def runtime_answer(state: TranslatorState, message: Message) -> list[Message]:
     if entry is None:
         return [message]
     method, context = entry
+    if method == BRIDGE_REQUEST:
+        return []  # the bridge's own request (stopping background work): the client never asked
+    if method == "session/prompt":
+        session = state.sessions.get(str(context))
+        if session is not None:
+            session.prompts = max(0, session.prompts - 1)
     if "error" in message:
         if method == "session/load" or method == "session/resume":
             state.session(str(context)).loading = False
@@ -48,6 +55,9 @@ def runtime_answer(state: TranslatorState, message: Message) -> list[Message]:
 
 
 def _initialized(state: TranslatorState, request_id: Any, value: dict[str, Any], context: Any) -> list[Message]:
+    state.agent_capabilities = obj(value.get("capabilities"))
+    methods = value.get("authMethods")
+    state.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
     return [result(request_id, v1_initialize_result(value, state.client_capabilities))]
 
 
@@ -74,10 +84,8 @@ def _session_result(session: Session, value: dict[str, Any], *, with_id: bool) -
 
 def _commands(session: Session, value: dict[str, Any]) -> list[Message]:
     commands = value.get("availableCommands")
-    if not isinstance(commands, list):
-        return []
-    return [notify(session.session_id, {"sessionUpdate": "available_commands_update",
-                                        "availableCommands": v1_commands(commands)})]
+    session.agent_commands = commands if isinstance(commands, list) else []
+    return [commands_update(session)]
 
 
 def _prompt_answered(state: TranslatorState, request_id: Any, value: dict[str, Any], context: Any) -> list[Message]:
@@ -114,6 +122,10 @@ def _closed(state: TranslatorState, request_id: Any, value: dict[str, Any], cont
     return out
 
 
+def _empty(state: TranslatorState, request_id: Any, value: dict[str, Any], context: Any) -> list[Message]:
+    return [result(request_id, {})]
+
+
 def _stop_answered(state: TranslatorState, request_id: Any, value: dict[str, Any], context: Any) -> list[Message]:
     return [result(request_id, {"stopped": True})]
 
@@ -128,6 +140,8 @@ RESULTS: Final[dict[str, ResultHandler]] = {
     "session/set_config_option": _config_set,
     "session/set_mode": _config_set,
     "session/close": _closed,
+    "authenticate": _empty,
+    "logout": _empty,
     "_session/async_task/stop": _stop_answered,
 }
 """The v1 methods whose successful answers change shape; keyed by the method the client called."""

@@ -15,9 +15,13 @@ from ..schema.state import STOP_REASONS as V2_STOP_REASONS
 from .messages import Message, obj
 
 __all__ = [
-    "STOP_REASONS", "b64", "mode_option", "session_params", "stop_answer", "text_content", "v1_commands",
-    "v1_config_options", "v1_modes", "v1_tool_content",
+    "DIFF_TEXT_META", "STOP_REASONS", "b64", "mode_option", "session_params", "stop_answer", "text_content",
+    "text_resources", "v1_commands", "v1_config_options", "v1_modes", "v1_tool_content",
 ]
+
+DIFF_TEXT_META: Final = "acp-agent/text"
+"""The ``_meta`` key of a v2 diff change under which ``acp_agent.text_diff`` keeps ``oldText`` / ``newText``
+(v1 shows a diff only from its texts; the same value as ``acp_agent.tool_calls.DIFF_TEXT_META``)."""
 
 STOP_REASONS: Final = V2_STOP_REASONS - {"error"}
 """The stop reasons v1 knows: v2's without ``error``."""
@@ -66,27 +70,59 @@ def text_content(text: str) -> dict[str, Any]:
     return {"type": "content", "content": {"type": "text", "text": text}}
 
 
+def text_resources(blocks: list[Any]) -> tuple[list[Any], int]:
+    """Prompt blocks with each embedded ``resource`` given as text (a blob one as a link), and how many changed."""
+    out: list[Any] = []
+    changed = 0
+    for block in blocks:
+        resource = obj(block.get("resource")) if isinstance(block, dict) and block.get("type") == "resource" else None
+        if resource is None:
+            out.append(block)
+            continue
+        changed += 1
+        uri = str(resource.get("uri", ""))
+        if isinstance(resource.get("text"), str):
+            out.append({"type": "text", "text": f"Contents of {uri}:\n```\n{resource['text']}\n```"})
+        else:
+            link: dict[str, Any] = {"type": "resource_link", "uri": uri, "name": uri.rsplit("/", 1)[-1] or uri}
+            if isinstance(resource.get("mimeType"), str):
+                link["mimeType"] = resource["mimeType"]
+            out.append(link)
+    return out, changed
+
+
 def v1_tool_content(item: dict[str, Any]) -> list[dict[str, Any]]:
-    """A v2 tool call content item (not a terminal) as v1 items: one ``diff`` per change that carries text."""
+    """A v2 tool call content item (not a terminal) as v1 items.
+
+    A diff becomes one v1 ``diff`` per change whose texts it carries (see `DIFF_TEXT_META`); the other
+    changes are shown by the diff's patch as a fenced ``diff`` block, or without one as ``operation path``.
+    """
     kind = item.get("type")
     if kind == "content" and isinstance(item.get("content"), dict):
         return [{"type": "content", "content": item["content"]}]
-    if kind == "diff":
-        out: list[dict[str, Any]] = []
-        for change in item.get("changes") or []:
-            if not isinstance(change, dict):
-                continue
-            path = change.get("path") or change.get("newPath") or change.get("oldPath")
-            if isinstance(change.get("newText"), str) and isinstance(path, str):
-                diff: dict[str, Any] = {"type": "diff", "path": path, "newText": change["newText"]}
-                if isinstance(change.get("oldText"), str):
-                    diff["oldText"] = change["oldText"]
-                out.append(diff)
-            else:
-                text = f"{change.get('operation', 'change')} {path or ''}".strip()
-                out.append({"type": "content", "content": {"type": "text", "text": text}})
-        return out
-    return []
+    if kind != "diff":
+        return []
+    out: list[dict[str, Any]] = []
+    bare: list[str] = []
+    for change in item.get("changes") or []:
+        if not isinstance(change, dict):
+            continue
+        path = change.get("path") or change.get("oldPath")
+        texts = obj(obj(change.get("_meta")).get(DIFF_TEXT_META))
+        if isinstance(texts.get("newText"), str) and isinstance(path, str):
+            diff: dict[str, Any] = {"type": "diff", "path": path,
+                                    "oldText": texts["oldText"] if isinstance(texts.get("oldText"), str) else None,
+                                    "newText": texts["newText"]}
+            out.append(diff)
+        else:
+            bare.append(f"{change.get('operation', 'change')} {path or ''}".strip())
+    patch = obj(item.get("patch")).get("text")
+    if bare and isinstance(patch, str) and patch:
+        fence = "````" if "```" in patch else "```"
+        out.append(text_content(f"{fence}diff\n{patch}{'' if patch.endswith(chr(10)) else chr(10)}{fence}"))
+    elif bare:
+        out.extend(text_content(text) for text in bare)
+    return out
 
 
 def v1_config_options(options: list[Any]) -> list[dict[str, Any]]:

@@ -1,8 +1,8 @@
 """The ``initialize`` exchange in v1 shapes, and the JetBrains AIR extension it negotiates.
 
-Pure functions: the v1 request becomes the v2 one (client info, elicitation), the v2 answer
-becomes the v1 one (capabilities as v1 names them, ``authMethods: []``, the AIR declaration
-when the client made one). A malformed AIR declaration enables nothing.
+Pure functions: the v1 request becomes the v2 one (client info, elicitation, terminal logins), the
+v2 answer becomes the v1 one (capabilities as v1 names them, the agent's ``authMethods`` in v1
+shape, the AIR declaration when the client made one). A malformed AIR declaration enables nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from typing import Any, Final
 from .messages import obj
 from .negotiation import V1_PROTOCOL_VERSION
 
-__all__ = ["AIR_CAPABILITY", "air_declared", "air_declares", "v1_initialize_result", "v2_initialize_params"]
+__all__ = [
+    "AIR_CAPABILITY", "air_declared", "air_declares", "v1_auth_methods", "v1_initialize_result", "v2_initialize_params",
+]
 
 AIR_CAPABILITY: Final = "asyncTasks"
 """The JetBrains AIR capability under which background work is published as async tasks."""
@@ -44,10 +46,38 @@ def v2_initialize_params(params: dict[str, Any], capabilities: dict[str, Any]) -
         info = {"name": "unknown", "version": "unknown"}
     v2: dict[str, Any] = {"protocolVersion": 2, "info": {k: info[k] for k in ("name", "title", "version") if
                                                          isinstance(info.get(k), str)}}
+    v2_caps: dict[str, Any] = {}
     elicitation = capabilities.get("elicitation")
     if isinstance(elicitation, dict):
-        v2["capabilities"] = {"elicitation": elicitation}
+        v2_caps["elicitation"] = elicitation
+    if obj(capabilities.get("auth")).get("terminal") is True:  # v1 says `true`, v2 `{}`
+        v2_caps["auth"] = {"terminal": {}}
+    if v2_caps:
+        v2["capabilities"] = v2_caps
     return v2
+
+
+def v1_auth_methods(methods: Any) -> list[dict[str, Any]]:
+    """The agent's v2 ``authMethods`` in v1 shape (``methodId`` is ``id``; a terminal method's ``env`` a map)."""
+    out: list[dict[str, Any]] = []
+    for method in methods if isinstance(methods, list) else []:
+        if not isinstance(method, dict) or not isinstance(method.get("methodId"), str):
+            continue
+        kind = method.get("type", "agent")
+        if kind not in ("agent", "terminal"):
+            continue  # a custom type a v1 client cannot use
+        v1: dict[str, Any] = {"id": method["methodId"], "name": str(method.get("name", method["methodId"]))}
+        if isinstance(method.get("description"), str):
+            v1["description"] = method["description"]
+        if kind == "terminal":
+            v1["type"] = "terminal"
+            if method.get("args"):
+                v1["args"] = [str(a) for a in method["args"]]
+            env = {str(e.get("name")): str(e.get("value")) for e in method.get("env") or [] if isinstance(e, dict)}
+            if env:
+                v1["env"] = env
+        out.append(v1)
+    return out
 
 
 def v1_initialize_result(result: dict[str, Any], client_capabilities: dict[str, Any]) -> dict[str, Any]:
@@ -69,10 +99,13 @@ def v1_initialize_result(result: dict[str, Any], client_capabilities: dict[str, 
         "mcpCapabilities": {"http": mcp.get("http") is not None, "sse": False},
         "sessionCapabilities": v1_session,
     }
+    methods = v1_auth_methods(result.get("authMethods"))
+    if methods:
+        agent_caps["auth"] = {"logout": {}}
     v1: dict[str, Any] = {
         "protocolVersion": V1_PROTOCOL_VERSION,
         "agentCapabilities": agent_caps,
-        "authMethods": [],
+        "authMethods": methods,
     }
     if isinstance(result.get("info"), dict):
         v1["agentInfo"] = result["info"]

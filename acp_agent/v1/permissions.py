@@ -2,9 +2,9 @@
 
 A v1 request names a tool call, so the bridge makes sure the client has seen one first: the
 subject's tool call, or one made up for a request about no tool call (or a command), ``pending``
-while asked and ``completed`` (allowed) or ``failed`` once answered. While the question is asked
-it is the tool call's title; the answer restores the tool call's own. The client's answer itself
-goes to the runtime unchanged.
+while asked and ``completed`` (allowed) or ``failed`` once answered. The question is the title only
+of a made-up tool call: a real one keeps its own title (clients print "Allow" before it, so the
+question there read "Allow Allow: ..."). The client's answer itself goes to the runtime unchanged.
 """
 
 from __future__ import annotations
@@ -46,23 +46,22 @@ def permission_request(state: TranslatorState, request_id: Any, params: dict[str
         session.tools[tool.tool_call_id] = tool
     out.extend(emit(session, tool))
     state.agent_requests[key(request_id)] = (REQUEST_PERMISSION, (session.session_id, tool.tool_call_id, synthetic))
-    v1 = {"sessionId": session.session_id, "toolCall": {"toolCallId": tool.tool_call_id, "title": title},
-          "options": params.get("options", [])}
+    tool_call: dict[str, Any] = {"toolCallId": tool.tool_call_id}
+    if synthetic:
+        tool_call["title"] = title
+    v1 = {"sessionId": session.session_id, "toolCall": tool_call, "options": params.get("options", [])}
     out.append({"jsonrpc": "2.0", "id": request_id, "method": REQUEST_PERMISSION, "params": v1})
     return out
 
 
 def permission_answered(state: TranslatorState, context: tuple[str, str, bool], answer: Message) -> list[Message]:
-    """The client answered: a made-up tool call ends by the outcome, a real one gets its title back."""
+    """The client answered: a made-up tool call ends by the outcome (a real one is the agent's to update)."""
     session_id, tool_id, synthetic = context
     session = state.sessions.get(session_id)
     tool = session.tools.get(tool_id) if session is not None else None
-    if session is None or tool is None or tool.sent is None:
+    if session is None or tool is None or tool.sent is None or not synthetic:
         return []
-    if synthetic:
-        outcome = (answer.get("result") or {}).get("outcome") if isinstance(answer.get("result"), dict) else None
-        selected = isinstance(outcome, dict) and outcome.get("outcome") == "selected"
-        tool.status = "completed" if selected else "failed"
-    else:
-        tool.sent = {**tool.sent, "title": None}  # the request showed its question as the title: restore
+    outcome = (answer.get("result") or {}).get("outcome") if isinstance(answer.get("result"), dict) else None
+    selected = isinstance(outcome, dict) and outcome.get("outcome") == "selected"
+    tool.status = "completed" if selected else "failed"
     return emit(session, tool)

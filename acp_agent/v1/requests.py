@@ -5,6 +5,8 @@ A handler never raises to report an outcome. It returns one of:
 - `Forward`: send the runtime this v2 call (its answer is translated back with ``context``);
 - `Answer` / `Refuse`: the bridge answers the client itself, with a result or an
   error (a notification gets nothing);
+- `Handle`: the bridge does the job itself (its own slash commands, stopping background work):
+  requests of its own for the runtime, updates and an answer for the client;
 - `UNCHANGED`: the message goes to the runtime as the client sent it.
 
 Handlers may note what they learn in the translator's state (client capabilities, a session
@@ -13,16 +15,21 @@ being loaded); they send nothing themselves.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .async_tasks import running_task
-from .convert import mode_option, session_params
+from .commands import command_prompt, idle_cancel
+from .convert import mode_option, session_params, text_resources
 from .handshake import AIR_CAPABILITY, air_declares, v2_initialize_params
+from .messages import Message, obj
 from .state import TranslatorState
 
-__all__ = ["HANDLERS", "UNCHANGED", "Answer", "Forward", "Handled", "Handler", "Refuse", "Unchanged"]
+__all__ = ["HANDLERS", "UNCHANGED", "Answer", "Forward", "Handle", "Handled", "Handler", "Refuse", "Unchanged"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +58,16 @@ class Refuse:
 
 
 @dataclass(frozen=True, slots=True)
+class Handle:
+    """The bridge does the job itself: ``runtime`` messages of its own, ``client`` updates, then ``result``
+    as the answer (``None``: no answer; a notification gets none anyway)."""
+
+    runtime: list[Message] = field(default_factory=list)
+    client: list[Message] = field(default_factory=list)
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class Unchanged:
     """The message goes to the runtime as the client sent it."""
 
@@ -58,7 +75,7 @@ class Unchanged:
 UNCHANGED: Final = Unchanged()
 """The one `Unchanged` outcome."""
 
-Handled = Forward | Answer | Refuse | Unchanged
+Handled = Forward | Answer | Refuse | Handle | Unchanged
 """What a handler decided about a client message."""
 
 Handler = Callable[[TranslatorState, dict[str, Any]], Handled]
@@ -73,11 +90,26 @@ def _initialize(state: TranslatorState, params: dict[str, Any]) -> Handled:
 
 
 def _new_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
-    return Forward("session/new", session_params(params, ("cwd", "additionalDirectories")))
+    return Forward("session/new", _mcp_servers(state, session_params(params, ("cwd", "additionalDirectories"))))
+
+
+def _mcp_servers(state: TranslatorState, v2: dict[str, Any]) -> dict[str, Any]:
+    """v1 makes every agent accept stdio MCP servers: handed on when the agent connects to them (it
+    advertised ``mcp.stdio``), else left out with one log line (v2 would refuse the request)."""
+    servers = v2.get("mcpServers")
+    stdio_ok = obj(obj(obj(state.agent_capabilities.get("session")).get("mcp"))).get("stdio") is not None
+    if not isinstance(servers, list) or stdio_ok:
+        return v2
+    kept = [s for s in servers if not (isinstance(s, dict) and s.get("type") == "stdio")]
+    if len(kept) < len(servers):
+        names = ", ".join(str(s.get("name")) for s in servers if isinstance(s, dict) and s.get("type") == "stdio")
+        logger.warning("v1 client: stdio MCP servers left out, this agent does not use them: %s", names)
+        v2 = {**v2, "mcpServers": kept}
+    return v2
 
 
 def _load_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
-    v2 = session_params(params, ("sessionId", "cwd", "additionalDirectories"))
+    v2 = _mcp_servers(state, session_params(params, ("sessionId", "cwd", "additionalDirectories")))
     v2["replayFrom"] = {"type": "start"}
     session_id = str(params.get("sessionId"))
     session = state.sessions.get(session_id)
@@ -91,14 +123,37 @@ def _load_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
 
 
 def _resume_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
-    v2 = session_params(params, ("sessionId", "cwd", "additionalDirectories"))
+    v2 = _mcp_servers(state, session_params(params, ("sessionId", "cwd", "additionalDirectories")))
     state.session(str(params.get("sessionId")))
     return Forward("session/resume", v2, str(params.get("sessionId")))
 
 
 def _prompt(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    session_id = str(params.get("sessionId"))
+    session = state.sessions.get(session_id)
+    if session is not None:
+        handled = command_prompt(state, session, params.get("prompt"))
+        if handled is not None:
+            return Handle(handled[0], handled[1], {"stopReason": "end_turn"})
     v2 = {k: v for k, v in params.items() if k in ("sessionId", "prompt", "_meta")}
-    return Forward("session/prompt", v2, str(params.get("sessionId")))
+    prompt_caps = obj(obj(state.agent_capabilities.get("session")).get("prompt"))
+    if isinstance(v2.get("prompt"), list) and prompt_caps.get("embeddedContext") is None:
+        blocks, changed = text_resources(v2["prompt"])
+        if changed:  # Toad sends @file as a resource to any agent: be liberal, give it as text
+            logger.warning("v1 client sent %d embedded resource(s) the agent did not advertise: given as text",
+                           changed)
+            v2["prompt"] = blocks
+    if session is not None:
+        session.prompts += 1
+    return Forward("session/prompt", v2, session_id)
+
+
+def _cancel(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    session = state.sessions.get(str(params.get("sessionId")))
+    if session is None:
+        return UNCHANGED
+    stops = idle_cancel(state, session)
+    return Handle(stops) if stops else UNCHANGED  # a turn runs (or nothing to stop): the runtime cancels it
 
 
 def _set_config_option(state: TranslatorState, params: dict[str, Any]) -> Handled:
@@ -119,8 +174,16 @@ def _set_mode(state: TranslatorState, params: dict[str, Any]) -> Handled:
 
 
 def _authenticate(state: TranslatorState, params: dict[str, Any]) -> Handled:
-    return Refuse(-32602, "Invalid params: the agent offers no authentication methods",
-                  {"methodId": params.get("methodId")})
+    if not state.auth_methods:
+        return Refuse(-32602, "Invalid params: the agent offers no authentication methods",
+                      {"methodId": params.get("methodId")})
+    return Forward("auth/login", {k: params[k] for k in ("methodId", "_meta") if params.get(k) is not None})
+
+
+def _logout(state: TranslatorState, params: dict[str, Any]) -> Handled:
+    if not state.auth_methods:
+        return UNCHANGED  # nothing to log out of: the runtime answers -32601
+    return Forward("auth/logout", {k: params[k] for k in ("_meta",) if params.get(k) is not None})
 
 
 def _close_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
@@ -152,7 +215,9 @@ HANDLERS: Final[dict[str, Handler]] = {
     "session/prompt": _prompt,
     "session/set_config_option": _set_config_option,
     "session/set_mode": _set_mode,
+    "session/cancel": _cancel,
     "authenticate": _authenticate,
+    "logout": _logout,
     "session/close": _close_session,
     "session/fork": _fork_session,
     "_session/async_task/stop": _stop_async_task,

@@ -9,15 +9,29 @@ async tasks announced. The translator's modules read and change it; nothing else
 from __future__ import annotations
 
 import codecs
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .messages import Message
 
-__all__ = ["TERMINAL_TAIL", "Session", "TerminalShown", "Tool", "TranslatorState"]
+__all__ = [
+    "BRIDGE_REQUEST", "LIVE_TAIL", "TERMINAL_INTERVAL", "TERMINAL_TAIL", "Session", "TerminalShown", "Tool",
+    "TranslatorState",
+]
 
 TERMINAL_TAIL: Final = 64 * 1024
-"""Characters of a terminal's output kept for the tool call content shown to a v1 client."""
+"""Characters of a terminal's output kept for the tool call content shown to a v1 client (once it exited)."""
+
+BRIDGE_REQUEST: Final = "_acp_agent/v1_bridge"
+"""How the bridge files a request it sent the runtime itself: its answer is not the client's business."""
+
+LIVE_TAIL: Final = 8 * 1024
+"""Characters of a running terminal's output shown: v1 content replaces the list, so each update resends it."""
+
+TERMINAL_INTERVAL: Final = 0.3
+"""Seconds between two updates of a running terminal's output (its exit is sent at once)."""
 
 
 @dataclass
@@ -31,6 +45,10 @@ class TerminalShown:
     exit: dict[str, Any] | None = None
     tools: list[str] = field(default_factory=list)
     """The tool calls whose content shows this terminal."""
+    shown_at: float | None = None
+    """When its output was last sent (monotonic seconds); ``None``: not yet."""
+    pending: bool = False
+    """Output arrived since it was last sent (sent when `TERMINAL_INTERVAL` has passed)."""
     decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
 
     def append(self, data: bytes) -> None:
@@ -41,8 +59,15 @@ class TerminalShown:
             self.truncated = True
 
     def render(self) -> str:
-        """The output as a fenced block, with a leading ``…`` when cut and the exit as its last line."""
-        text = ("…\n" if self.truncated else "") + self.text
+        """The output as a fenced block, with a leading ``…`` when cut and the exit as its last line.
+
+        While the process runs only the last `LIVE_TAIL` characters are shown (from a line start).
+        """
+        text, truncated = self.text, self.truncated
+        if self.exit is None and len(text) > LIVE_TAIL:
+            text = text[-LIVE_TAIL:]
+            text, truncated = text[text.find("\n") + 1:] if "\n" in text else text, True
+        text = ("…\n" if truncated else "") + text
         if self.exit is not None:
             if text and not text.endswith("\n"):
                 text += "\n"
@@ -109,6 +134,12 @@ class Session:
     """A ``session/load`` replay is in progress (the user's messages are shown)."""
     tasks: dict[tuple[str, str], str] = field(default_factory=dict)
     """AIR async tasks announced: (kind, id) -> last state sent."""
+    background: list[dict[str, Any]] = field(default_factory=list)
+    """The session's background work as last listed (v2 ``background`` items)."""
+    agent_commands: list[Any] = field(default_factory=list)
+    """The agent's own available commands (v2 shape) as last sent; the bridge adds its own to them."""
+    prompts: int = 0
+    """Prompts sent to the runtime and not answered yet (a ``session/cancel`` then cancels a turn)."""
 
 
 @dataclass
@@ -127,6 +158,14 @@ class TranslatorState:
     """Tool calls made up for permission requests so far (numbers their ids)."""
     children: dict[str, str] = field(default_factory=dict)
     """Child (subagent) session id -> its parent session id: the child is shown as a tool call there."""
+    agent_capabilities: dict[str, Any] = field(default_factory=dict)
+    """The agent's v2 capabilities from its ``initialize`` answer."""
+    auth_methods: list[dict[str, Any]] = field(default_factory=list)
+    """The agent's v2 ``authMethods`` from its ``initialize`` answer."""
+    own_requests: int = 0
+    """Requests the bridge itself sent the runtime so far (numbers their ids)."""
+    clock: Callable[[], float] = time.monotonic
+    """Monotonic seconds (paces terminal output); a test may replace it."""
 
     def session(self, session_id: str) -> Session:
         """The books of a session, opened on first use."""

@@ -5,12 +5,14 @@ and writes. Until the client's ``initialize`` they only watch (see `negotiation`
 version 1 switches the connection to v1, 2 or more to v2. In v2 mode bytes pass through
 untouched. In v1 mode whole lines go through a `V1Translator` both ways,
 and what the bridge answers the client itself is written under the same lock as the
-runtime's output, so lines never interleave. A line that is not JSON reaches the runtime as
-is (it answers -32700). An unfinished last line at end of input is still delivered.
+runtime's output, so lines never interleave. While it waits for the client, the receiving side
+also sends the v1 terminal output the translator held back when it falls due. A line that is
+not JSON reaches the runtime as is (it answers -32700). An unfinished last line at end of input is still delivered.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Final
 
 import anyio
@@ -77,10 +79,12 @@ class _BridgeReceive(ByteReceiveStream):
                 b.in_buffer.clear()
                 return rest
             try:
-                data = await b.outer_receive.receive(max_bytes)
+                data = await self._receive(max_bytes)
             except anyio.EndOfStream:
                 b.eof = True
                 continue
+            if data is None:
+                continue  # held terminal output was due and went out
             b.in_buffer += data
             end = b.in_buffer.rfind(b"\n")
             if end < 0:
@@ -92,6 +96,18 @@ class _BridgeReceive(ByteReceiveStream):
             out = await self._lines(chunk)
             if out:
                 return out
+
+    async def _receive(self, max_bytes: int) -> bytes | None:
+        """The client's next bytes; ``None`` when, waiting for them, held v1 terminal output fell due (then sent)."""
+        b = self._b
+        due = b.translator.due() if b.translator is not None else None
+        if due is None:
+            return await b.outer_receive.receive(max_bytes)
+        with anyio.move_on_after(max(0.0, due - time.monotonic())):
+            return await b.outer_receive.receive(max_bytes)
+        if b.translator is not None:
+            await b.to_client(b.translator.flush())
+        return None
 
     async def _lines(self, chunk: bytes) -> bytes:
         b = self._b

@@ -6,6 +6,11 @@ command). `emit` is the one place a tool call reaches the client: the first time
 ``tool_call`` with every field, afterwards as a ``tool_call_update`` with only the fields that
 changed, and nothing when nothing did. A tool call handed off to a still-running terminal stays
 ``in_progress`` until that terminal exits.
+
+v1 content replaces the whole list, so every update of a running terminal resends its output:
+output is paced (at most one update per `TERMINAL_INTERVAL` per terminal, the rest held until
+`flush_terminals` or the next update; the exit always at once) and a running terminal shows only
+its last `LIVE_TAIL` characters.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from typing import Any, Final
 from .async_tasks import task_pause
 from .convert import b64, v1_tool_content
 from .messages import Message, notify
-from .state import Session, TerminalShown, Tool, TranslatorState
+from .state import TERMINAL_INTERVAL, Session, TerminalShown, Tool, TranslatorState
 
-__all__ = ["V1_STATUSES", "emit", "terminal_output", "terminal_update", "tool_chunk", "tool_update"]
+__all__ = [
+    "V1_STATUSES", "emit", "flush_terminals", "terminal_due", "terminal_output", "terminal_update", "tool_chunk",
+    "tool_update",
+]
 
 V1_STATUSES: Final = frozenset({"pending", "in_progress", "completed", "failed"})
 """The tool call statuses v1 knows."""
@@ -90,19 +98,45 @@ def terminal_update(state: TranslatorState, session: Session, update: Message) -
     if isinstance(update.get("exitStatus"), dict):
         terminal.exit = update["exitStatus"]
         terminal.append(b"")
-        return _terminal_changed(session, terminal)
-    return _terminal_changed(session, terminal) if output is not None else []
+        return _terminal_changed(state, session, terminal)
+    return _paced(state, session, terminal) if output is not None else []
 
 
 def terminal_output(state: TranslatorState, session: Session, update: Message) -> list[Message]:
-    """A v2 ``terminal_output_chunk``: appended, and the tool calls showing the terminal emitted."""
+    """A v2 ``terminal_output_chunk``: appended, and the tool calls showing the terminal emitted (paced)."""
     terminal = session.terminals.setdefault(str(update.get("terminalId")), TerminalShown(str(update.get("terminalId"))))
     if isinstance(update.get("data"), str):
         terminal.append(b64(update["data"]))
-    return _terminal_changed(session, terminal)
+    return _paced(state, session, terminal)
 
 
-def _terminal_changed(session: Session, terminal: TerminalShown) -> list[Message]:
+def _paced(state: TranslatorState, session: Session, terminal: TerminalShown) -> list[Message]:
+    """New output of a running terminal: shown now, or held until `TERMINAL_INTERVAL` after the last showing."""
+    if terminal.shown_at is not None and state.clock() - terminal.shown_at < TERMINAL_INTERVAL:
+        terminal.pending = True
+        return []
+    return _terminal_changed(state, session, terminal)
+
+
+def terminal_due(state: TranslatorState) -> float | None:
+    """When held terminal output is next due (the clock's seconds), or ``None`` when none is held."""
+    due = [t.shown_at + TERMINAL_INTERVAL for s in state.sessions.values() for t in s.terminals.values()
+           if t.pending and t.shown_at is not None]
+    return min(due) if due else None
+
+
+def flush_terminals(state: TranslatorState) -> list[Message]:
+    """The updates of every terminal whose held output is due."""
+    now = state.clock()
+    out: list[Message] = []
+    for session in list(state.sessions.values()):
+        for terminal in list(session.terminals.values()):
+            if terminal.pending and (terminal.shown_at is None or now - terminal.shown_at >= TERMINAL_INTERVAL):
+                out.extend(_terminal_changed(state, session, terminal))
+    return out
+
+
+def _terminal_changed(state: TranslatorState, session: Session, terminal: TerminalShown) -> list[Message]:
     if not terminal.tools:  # a terminal of its own: shown as a tool call named after its command
         tool = Tool(terminal.terminal_id, title=terminal.command or "Terminal", kind="execute",
                     status="in_progress", synthetic=True)
@@ -116,6 +150,7 @@ def _terminal_changed(session: Session, terminal: TerminalShown) -> list[Message
             if linked.synthetic and terminal.exit is not None:
                 linked.status = "failed" if terminal.failed else "completed"
             out.extend(emit(session, linked))
+    terminal.shown_at = state.clock()
     return out
 
 
@@ -159,5 +194,6 @@ def emit(session: Session, tool: Tool) -> list[Message]:
 def _render(session: Session, kind: str, value: Any) -> dict[str, Any]:
     if kind == "terminal":
         terminal = session.terminals.get(value) or TerminalShown(value)
+        terminal.pending = False  # what is held is in this update
         return {"type": "content", "content": {"type": "text", "text": terminal.render()}}
     return dict(value)

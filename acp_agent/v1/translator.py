@@ -14,8 +14,9 @@ from typing import Any
 from .answers import runtime_answer
 from .messages import Message, error, key, obj, result
 from .permissions import REQUEST_PERMISSION, permission_answered, permission_request
-from .requests import HANDLERS, Answer, Refuse, Unchanged
+from .requests import HANDLERS, Answer, Handle, Refuse, Unchanged
 from .state import Session, TranslatorState
+from .tools import flush_terminals, terminal_due
 from .updates import session_update
 
 __all__ = ["V1Translator"]
@@ -64,6 +65,9 @@ class V1Translator:
             return [], [result(request_id, handled.result)] if is_request else []
         if isinstance(handled, Refuse):
             return [], [error(request_id, handled.code, handled.message, handled.data)] if is_request else []
+        if isinstance(handled, Handle):
+            answered = [result(request_id, handled.result)] if is_request and handled.result is not None else []
+            return handled.runtime, [*handled.client, *answered]
         if is_request:
             self.state.requests[key(request_id)] = (method, handled.context)
         out: Message = {"jsonrpc": "2.0", "method": handled.method, "params": handled.params}
@@ -93,6 +97,16 @@ class V1Translator:
         if method == REQUEST_PERMISSION and "id" in message:
             return permission_request(self.state, message["id"], params)
         return [message]
+
+    # -- held terminal output ---------------------------------------------------------------
+
+    def due(self) -> float | None:
+        """When held terminal output is next due (``time.monotonic`` seconds), or ``None``."""
+        return terminal_due(self.state)
+
+    def flush(self) -> list[Message]:
+        """The updates of the terminal output now due (call at `due`)."""
+        return flush_terminals(self.state)
 
     def _session(self, session_id: str) -> Session:
         """The books of a session, opened on first use."""

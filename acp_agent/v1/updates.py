@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .async_tasks import project_tasks
-from .convert import mode_option, stop_answer, v1_commands, v1_config_options
+from .commands import commands_update
+from .convert import mode_option, stop_answer, v1_config_options
 from .messages import Message, answer, notify
 from .state import Session, TranslatorState
 from .subagents import child_update, subagent_update
@@ -84,8 +85,10 @@ def _chunks(session: Session, kind: str, blocks: Any) -> list[Message]:
 def _state(state: TranslatorState, session: Session, update: Message) -> list[Message]:
     out: list[Message] = []
     background = update.get("background")
-    if state.air and isinstance(background, list):
-        out.extend(project_tasks(session, background))
+    if isinstance(background, list):
+        session.background = [item for item in background if isinstance(item, dict)]
+        if state.air:
+            out.extend(project_tasks(session, background))
     if update.get("state") == "idle" and update.get("stopReason") is not None:
         message_id, session.turn = session.turn, None
         if message_id is not None:
@@ -134,8 +137,9 @@ def _plan_message(session: Session) -> Message:
 
 
 def _available_commands(state: TranslatorState, session: Session, update: Message) -> list[Message]:
-    return [notify(session.session_id, {"sessionUpdate": "available_commands_update",
-                                        "availableCommands": v1_commands(update.get("availableCommands"))})]
+    commands = update.get("availableCommands")
+    session.agent_commands = commands if isinstance(commands, list) else []
+    return [commands_update(session)]
 
 
 def _config_options(state: TranslatorState, session: Session, update: Message) -> list[Message]:

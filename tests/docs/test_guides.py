@@ -33,6 +33,9 @@ from docs_src.providers_test import test_a_gateway_replaces_the_endpoint
 from docs_src.resume_context import ContextAgent
 from docs_src.subagents import LeadAgent
 from docs_src.talking import ChattyAgent
+from docs_src.telemetry_agent import Coder
+from docs_src.telemetry_providers import MyAgent
+from docs_src.telemetry_test import test_the_turn_is_traced
 from docs_src.testing_background import test_watch_is_listed_then_cancelled
 from docs_src.testing_pytest import test_echo
 from docs_src.testing_questions import test_answer_a_question_by_hand, test_login_asks_for_a_name
@@ -47,6 +50,7 @@ __all__ = [  # the guides' own tests, run here
     "test_answer_a_question_by_hand",
     "test_echo",
     "test_login_asks_for_a_name",
+    "test_the_turn_is_traced",
     "test_title_archive_status",
     "test_watch_is_listed_then_cancelled",
 ]
@@ -318,3 +322,14 @@ def test_host_limits_serve_picks_the_class_defined_there() -> None:
     assert name == "HostAgent"  # EchoAgent, imported, does not count
     assert isinstance(source, type) and source.__name__ == "HostAgent"
     assert HostAgent.limits.max_principal_sessions == 2 and HostAgent.limits.max_principal_processes == 4
+
+
+async def test_the_telemetry_agent_works_with_telemetry_off() -> None:
+    """The Telemetry guide's coding agent, untraced: the same turn (a tool, a permission, a terminal, a watcher)."""
+    assert await said(Coder(), "run the tests") == ["Running the tests."]
+
+
+async def test_an_agent_over_your_own_providers_is_traced() -> None:
+    """The guide's ``MyAgent`` reports to the global providers it was given (here: the API's default ones)."""
+    assert MyAgent.telemetry is not None
+    assert await said(MyAgent(), "hi") == ["Hello."]

@@ -50,3 +50,12 @@ def test_the_browser_socket_offers_what_the_server_reads() -> None:
         f"console.log(JSON.stringify(acpSocket('ws://x/acp', {json.dumps(token)}).protocols));"
     done = subprocess.run([node, "-e", probe], capture_output=True, text=True, check=True, timeout=30)
     assert json.loads(done.stdout) == subprotocol_offer(token)
+
+
+def test_the_multi_user_workspace_keeps_each_user_in_their_directory() -> None:
+    import docs_src.multi_user as multi_user
+
+    policy = multi_user.TeamAgent.workspace
+    assert policy is not None
+    assert policy.allows("bob", "/srv/work/bob/repo") and not policy.allows("bob", "/srv/work/alice")
+    assert not policy.allows("eve", "/srv/work/eve") and not policy.allows("alice", "/")

@@ -197,7 +197,8 @@ def test_a_session_active_on_one_replica_is_not_resumed_on_another(
 def test_a_crashed_replica_s_sessions_are_resumed_elsewhere(validator: SchemaValidator, postgres_dsn: str) -> None:
     store = ("--store", f"postgres:{postgres_dsn}")
     with served_agent(ECHO_AGENT, *store) as survivor:
-        command = [sys.executable, "-m", "acp_agent", "serve", str(ECHO_AGENT), "--port", "0", *store]
+        command = [sys.executable, "-m", "acp_agent", "serve", str(ECHO_AGENT), "--port", "0", "--workspace", "/",
+                   *store]
         doomed = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   text=True, start_new_session=True)

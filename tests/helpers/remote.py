@@ -155,7 +155,10 @@ def printing_process(command: list[str], url_line: re.Pattern[str], what: str,
 def served_agent(agent: Path | str, *args: str, env: dict[str, str] | None = None,
                  open_files: int | None = None) -> Iterator[ServedAgent]:
     """Serve ``agent`` (a file or module spec) on a free loopback port for the duration of the block
-    (``open_files``: the server's file-descriptor limit, as ``ulimit -n`` sets it)."""
-    command = [sys.executable, "-m", "acp_agent", "serve", str(agent), "--port", "0", *args]
+    (``open_files``: the server's file-descriptor limit, as ``ulimit -n`` sets it). Sessions may live anywhere but
+    ``/`` itself (``--workspace /``, unless ``args`` names one): the tests' ``cwd`` is ``/tmp``, ``tmp_path`` or the
+    repository; tests/e2e/test_hosting_e2e.py checks the workspace itself."""
+    workspace = [] if "--workspace" in args else ["--workspace", "/"]
+    command = [sys.executable, "-m", "acp_agent", "serve", str(agent), "--port", "0", *workspace, *args]
     with printing_process(command, URL_LINE, "server", env, open_files) as (proc, url, lines):
         yield ServedAgent(proc, url, lines)

@@ -1134,5 +1134,6 @@ def test_vocabulary_derived_from_the_schema_matches_the_reference() -> None:
         "terminal_output_chunk", "plan_update", "available_commands_update", "config_option_update",
         "session_info_update", "usage_update", "notice", "compaction_update", "compaction_summary_chunk",
         "subagent_update", "session_message", "session_message_chunk", "plan_removed",
+        "replay_complete", "prompt_suggestions_update",  # the Preview shapes (schemas/preview)
     }
     assert constants.update_kinds() >= constants.MESSAGE_KINDS and constants.update_kinds() >= constants.REPLAY_SHAPED

@@ -27,10 +27,11 @@ EXPORTS = {
     "ResourceLink", "Session",
     "SessionClosedError", "SessionConfigOption", "SessionNotOpenError", "StopReason", "Subagent", "SubagentResult",
     "SystemPrompt", "Terminal", "TextContent", "ToolCall", "ToolCallFields", "ToolCallStateError", "ToolCallUpdate",
-    "Usage", "UserMessage", "extension", "run_stdio", "serve", "serve_stdio",
+    "Usage", "UserMessage", "extension", "run_stdio", "serve", "serve_stdio", "text_diff",
     # [unstable] MCP over ACP
     "AcpMcpServer", "AcpMcpServers", "McpNotification", "McpServerError", "McpTool", "McpToolResult",
     "McpTransportError", "UnknownMcpServerError",
+    "Workspace", "configuring_principal",
 }
 
 # What help(Session) shows: the author's API, no runtime internals.
@@ -38,7 +39,7 @@ SESSION_API = {
     "additional_directories", "ask", "ask_url", "available_commands", "background", "batch", "client", "closed",
     "closing", "complete_elicitation", "config_options", "cwd", "data", "history", "id", "limits", "message", "meta",
     "notice", "parent", "plan", "principal", "prompt_meta", "request_permission", "say", "schedule", "set_turn_usage",
-    "system_prompt",
+    "system_prompt", "suggest_prompts",
     "send", "title", "spawn", "spawn_subagent", "start_foreground", "start_terminal", "start_tool_call", "state",
     "task_group", "think", "thought", "tool_call_content", "update_available_commands", "update_config_options",
     "update_info", "update_tool_call", "usage", "wait_idle",
@@ -336,7 +337,8 @@ def test_annotations_read_as_written() -> None:
 # What a stdio agent that only talks (no tool calls, terminals, questions, v1 client) loads: the modules
 # of those features are imported on first use. ``python -X importtime`` and bench/README.md say why.
 LAZY_FOR_A_TALKING_AGENT = {
-    "acp_agent._session.asking", "acp_agent.questions", "acp_agent.terminals", "acp_agent.tool_calls",
+    "acp_agent._session.asking", "acp_agent._session.suggestions", "acp_agent.questions", "acp_agent.terminals",
+    "acp_agent.tool_calls",
     "acp_agent.schema.elicitation", "acp_agent.schema.permissions", "acp_agent.schema.methods",
     "acp_agent.schema.mcp", "acp_agent.schema.providers", "acp_agent.v1.translator", "acp_agent.http",
     "acp_agent.store.postgres", "acp_agent.testing", "psycopg", "starlette", "uvicorn", "uvloop",

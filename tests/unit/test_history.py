@@ -295,3 +295,24 @@ def test_text_chunks_of_interleaved_streams_each_reach_their_own_message() -> No
         expected[key] = expected.get(key, "") + f"{i},"
     expected[("AgentMessage", "m1")] += "end"
     assert texts == expected
+
+
+def test_a_plain_text_block_is_kept_as_its_text() -> None:
+    """A message's plain text blocks are kept as their strings, not models (memory: a long session keeps
+    thousands), and come back as the same blocks; a block with more than its text stays the model it was."""
+    history = History()
+    sink = SessionSink(_Dropped(), "s1", history)  # type: ignore[arg-type]
+    annotated = TextContent(text="b", annotations={"priority": 1})
+    sink.record_plain(UserMessage, "u", [TextContent(text="a"), TextContent(text="b")])
+    history.record(AgentMessage(message_id="m", content=[TextContent(text="a"), annotated]))
+    history.append_text(False, "m", "c")
+    history.record(AgentMessageChunk(message_id="m", content=TextContent(text="d", meta={"k": 1})))
+    kept = [entry.fields["content"] for entry in history._entries.values()]
+    assert kept == [["a", "b"], ["a", annotated, "c", TextContent(text="d", meta={"k": 1})]]
+    assert [to_wire(u) for u in history.replay()] == [
+        {"sessionUpdate": "user_message", "messageId": "u",
+         "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"sessionUpdate": "agent_message", "messageId": "m",
+         "content": [{"type": "text", "text": "a"}, to_wire(annotated), {"type": "text", "text": "c"},
+                     {"type": "text", "text": "d", "_meta": {"k": 1}}]},
+    ]

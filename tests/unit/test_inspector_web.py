@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,20 @@ def test_the_socket_wants_cookie_and_own_origin(client: TestClient) -> None:
         socket.send_json({"op": "request", "rid": 7, "method": "session/new", "params": {}})
         answer = socket.receive_json()
         assert answer["rid"] == 7 and "replay" in answer["error"]["message"]
+
+
+def test_the_page_shows_trace_ids_when_telemetry_is_on(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With OTLP export configured the page is told so, sends a traceparent with each prompt and shows its trace id
+    next to the turn (``app.js``, ``view.js``)."""
+    client.cookies.set(COOKIE, SECRET)
+    own = {"origin": "http://127.0.0.1:9999", "host": "127.0.0.1:9999"}
+    for endpoint, on in (("", False), ("http://127.0.0.1:4318", True)):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        with client.websocket_connect("/ws", headers=own) as socket:
+            assert socket.receive_json()["telemetry"] is on
+    static = files("acp_agent.dev") / "static"
+    assert "traceparent: `00-${traceId}-" in (static / "app.js").read_text()
+    assert '"data-testid": "trace-id"' in (static / "view.js").read_text()
 
 
 def test_a_stdio_agent_imports_no_inspector() -> None:

@@ -700,7 +700,12 @@ def test_known_tag_with_bad_shape_is_rejected_not_downgraded() -> None:
 
 @cache
 def _schema() -> dict[str, Any]:
+    """The official schema with the Preview shapes merged in, as the SDK's validator reads it."""
+    from acp_agent.testing.schema import merge_preview
+
     loaded: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    for path in sorted((Path(schema.__file__).parents[1] / "testing" / "schemas" / "preview").glob("*.json")):
+        merge_preview(loaded, json.loads(path.read_text(encoding="utf-8")))
     return loaded
 
 
@@ -1038,6 +1043,8 @@ def session_update_samples() -> list[BaseModel]:
             content=[_TEXT],
         ),
         SessionMessageChunk(message_id="sm_1", content=_TEXT),
+        schema.ReplayComplete(meta={"r": 1}),
+        schema.PromptSuggestionsUpdate(suggestions=[schema.PromptSuggestion(prompt=[_TEXT], meta={"s": 1})]),
         UnknownSessionUpdate(session_update="_progress", percent=40),
     ]
 

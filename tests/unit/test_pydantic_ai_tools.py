@@ -69,7 +69,8 @@ async def test_files_show_diffs_and_stay_inside_the_cwd(tmp_path: Path) -> None:
         assert edit["locations"] == [{"path": str(tmp_path / "a.txt")}]
         diff = edit["content"][0]
         assert diff["type"] == "diff" and diff["changes"] == [
-            {"operation": "modify", "path": str(tmp_path / "a.txt"), "fileType": "text"}]
+            {"operation": "modify", "path": str(tmp_path / "a.txt"), "fileType": "text",
+             "_meta": {"acp-agent/text": {"oldText": "one\ntwo\n", "newText": "one\nTWO\n"}}}]
         assert "-two\n+TWO\n" in diff["patch"]["text"] and diff["patch"]["format"] == "git_patch"
         assert write["content"][0]["changes"][0]["operation"] == "add"
         assert read["status"] == "failed"  # outside the cwd: the model is asked to retry
@@ -113,6 +114,9 @@ async def test_a_command_runs_as_a_terminal_in_its_tool_call(tmp_path: Path) -> 
         assert "out" in terminal_text(client, sid)
         result = last_tool_return(seen[1])
         assert result.startswith("exit code 3") and "out" in result and "err" in result
+        # The output is shown once, by the terminal: not again as text content or as rawOutput (issue 37).
+        assert tool["content"] == [{"type": "terminal", "terminalId": terminal_id}]
+        assert "rawOutput" not in tool
 
 
 async def test_a_command_asks_first_and_a_rejected_one_never_runs(tmp_path: Path) -> None:

@@ -506,11 +506,12 @@ async def test_resume_active_session_with_replay() -> None:  # R35, R36, R39, R4
         assert result["configOptions"]
         replayed = client.view(sid).updates[mark:]
         assert kinds(replayed) == [
-            "user_message", "agent_message", "user_message", "agent_thought", "agent_thought", "state:idle",
-        ]
+            "user_message", "agent_message", "user_message", "agent_thought", "agent_thought", "replay_complete",
+            "state:idle",
+        ]  # Preview P10: the marker ends the history; the snapshot after it is live state
         live_ids = [u["messageId"] for u in original if u["sessionUpdate"] == "user_message"]
         assert [u["messageId"] for u in replayed if u["sessionUpdate"] == "user_message"] == live_ids
-        assert replayed[-2]["content"] == [{"type": "text", "text": "ab"}]  # chunks folded
+        assert replayed[-3]["content"] == [{"type": "text", "text": "ab"}]  # chunks folded
         assert "stopReason" not in replayed[-1]  # R62: a resume snapshot is not a completion
         # the snapshot comes before the answer
         wire = client.sent_by_agent()
@@ -546,7 +547,8 @@ async def test_resume_closed_session() -> None:  # R39
         await client.close_session(sid)
         mark = len(client.view(sid).updates)
         await client.request("session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}})
-        assert kinds(client.view(sid).updates[mark:]) == ["user_message", "agent_message", "state:idle"]
+        assert kinds(client.view(sid).updates[mark:]) == ["user_message", "agent_message", "replay_complete",
+                                                          "state:idle"]
         view = await client.prompt_and_wait(sid, "echo again")
         assert view.stop_reason == "end_turn"
 

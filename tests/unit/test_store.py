@@ -7,6 +7,7 @@ import base64
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -365,6 +366,33 @@ async def test_sqlite_committer_thread_commits_without_a_read(tmp_path: Path) ->
     await store.close()
 
 
+async def test_sqlite_file_is_opened_by_the_thread_that_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All of one file's SQLite work stays in one thread (one malloc arena): the committer opens it; a failed
+    open is raised and leaves no thread behind, and the next open tries again."""
+    store = SqliteStore(tmp_path / "a.sqlite3")
+    opened_in: list[threading.Thread] = []
+    real_open = SqliteStore._open
+
+    def spy(self: SqliteStore) -> None:
+        opened_in.append(threading.current_thread())
+        real_open(self)
+
+    monkeypatch.setattr(SqliteStore, "_open", spy)
+    record = sample_record()
+    say(record, "one")
+    await store.save(record)  # opens the file on first use
+    assert opened_in == [store._committer] and opened_in[0] is not threading.current_thread()
+    await store.close()
+    broken = SqliteStore(tmp_path / "b.sqlite3")
+    broken.path.write_bytes(b"not a database" * 100)
+    for _ in range(2):
+        with pytest.raises(StoreUnusableError):
+            await broken.open()
+        assert broken._committer is None
+
+
 async def test_sqlite_a_big_save_commits_before_it_returns(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "a.sqlite3")
     record = sample_record()
@@ -557,7 +585,7 @@ async def test_sessions_outlive_the_connection_and_closed_ones_leave_memory(make
         await client.prompt_and_wait(sid, "extras")
         await client.prompt_and_wait(sid, "echo second")
         await client.resume_session(sid, "/tmp", replay=True)
-        live_replay = [u for u in client.view(sid).updates[-6:]]
+        live_replay = [u for u in client.view(sid).updates[-7:]]  # the replay, its replay_complete, the snapshot
         closed = await client.new_session("/elsewhere")
         await client.close_session(closed)
     if not store.durable:

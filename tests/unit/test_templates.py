@@ -133,3 +133,14 @@ def test_result_line(request_id: Any) -> None:
     body = to_json(PromptResponse(message_id="m_ünï \"1\""))
     expected = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": orjson.Fragment(body)}) + b"\n"
     assert templates.result_line(request_id, body) == expected
+
+
+@pytest.mark.parametrize("pieces", [[], [""], ["a"], ["a", "", 'b"\n\\', "🎉 ü\x00"], ["x" * 3000] * 5])
+@pytest.mark.parametrize("content", [[], [TextContent(text="first")]])
+def test_plain_message_with_an_extra_text_in_pieces(pieces: list[str], content: list[TextContent]) -> None:
+    """A streamed message's text given as its pieces (escaped one at a time) gives the same bytes as the whole text."""
+    head = templates.plain_message_head(AgentMessage)
+    assert templates.plain_message_json(head, "m", content, pieces) == templates.plain_message_json(
+        head, "m", content, "".join(pieces)) == to_json(
+        AgentMessage(message_id="m", content=[*content, TextContent(text="".join(pieces))]))
+    assert templates.plain_message_json(head, "m", content, [*pieces, "\ud800"]) is None

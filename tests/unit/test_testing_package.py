@@ -11,6 +11,7 @@ import pytest
 
 import acp_agent.testing
 from acp_agent.testing import SchemaValidator, default_schema_path
+from acp_agent.testing.schema import packaged_schema
 
 PUBLIC_NAMES = [
     "RULES",
@@ -33,6 +34,7 @@ PUBLIC_NAMES = [
     "connect_remote",
     "default_schema_path",
     "monitor_event_loop",
+    "retry_prompt",
     "spawn_agent",
 ]
 
@@ -142,7 +144,10 @@ def test_schemas_ship_inside_the_package_and_validate(unstable: bool) -> None:
 
 def test_default_validator_uses_the_packaged_unstable_schema() -> None:
     validator = SchemaValidator()
-    assert validator.schema == SchemaValidator(default_schema_path()).schema
+    official = SchemaValidator(default_schema_path()).schema
+    assert validator.schema != official  # the Preview shapes are merged in ...
+    assert validator.schema == packaged_schema(unstable=True)
+    assert official["$defs"].keys() <= validator.schema["$defs"].keys()  # ... on top of the official schema
     assert validator.check(GOOD_CHUNK) == []
     answer = {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 2, "agentCapabilities": {}}}
     assert any("'info' is a required property" in p for p in validator.check(answer, "initialize"))

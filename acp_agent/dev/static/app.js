@@ -57,6 +57,7 @@ function connect() {
     const m = JSON.parse(e.data);
     if (m.type === "hello") {
       model.replay = m.replay;
+      model.telemetry = Boolean(m.telemetry);
       document.body.classList.toggle("replay", m.replay);
       for (const event of m.events) model.apply(event);
     } else if (m.type === "events") {
@@ -242,8 +243,19 @@ $("prompt-form").addEventListener("submit", async (e) => {
   if (!text.trim()) return;
   $("prompt").value = "";
   const sessionId = selected && !model.sessions.get(selected)?.closed ? selected : await newSession();
-  request("session/prompt", { sessionId, prompt: [{ type: "text", text }] }).catch(() => {});
+  const params = { sessionId, prompt: [{ type: "text", text }] };
+  const traceId = model.telemetry ? hex(16) : null;  // the turn's trace: ours is its parent (W3C traceparent)
+  if (traceId) params._meta = { traceparent: `00-${traceId}-${hex(8)}-01` };
+  request("session/prompt", params).then((result) => {
+    const view = model.sessions.get(sessionId);
+    if (traceId && result?.messageId && view) view.chatItem("user", result.messageId).traceId = traceId;
+    schedule();
+  }).catch(() => {});
 });
+
+function hex(bytes) {
+  return Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
 $("prompt").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) {
     e.preventDefault();

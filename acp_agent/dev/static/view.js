@@ -72,7 +72,8 @@ export function chat(view, showAll) {
   const nodes = items.map((item) => {
     if (item.kind === "message") return h("div", { class: "msg agent", "data-testid": "message" }, item.text);
     if (item.kind === "thought") return h("div", { class: "msg thought", "data-testid": "thought" }, item.text);
-    if (item.kind === "user") return h("div", { class: "msg user", "data-testid": "user-message" }, item.text);
+    if (item.kind === "user") return h("div", { class: "msg user", "data-testid": "user-message" }, item.text,
+      item.traceId ? h("span", { class: "trace", "data-testid": "trace-id", title: "trace id" }, item.traceId) : "");
     if (item.kind === "plan") return planView(view.plans.get(item.id));
     if (item.kind === "tool") {
       const call = view.toolCalls.get(item.id) ?? {};

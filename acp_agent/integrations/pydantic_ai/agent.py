@@ -26,7 +26,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 
 from ...agent import Agent
 from ...errors import ErrorCode, RequestError
-from ...providers import Provider, ProviderSettings
+from ...providers import Provider, ProviderSettings, configuring_principal
 from ...schema import (
     AvailableCommand,
     ContentBlock,
@@ -39,8 +39,8 @@ from ...schema import (
 from ...session import Session, StopReason
 from ...store import SessionStore
 from .bridge import TurnBridge
-from .content import clear_history, load_history, prompt_text, save_history, user_content
-from .mcp import acp_mcp_toolsets, mcp_toolsets
+from .content import clear_history, load_history, note_stopped_background, prompt_text, save_history, user_content
+from .mcp import acp_mcp_toolsets, mcp_toolsets, stdio_mark
 from .permissions import PermissionPolicy
 from .presenter import ToolPresenter
 
@@ -163,7 +163,8 @@ class PydanticAIAgent(Agent):
     - ``commands``: slash commands by name ([`Command`][acp_agent.integrations.pydantic_ai.Command]);
       ``/clear`` (forget the model's history) and ``/model`` (with ``models``) are built in.
     - ``mcp``: connect the stdio/HTTP MCP servers the client offers as pydantic-ai MCP toolsets
-      (default ``True``; ``False`` neither advertises nor connects them); ``mcp_acp``: [unstable] also the
+      (default ``True``; ``False`` neither advertises nor connects them; served over HTTP, only when the
+      operator allows client MCP servers: ``HttpOptions.allow_client_mcp``); ``mcp_acp``: [unstable] also the
       servers the client hosts over ACP (``mcp/message``; default ``False``).
     - ``accept_system_prompt``: accept the client's ``systemPrompt`` (append mode) as run instructions.
     - ``accepts_image``, ``accepts_audio``, ``accepts_embedded_context``: prompt capabilities (off by
@@ -173,6 +174,11 @@ class PydanticAIAgent(Agent):
     - ``providers``: [unstable] providers the client configures with ``providers/set``
       ([`ProviderModels`][acp_agent.integrations.pydantic_ai.ProviderModels]); their models join ``models``.
     - ``store``: where sessions (and with them the model history) are kept.
+
+    One instance may serve many users: what a client changes live is kept per principal (the providers it
+    configures and the models they bring: [`models_for`][acp_agent.integrations.pydantic_ai.PydanticAIAgent.models_for])
+    or per session (the model choice, remembered approvals, the history), never on the instance. Options given
+    here are the operator's and shared by all.
 
     pydantic-ai runs on asyncio: serve it with the asyncio backend (the default). A synchronous tool
     runs in a worker thread, which ``session/cancel`` cannot stop (the turn ends; the thread finishes
@@ -216,7 +222,9 @@ class PydanticAIAgent(Agent):
         self.commands: dict[str, Command] = dict(commands or {})
         self.background_tools = frozenset(background_tools)
         self.provider_models = {entry.provider.id: entry for entry in providers}
-        self._from_provider: dict[str, list[str]] = {}
+        self._provider_models: dict[str, dict[str, dict[str, Model | str]]] = {}
+        # principal -> provider id -> the models its providers/set made: one user's endpoint and key never
+        # serve another's turns (an instance served to many users shares nothing a client can change)
         # The Agent's class-level description, per instance (the base class reads these attributes).
         described: dict[str, Any] = {
             "name": name or agent.name or "pydantic-ai-agent", "mcp_stdio": mcp, "mcp_http": mcp, "mcp_acp": mcp_acp,
@@ -238,21 +246,31 @@ class PydanticAIAgent(Agent):
 
     # -- sessions -----------------------------------------------------------------------------
 
-    def _config_options(self, current: str | None = None) -> list[SessionConfigOption]:
-        if not self.models:
+    def models_for(self, principal: str) -> dict[str, Model | str]:
+        """The models ``principal``'s sessions may use: ``models`` and those of the providers that principal
+        configured (``providers/set`` is per principal: another user's provider is never offered or used)."""
+        chosen = dict(self.models)
+        for made in self._provider_models.get(principal, {}).values():
+            chosen.update(made)
+        return chosen
+
+    def _config_options(self, principal: str, current: str | None = None) -> list[SessionConfigOption]:
+        models = self.models_for(principal)
+        if not models:
             return []
-        names = list(self.models)
+        names = list(models)
         return [SessionConfigOption(
             config_id=MODEL_OPTION, name="Model", category="model", type="select",
-            current_value=current if current in self.models else names[0],
+            current_value=current if current in models else names[0],
             options=[SessionConfigSelectOption(value=model, name=model) for model in names],
         )]
 
-    def _available_commands(self) -> list[AvailableCommand]:
+    def _available_commands(self, principal: str) -> list[AvailableCommand]:
         commands = [AvailableCommand(name="clear", description="Forget the conversation so far (the model's context)")]
-        if self.models:
+        models = self.models_for(principal)
+        if models:
             commands.append(AvailableCommand(name="model", description="Show or switch the model",
-                                             input=TextCommandInput(hint=" | ".join(self.models))))
+                                             input=TextCommandInput(hint=" | ".join(models))))
         for name, command in self.commands.items():
             fields: dict[str, Any] = {}
             if command.hint is not None:
@@ -262,20 +280,27 @@ class PydanticAIAgent(Agent):
 
     async def new_session(self, session: Session) -> None:
         """Offer the model choice and the slash commands."""
-        session.config_options = self._config_options()
-        session.available_commands = self._available_commands()
+        session.config_options = self._config_options(session.principal)
+        session.available_commands = self._available_commands(session.principal)
+
+    async def resume_session(self, session: Session) -> None:
+        """A session back from the store: background work it had running stopped with it, so the model's history
+        gets a note saying so (instead of waiting for a result that will never come)."""
+        history = load_history(session)
+        noted = note_stopped_background(history)
+        if len(noted) != len(history):
+            save_history(session, noted)
 
     async def configure_provider(self, provider_id: str, settings: ProviderSettings | None) -> None:
-        """Offer the models of a provider the client configured (or stop offering them)."""
+        """Offer the models of a provider the client configured (or stop offering them), to the sessions of the
+        principal who configured it ([`configuring_principal`][acp_agent.configuring_principal]) only."""
         entry = self.provider_models.get(provider_id)
         if entry is None:
             raise RequestError.invalid_params("unknown provider", {"providerId": provider_id})
-        for name in self._from_provider.pop(provider_id, []):
-            self.models.pop(name, None)
+        mine = self._provider_models.setdefault(configuring_principal(), {})
+        mine.pop(provider_id, None)
         if settings is not None:
-            made = dict(entry.models(settings))
-            self.models.update(made)
-            self._from_provider[provider_id] = list(made)
+            mine[provider_id] = dict(entry.models(settings))
 
     async def fork_session(self, source: Session, session: Session) -> None:
         """A fork continues from the source's model history (``data`` is copied; each side then
@@ -283,14 +308,14 @@ class PydanticAIAgent(Agent):
 
     async def set_config_option(self, session: Session, config_id: str, value: Any) -> None:
         """Accept a model the agent offers (the SDK checked the value against the options)."""
-        if config_id != MODEL_OPTION or value not in self.models:
+        if config_id != MODEL_OPTION or value not in self.models_for(session.principal):
             raise RequestError(ErrorCode.INVALID_PARAMS, f"unknown config option value: {config_id}={value}")
 
     def current_model(self, session: Session) -> Model | str | None:
         """The model the session's turns use: the ``model`` option's choice, else the agent's own."""
         for option in session.config_options:
             if option.config_id == MODEL_OPTION and isinstance(option.current_value, str):
-                return self.models.get(option.current_value)
+                return self.models_for(session.principal).get(option.current_value)
         return None
 
     # -- turns --------------------------------------------------------------------------------
@@ -300,12 +325,12 @@ class PydanticAIAgent(Agent):
         offered = next((o for o in session.config_options if o.config_id == MODEL_OPTION), None)
         choices = offered.options or [] if offered is not None else []
         names = [item.value for item in choices if isinstance(item, SessionConfigSelectOption)]
-        if names == list(self.models):
+        if names == list(self.models_for(session.principal)):
             return
         current = offered.current_value if offered is not None and isinstance(offered.current_value, str) else None
         others = [o for o in session.config_options if o.config_id != MODEL_OPTION]
-        await session.update_config_options([*self._config_options(current), *others])
-        await session.update_available_commands(self._available_commands())
+        await session.update_config_options([*self._config_options(session.principal, current), *others])
+        await session.update_available_commands(self._available_commands(session.principal))
 
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
         """Run a slash command, or one pydantic-ai run on the prompt."""
@@ -326,7 +351,7 @@ class PydanticAIAgent(Agent):
             clear_history(session)
             await session.say("Cleared the conversation: the model starts afresh.")
             return True, None
-        if name == "model" and self.models:
+        if name == "model" and self.models_for(session.principal):
             await self._switch_model(session, args)
             return True, None
         command = self.commands.get(name)
@@ -337,14 +362,15 @@ class PydanticAIAgent(Agent):
 
     async def _switch_model(self, session: Session, choice: str) -> None:
         current = next((o.current_value for o in session.config_options if o.config_id == MODEL_OPTION), None)
+        models = self.models_for(session.principal)
         if not choice:
-            await session.say(f"Model: {current}. Available: {', '.join(self.models)}.")
+            await session.say(f"Model: {current}. Available: {', '.join(models)}.")
             return
-        if choice not in self.models:
-            await session.say(f"Unknown model {choice!r}. Available: {', '.join(self.models)}.")
+        if choice not in models:
+            await session.say(f"Unknown model {choice!r}. Available: {', '.join(models)}.")
             return
         others = [o for o in session.config_options if o.config_id != MODEL_OPTION]
-        await session.update_config_options([*self._config_options(choice), *others])
+        await session.update_config_options([*self._config_options(session.principal, choice), *others])
         await session.say(f"Model: {choice}.")
 
     async def run_turn(self, session: Session, content: Sequence[UserContent] | str) -> StopReason:
@@ -359,7 +385,7 @@ class PydanticAIAgent(Agent):
                             follow_up=lambda text: self.follow_up(session, text))
         toolsets: list[AbstractToolset[Any]] = list(await _call(self.toolsets, session, []))
         if self.connect_mcp:
-            toolsets.extend(mcp_toolsets(session))
+            toolsets.extend(mcp_toolsets(session, await stdio_mark(session)))
         if self.connect_acp_mcp:
             toolsets.extend(await acp_mcp_toolsets(session))
         options: dict[str, Any] = {

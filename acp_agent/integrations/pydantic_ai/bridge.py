@@ -82,6 +82,13 @@ class ToolContext:
     """The run's tool presenter (a subagent started with ``delegate`` uses it too)."""
     policy: PermissionPolicy | None = None
     """The run's permission policy (a subagent started with ``delegate`` uses it too)."""
+    shown: set[str] = field(default_factory=set)
+    """Tool calls whose output the tool showed itself (see `output_shown`)."""
+
+    def output_shown(self) -> None:
+        """Say the tool call already shows the tool's output (a terminal does): its return text is then
+        neither appended to the tool call nor sent as ``rawOutput`` (the user would read it two or three times)."""
+        self.shown.add(self.tool_call.id)
 
     def follow_up_work(self, text: str) -> Callable[[], Awaitable[Any]] | None:
         """The foreground work of a follow-up turn on ``text`` (``None`` when the agent offers none):
@@ -149,6 +156,8 @@ class TurnBridge(AbstractCapability[Any]):
     follow_up: FollowUp | None = None
     tool_calls: dict[str, ToolCall] = field(default_factory=dict)
     titles: dict[str, str] = field(default_factory=dict)
+    shown: set[str] = field(default_factory=set)
+    """Tool calls whose output their tool showed itself (`ToolContext.output_shown`)."""
     model: Model | None = None
     """The model of the run's latest request (for its context window)."""
     _stream: MessageStream | None = None
@@ -256,12 +265,14 @@ class TurnBridge(AbstractCapability[Any]):
             return  # handed off to background work, which ends it itself
         # The result is appended: content the tool showed itself (a diff, a terminal) stays.
         if isinstance(part, ToolReturnPart):
-            text = part.model_response_str()
+            shown = tool.id in self.shown
+            self.shown.discard(tool.id)
             outcome = part.outcome
-            for item in _text_content(text):
-                await tool.append(item)
+            if not shown:
+                for item in _text_content(part.model_response_str()):
+                    await tool.append(item)
             if outcome == "success":
-                await tool.complete(raw_output=_jsonable(part.content))
+                await tool.complete(**({} if shown else {"raw_output": _jsonable(part.content)}))
             elif outcome == "interrupted":
                 await tool.cancel()
             else:
@@ -290,7 +301,7 @@ class TurnBridge(AbstractCapability[Any]):
             _CURRENT.reset(token)
 
     def _context(self, tool: ToolCall) -> ToolContext:
-        return ToolContext(self.session, tool, self.follow_up, self.presenter, self.policy)
+        return ToolContext(self.session, tool, self.follow_up, self.presenter, self.policy, self.shown)
 
     async def _hand_off(self, call: ToolCallPart, tool: ToolCall, args: Any, handler: Any) -> str:
         context = self._context(tool)

@@ -13,16 +13,19 @@
   listed, stoppable, its exit reported, and with ``notify_on_exit=true`` the model hears of the exit in
   a follow-up turn. ``list_background`` and ``stop_background`` manage those.
 
-Paths are confined to the session's cwd (symlinks resolved) unless ``confine=False``.
+Paths are confined to the session's cwd (symlinks resolved, for every tool: ``search`` and ``list_files`` skip
+a link that leads out) unless ``confine=False``. Only regular files are read, and at most
+[`MAX_FILE_BYTES`][acp_agent.integrations.pydantic_ai.coding.MAX_FILE_BYTES] of each (``/dev/zero``, a FIFO or a
+huge log cannot exhaust the server's memory or hang a tool).
 """
 
 from __future__ import annotations
 
 import contextlib
-import difflib
 import fnmatch
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,9 +35,11 @@ import anyio.to_thread
 from pydantic_ai import ModelRetry
 from pydantic_ai.toolsets import FunctionToolset
 
-from ...schema import Diff, DiffPatch, DiffPathChange, ToolCallLocation
+from ...errors import LimitExceededError
+from ...schema import Content, Diff, TextContent, ToolCallLocation
 from ...session import Session
 from ...terminals import Terminal
+from ...tool_calls import ToolCall, patch_text, text_diff
 from .bridge import current_tool
 from .presenter import ToolPresentation
 
@@ -43,16 +48,11 @@ __all__ = ["CodingTools", "patch_text"]
 OUTPUT_LIMIT = 16_000
 """Characters of a command's output (its tail) or a file returned to the model at most."""
 
+MAX_FILE_BYTES = 4 * 1024 * 1024
+"""Bytes of one file a tool reads at most (``read_file`` says when it stopped there; ``edit_file`` refuses a larger
+file; ``search`` searches its first ``MAX_FILE_BYTES``)."""
+
 SKIPPED_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache"})
-
-
-def patch_text(path: str, old: str | None, new: str) -> str:
-    """A ``git_patch`` of one file (absolute path, no ``a/``/``b/``), ``old=None`` for a new file."""
-    before = (old or "").splitlines(keepends=True)
-    after = new.splitlines(keepends=True)
-    lines = difflib.unified_diff(before, after, fromfile=path if old is not None else "/dev/null", tofile=path)
-    body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
-    return f"diff --git {path} {path}\n{body}"
 
 
 @dataclass
@@ -114,15 +114,16 @@ class CodingTools:
             """Read a text file: lines ``offset`` to ``offset + limit - 1`` (1-based)."""
             target = resolve(path)
             with _told(path):
-                text = await anyio.Path(target).read_text(errors="replace")
+                text, whole = await anyio.to_thread.run_sync(_read_bounded, target)
             lines = text.splitlines()[max(offset, 1) - 1:max(offset, 1) - 1 + limit]
-            return _clip("\n".join(lines))
+            note = "" if whole else f"\n(the file is longer: only its first {MAX_FILE_BYTES} bytes were read)"
+            return _clip("\n".join(lines)) + note
 
         @tools.tool_plain
         async def list_files(path: str = ".", pattern: str = "*") -> str:
             """List the files under a directory (recursively) whose name matches a glob pattern."""
             base = resolve(path)
-            found = await anyio.to_thread.run_sync(lambda: sorted(_walk(base, root, pattern))[:500])
+            found = await anyio.to_thread.run_sync(lambda: sorted(_walk(base, root, pattern, self.confine))[:500])
             return "\n".join(found) or "(no files)"
 
         @tools.tool_plain
@@ -133,7 +134,7 @@ class CodingTools:
             except re.error as exc:
                 raise ModelRetry(f"not a valid regular expression: {exc}") from None
             base = resolve(path)
-            hits = await anyio.to_thread.run_sync(lambda: list(_grep(base, root, glob, regex)))
+            hits = await anyio.to_thread.run_sync(lambda: list(_grep(base, root, glob, regex, self.confine)))
             return _clip("\n".join(hits)) or "(no matches)"
 
         @tools.tool_plain(requires_approval=True)
@@ -142,7 +143,7 @@ class CodingTools:
             target = resolve(path)
             file = anyio.Path(target)
             with _told(path):
-                old = await file.read_text(errors="replace") if await file.exists() else None
+                old = await _read_whole(target, path) if await file.exists() else None
                 await _show_diff(target, old, content)
                 await file.parent.mkdir(parents=True, exist_ok=True)
                 await file.write_text(content)
@@ -156,7 +157,7 @@ class CodingTools:
             if not await file.exists():
                 raise ModelRetry(f"{path} does not exist")
             with _told(path):
-                old = await file.read_text(errors="replace")
+                old = await _read_whole(target, path)
             count = old.count(old_text)
             if count != 1:
                 raise ModelRetry(f"old_text occurs {count} times in {path}; it must occur exactly once")
@@ -210,9 +211,12 @@ class CodingTools:
         context = current_tool()
         tool = context.tool_call
         if background:
+            try:
+                terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool,
+                                                        ends_tool_call=True, detach=True)
+            except (LimitExceededError, OSError) as exc:  # ProcessStartError is an OSError
+                return await _refused(tool, command, exc)
             tool.detach()  # from now on the terminal stands for the work: its exit ends the tool call
-            terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool,
-                                                    ends_tool_call=True, detach=True)
             self._background.setdefault(session.id, {})[terminal.id] = _Background(command, terminal)
             if notify_on_exit:
                 terminal.on_exit(lambda status: context.follow_up(
@@ -220,7 +224,11 @@ class CodingTools:
                     f"({_status_text(status.exit_code, status.signal)}). Its last output:\n"
                     f"{_clip(terminal.tail().decode(errors='replace'))}"))
             return f"Started in the background as terminal {terminal.id}; it keeps running after this turn."
-        terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool)
+        try:
+            terminal = await session.start_terminal(command, cwd=root, env=self.shell_env, tool_call=tool)
+        except (LimitExceededError, OSError) as exc:
+            return await _refused(tool, command, exc)
+        context.output_shown()  # the terminal shows the output: the returned text is the model's alone
         with anyio.move_on_after(self.command_timeout) as scope:
             status = await terminal.wait()
         if scope.cancelled_caught:
@@ -234,17 +242,26 @@ _TITLES = {"read_file": ("Read", "read"), "list_files": ("List", "search"), "sea
            "write_file": ("Write", "edit"), "edit_file": ("Edit", "edit")}
 
 
+async def _refused(tool: ToolCall, command: str, exc: Exception) -> str:
+    """A command that could not start (a process quota, a missing shell): the tool call fails and the model reads
+    why, as the tool's result (the turn goes on)."""
+    reason = str(exc) if isinstance(exc, LimitExceededError) else f"{exc.strerror or type(exc).__name__}" if isinstance(
+        exc, OSError) else str(exc)
+    text = f"The command `{command}` did not start: {reason}. Nothing ran."
+    await tool.fail(content=[Content(content=TextContent(text=text))])
+    return text
+
+
 def _diff(path: str, old: str | None, new: str) -> Diff:
-    change = DiffPathChange(operation="add" if old is None else "modify", path=path, file_type="text")
-    return Diff(changes=[change], patch=DiffPatch(format="git_patch", text=patch_text(path, old, new)))
+    return text_diff(path, old, new)
 
 
 async def _planned_change(target: str, tool_name: str, args: Mapping[str, Any]) -> tuple[str | None, str] | None:
     """``(old, new)`` text of the change a write or edit would make now (``None`` when it cannot tell)."""
     file = anyio.Path(target)
     try:
-        old = await file.read_text(errors="replace") if await file.exists() else None
-    except OSError:
+        old = await _read_whole(target, target) if await file.exists() else None
+    except (OSError, ModelRetry):
         return None
     if tool_name == "write_file":
         content = args.get("content")
@@ -258,6 +275,23 @@ async def _planned_change(target: str, tool_name: str, args: Mapping[str, Any]) 
 async def _show_diff(path: str, old: str | None, new: str) -> None:
     """The change being made, as the tool call's content (replacing a preview the presenter showed)."""
     await current_tool().tool_call.update(locations=[ToolCallLocation(path=path)], content=[_diff(path, old, new)])
+
+
+def _read_bounded(path: str) -> tuple[str, bool]:
+    """The text of a regular file (its first ``MAX_FILE_BYTES``) and whether that is all of it."""
+    with open(path, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise ModelRetry(f"{path} is not a regular file")
+        data = file.read(MAX_FILE_BYTES + 1)
+    return data[:MAX_FILE_BYTES].decode(errors="replace"), len(data) <= MAX_FILE_BYTES
+
+
+async def _read_whole(target: str, shown: str) -> str:
+    """A regular file's whole text, or a retry when it is longer than ``MAX_FILE_BYTES``."""
+    text, whole = await anyio.to_thread.run_sync(_read_bounded, target)
+    if not whole:
+        raise ModelRetry(f"{shown} is larger than {MAX_FILE_BYTES} bytes; this tool does not change it")
+    return text
 
 
 @contextlib.contextmanager
@@ -284,21 +318,30 @@ def _state(terminal: Terminal) -> str:
     return "running" if status is None else _status_text(status.exit_code, status.signal)
 
 
-def _walk(base: str, root: str, pattern: str) -> Iterator[str]:
-    for directory, dirs, files in os.walk(base):
+def _within(path: str, root: str) -> bool:
+    """Whether ``path``, its symlinks resolved, stays under ``root`` (already resolved)."""
+    return os.path.commonpath([root, os.path.realpath(path)]) == root
+
+
+def _walk(base: str, root: str, pattern: str, confine: bool = True) -> Iterator[str]:
+    for directory, dirs, files in os.walk(base):  # directory links are not followed
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
         for name in files:
-            if fnmatch.fnmatch(name, pattern):
-                yield os.path.relpath(os.path.join(directory, name), root)
+            full = os.path.join(directory, name)
+            if fnmatch.fnmatch(name, pattern) and (not confine or _within(full, root)):  # a link leading out: skipped
+                yield os.path.relpath(full, root)
 
 
-def _grep(base: str, root: str, glob: str, regex: re.Pattern[str]) -> Iterator[str]:
-    paths = [base] if os.path.isfile(base) else (os.path.join(root, p) for p in _walk(base, root, glob))
+def _grep(base: str, root: str, glob: str, regex: re.Pattern[str], confine: bool = True) -> Iterator[str]:
+    paths = [base] if os.path.isfile(base) else (os.path.join(root, p) for p in _walk(base, root, glob, confine))
     count = 0
     for path in paths:
         try:
-            with open(path, errors="replace") as file:
-                for number, line in enumerate(file, 1):
+            with open(path, "rb") as raw:
+                if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
+                    continue
+                text = raw.read(MAX_FILE_BYTES).decode(errors="replace")
+                for number, line in enumerate(text.splitlines(), 1):
                     if regex.search(line):
                         yield f"{os.path.relpath(path, root)}:{number}: {line.rstrip()[:300]}"
                         count += 1

@@ -6,16 +6,26 @@ its URI (or binary content); a resource link becomes a line naming it, so the mo
 a tool. The model's message history lives in ``session.data`` as pydantic-ai's own JSON
 (``ModelMessagesTypeAdapter``): it is saved with the session's record when a turn ends, so it survives
 ``session/close``, a restart of the agent (with a durable store), a ``session/fork`` and a resume on
-another connection or replica.
+another connection or replica. Background work does not survive the end of its session's life in this process
+(a restart, a dropped connection): `note_stopped_background` tells the model so when the session comes back.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_ai.messages import BinaryContent, ModelMessage, ModelMessagesTypeAdapter, UserContent
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ToolReturnPart,
+    UserContent,
+    UserPromptPart,
+)
 
 from ...schema import (
     AudioContent,
@@ -78,3 +88,40 @@ def save_history(session: Session, messages: Sequence[ModelMessage]) -> None:
 def clear_history(session: Session) -> None:
     """Forget the model's history (``/clear``); the client's transcript stays as it was."""
     session.data[HISTORY_KEY] = []
+
+
+_STARTED = (re.compile(r"Started (?P<name>\S+) in the background \(tool call (?P<id>[^)\s]+)\)"),
+            re.compile(r"Started in the background as terminal (?P<id>[^;\s]+)"))
+
+
+def _started(part: ToolReturnPart) -> tuple[str, str] | None:
+    """``(what, marker)`` of a background start the tool answered, the marker its follow-up message carries."""
+    text = part.model_response_str()
+    for pattern in _STARTED:
+        match = pattern.match(text)
+        if match:
+            kind = "tool call" if "name" in pattern.groupindex else "terminal"
+            what = f"{match['name']} (tool call {match['id']})" if kind == "tool call" else (
+                f"{part.tool_name} (terminal {match['id']})")
+            return what, f"({kind} {match['id']})"
+    return None
+
+
+def note_stopped_background(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """``messages``, plus a note telling the model which background work it started has stopped without a result
+    (the session left this process: a restart, a dropped connection, ``session/close``), so it stops waiting for
+    a message that will never come. Work already reported (a ``[background]`` message names it) is left out."""
+    started: dict[str, str] = {}
+    for message in messages:
+        for part in message.parts if isinstance(message, ModelRequest) else ():
+            if isinstance(part, ToolReturnPart) and (found := _started(part)) is not None:
+                started[found[1]] = found[0]
+            elif isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith(
+                    "[background]"):
+                for marker in [m for m in started if m in part.content]:
+                    del started[marker]
+    if not started:
+        return list(messages)
+    note = ("[background] Stopped without a result: " + "; ".join(started.values()) + ". The session was closed "
+            "or the agent restarted, which ends background work; its output is lost. Start it again if needed.")
+    return [*messages, ModelRequest(parts=[UserPromptPart(content=note)])]

@@ -1,19 +1,19 @@
 """The fixed vocabulary the checker judges against: states, statuses, kinds, methods, required params.
 
 What the bundled official schema (the unstable v2 one, see
-[`default_schema_path`][acp_agent.testing.default_schema_path]) enumerates is read from it on first use and cached:
+[`default_schema_path`][acp_agent.testing.default_schema_path], with the Preview shapes merged in) enumerates is read
+from it on first use and cached:
 `foreground_states`, `tool_call_statuses`, `tool_kinds`, `update_kinds` and `agent_methods`. The rest is stated by the
 reference in prose (or is this checker's own bookkeeping) and is written out here.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
 from typing import Any
 
-from ..schema import default_schema_path
+from ..schema import packaged_schema
 from ..transcript import Direction
 
 C2A: Direction = "client->agent"
@@ -22,7 +22,7 @@ A2C: Direction = "agent->client"
 
 @cache
 def _schema_defs() -> dict[str, Any]:
-    defs: dict[str, Any] = json.loads(default_schema_path(unstable=True).read_text(encoding="utf-8"))["$defs"]
+    defs: dict[str, Any] = packaged_schema(unstable=True)["$defs"]
     return defs
 
 

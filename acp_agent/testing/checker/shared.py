@@ -21,11 +21,17 @@ def touch_session(m: CheckerModel, sid: Any, message: Any) -> SessionModel | Non
     if parent is not None and parent.closed and parent.resume is None:
         m.flag("R111", f"message for child {sid!r} after its parent's close answer", message)
         return None
-    if s.closed and s.resume is None:
+    if s.closed and s.resume is None and not _child_marker(parent, message):
         m.flag("R45", f"message for session {sid!r} after its close answer", message)
         return None
     m.note_early(sid, message, own=True)
     return s
+
+
+def _child_marker(parent: SessionModel | None, message: Any) -> bool:
+    """A ``replay_complete`` for a child while its parent's resume replays (Preview P12: the child was announced)."""
+    update = obj(obj(obj(message).get("params")).get("update"))
+    return parent is not None and parent.resume is not None and update.get("sessionUpdate") == "replay_complete"
 
 
 def check_path(m: CheckerModel, path: Any, message: Any, what: str) -> None:

@@ -61,9 +61,11 @@ class TurnsJudge(BaseJudge):
         """Judge a ``session/prompt`` answer and remember the prompt for the echo rules."""
         if answer.ok:
             mid = self._r52_message_id(req, answer)
-            if mid is not None:
+            s = self._m.sessions.get(req.session_id or "")
+            retry = "idempotencyKey" in req.params and s is not None and (
+                mid in s.prompt_ids or mid in s.user_echo_at)  # a retry: answered with the first attempt's id
+            if mid is not None and not retry:
                 self._m.prompts.append((req, mid))
-                s = self._m.sessions.get(req.session_id or "")
                 if s is not None:
                     s.prompt_ids.add(mid)
         else:
@@ -81,8 +83,8 @@ class TurnsJudge(BaseJudge):
     def _r55_baseline_blocks(self, req: Req, answer: Answer) -> None:
         """R55: ``text`` and ``resource_link`` blocks are always accepted."""
         prompt = req.params.get("prompt")
-        if answer.code != -32602 or not isinstance(prompt, list) or not prompt:
-            return
+        if answer.code != -32602 or not isinstance(prompt, list) or not prompt or "idempotencyKey" in req.params:
+            return  # a keyed prompt may be refused for its key (Preview: an invalid or reused idempotencyKey)
         target = self._m.sessions.get(req.session_id or "")
         if target is not None and target.parent is not None:
             return  # a child session refuses client prompts (§11.15)
