@@ -29,6 +29,7 @@ from acp_agent.integrations.pydantic_ai import (
     ProviderModels,
     PydanticAIAgent,
     background_tool,
+    coding,
 )
 from acp_agent.integrations.pydantic_ai.coding import MAX_FILE_BYTES
 from acp_agent.store import MemoryStore, SessionStore
@@ -197,16 +198,18 @@ async def test_a_fifo_in_the_workspace_hangs_no_tool(tmp_path: Path) -> None:
     assert last_tool_return(seen[3]) == "(no matches)"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (trial 39): search runs the client's regular expression in a thread; "
-                   "re holds the GIL, so a backtracking pattern freezes the whole server for every user")
-async def test_a_backtracking_search_pattern_does_not_freeze_the_server(tmp_path: Path) -> None:
-    """``search`` needs no approval; ``(A+)+B`` against a line of 24 ``A`` backtracks 2**24 times with the GIL
-    held (each ``A`` more doubles it: 26 froze a served agent ~9 s for every user, 40 would for days)."""
+async def test_a_backtracking_search_pattern_does_not_freeze_the_server(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``search`` needs no approval; with ``re``, ``(A+)+B`` against a line of 24 ``A`` backtracked 2**24 times with
+    the GIL held (26 froze a served agent ~9 s for every user). Matching now releases the GIL and stops at
+    ``SEARCH_SECONDS``; ``(A|AA)+B`` backtracks in any engine, so it is the one that must end with a note."""
     project = tmp_path / "project"
     project.mkdir()
-    (project / "a.txt").write_text("A" * 24 + "\n")
-    steps: list[Any] = [("search", {"pattern": "(A+)+B"}), "done"]
-    agent = PydanticAIAgent(PydanticAgent(scripted(steps, [])), toolsets=CodingTools().toolsets)
+    (project / "a.txt").write_text("A" * 60 + "\n")
+    monkeypatch.setattr(coding, "SEARCH_SECONDS", 1.0)
+    steps: list[Any] = [("search", {"pattern": "(A+)+B"}), ("search", {"pattern": "(A|AA)+B"}), "done"]
+    seen: list[list[ModelMessage]] = []
+    agent = PydanticAIAgent(PydanticAgent(scripted(steps, seen)), toolsets=CodingTools().toolsets)
     gaps: list[float] = []
 
     async def tick(done: anyio.Event) -> None:
@@ -227,6 +230,8 @@ async def test_a_backtracking_search_pattern_does_not_freeze_the_server(tmp_path
                 await client.prompt_and_wait(sid, "go")
             done.set()
     assert max(gaps) < 0.5, f"the event loop stood still {max(gaps):.1f} s"
+    assert last_tool_return(seen[1]) == "(no matches)"  # regex gives up on (A+)+B at once
+    assert "search stopped after 1 s" in str(last_tool_return(seen[2]))
 
 
 # -- finding 1: client MCP servers off for remote clients ---------------------------------------------------------
