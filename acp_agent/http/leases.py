@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -100,6 +101,9 @@ class PostgresLeases(Leases):
     `StoreLeases` now; kept for one release)."""
 
     def __init__(self, conninfo: str, *, connect_timeout: float = 10.0) -> None:
+        warnings.warn("acp_agent.http.leases.PostgresLeases is deprecated (its locks are lost when the database "
+                      "restarts): use StoreLeases(PostgresStore(...)), the store's epoch-fenced leases",
+                      DeprecationWarning, stacklevel=2)
         self.conninfo = conninfo
         self.connect_timeout = connect_timeout
         self._db: psycopg.Connection[Any] | None = None

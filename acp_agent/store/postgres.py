@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from .._util.environment import LEASE_TTL, read
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import ListingKey, SessionStore, StoredSession
@@ -76,11 +77,8 @@ class PostgresStore(SessionStore):
         """Where the database is."""
         self.connect_timeout = connect_timeout
         """Seconds to wait for a connection."""
-        if lease_ttl is None:
-            from .._util.environment import LEASE_TTL, read
-
-            lease_ttl = read(LEASE_TTL)
-        self.leases = LeaseTable(conninfo, lease_ttl, connect_timeout=connect_timeout)
+        ttl = read(LEASE_TTL) if lease_ttl is None else lease_ttl
+        self.leases = LeaseTable(conninfo, ttl, connect_timeout=connect_timeout)
         """This process's session leases (`acp_agent.store.leases`): ``lease_ttl`` seconds each without renewal
         (default ``ACP_AGENT_LEASE_TTL``, else
         [`DEFAULT_LEASE_TTL`][acp_agent.store.leases.DEFAULT_LEASE_TTL])."""
