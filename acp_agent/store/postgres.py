@@ -7,10 +7,11 @@ never by an agent that does not use it; its blocking connection is driven from a
 threads (one call at a time per store), so the store works on asyncio and trio.
 
 Tables: ``acp_sessions``, ``acp_history`` and ``acp_schema_migrations`` (the same schema and
-migration scheme as the SQLite store; a database whose newest migration is above
-[`SCHEMA_VERSION`][acp_agent.store.SCHEMA_VERSION] is refused). Migrations run under an advisory lock, so replicas that
-start together apply them once. A lost connection fails the call (``StoreError``) and is
-reopened on the next one.
+migration scheme as the SQLite store), and ``acp_leases`` (migration 3): which process owns each
+active session, with an epoch every save is checked against (`acp_agent.store.leases`). A database
+whose newest migration is above this module's ``SCHEMA_VERSION`` is refused. Migrations run under
+an advisory lock, so replicas that start together apply them once. A lost connection fails the
+call (``StoreError``) and is reopened on the next one.
 """
 
 from __future__ import annotations
