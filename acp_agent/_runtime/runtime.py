@@ -443,6 +443,9 @@ class AgentRuntime:
         """Make a session live; with ``new``, its output is held until the answer that names it (with ``hold``,
         until its ``sink.release()``)."""
         self._check_session_room()
+        # Held before it runs (a store that cannot be reached fails the request here, with nothing started).
+        if not await self.keeper.acquire(record.session_id):  # a new id is nobody's: only a resume is refused
+            logger.error("acp: session %s is held by another process sharing the store", record.session_id)
         core = self._sessions().make(record, hold=new or hold)
         _session(core).mcp_servers = list(mcp_servers or [])
         self._opening += 1
@@ -452,8 +455,6 @@ class AgentRuntime:
             self._opening -= 1
         self._opened(core)
         self.records[record.session_id] = record
-        if not await self.keeper.acquire(record.session_id):  # a new id is nobody's: only a resume is refused
-            logger.error("acp: session %s is held by another process sharing the store", record.session_id)
         if self.keeper.durable:
             core.persist = partial(self.keeper.save, record)
             core.persist_now = partial(self.keeper.save_now, record)
