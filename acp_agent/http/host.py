@@ -20,7 +20,7 @@ from ..store import SessionStore
 from ..store.opening import StoreOpening, session_store
 from ..store.postgres import PostgresStore
 from .connections import SHUTDOWN_MARGIN, ConnectionRegistry
-from .leases import Leases, PostgresLeases
+from .leases import Leases, StoreLeases
 from .options import HttpOptions
 from .sessions import ActiveSessions
 
@@ -81,7 +81,7 @@ class Host:
         store = self._opening.store
         if isinstance(store, PostgresStore) and type(self.sessions.leases) is Leases:
             # Replicas share this database: a session active here is leased, so no other replica resumes it.
-            self.sessions.leases = PostgresLeases(store.conninfo, connect_timeout=store.connect_timeout)
+            self.sessions.leases = StoreLeases(store)
         try:
             return await self._opening.open()
         except StoreError as exc:
