@@ -178,7 +178,10 @@ class AcpApp:
         if kind == "websocket":
             await self._websocket.handle(scope, receive, send, headers, admitted)
         else:
-            await self._http.handle(receive, send, scope["method"], headers, admitted)
+            target = scope.get("raw_path") or scope.get("path", "/").encode()
+            query = scope.get("query_string", b"")
+            await self._http.handle(receive, send, scope["method"], headers, admitted,
+                                    (target + (b"?" + query if query else b"")).decode("latin-1"))
 
     async def _preflight(self, send: Send, origin: str) -> None:
         if not origin_allowed(origin, self.options.allowed_origins):

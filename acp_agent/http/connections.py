@@ -76,8 +76,9 @@ class RemoteConnection:
         store: SessionStore | None = None,
         active: ActiveSessions | None = None,
         principal: str = DEFAULT_PRINCIPAL,
+        connection_id: str | None = None,
     ) -> None:
-        self.id = str(uuid.uuid4())
+        self.id = connection_id if connection_id is not None else str(uuid.uuid4())
         """The ``Acp-Connection-Id`` (random, unguessable)."""
         self.transport: Transport = transport
         self.options = options

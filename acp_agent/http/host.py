@@ -21,6 +21,7 @@ from ..store.postgres import PostgresStore
 from .connections import SHUTDOWN_MARGIN, ConnectionRegistry
 from .leases import Leases, PostgresLeases
 from .options import HttpOptions
+from .peers import Peers
 from .sessions import ActiveSessions
 
 __all__ = ["Host"]
@@ -44,6 +45,10 @@ class Host:
         """Where HTTP connections run: the app's lifespan (``None`` outside it)."""
         self.closing = False
         """Whether the app is closing (no new connection is taken)."""
+        self.draining = False
+        """Whether a graceful shutdown began (``/readyz`` answers 503; connections close after ``drain_delay``)."""
+        self.peers = Peers(options.advertise_url, options.peers)
+        """The replicas Streamable HTTP requests for connections held elsewhere are forwarded to."""
         self._store = store
         self._opening: StoreOpening | None = None
 

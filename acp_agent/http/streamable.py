@@ -13,6 +13,7 @@ A connection runs in the app's task group (`Host.task_group`), so it outlives th
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any, Final
 
 import anyio
@@ -49,20 +50,20 @@ class StreamableHttp:
         return self._host.options
 
     async def handle(self, receive: Receive, send: Send, method: str, headers: dict[str, str],
-                     admitted: Admitted | Refusal) -> None:
-        """Answer one HTTP request on the ACP path (``method`` its HTTP method), admitted or refused by the
-        security checks."""
+                     admitted: Admitted | Refusal, target: str = "/") -> None:
+        """Answer one HTTP request on the ACP path (``method`` its HTTP method, ``target`` its path and query, for
+        a request forwarded to the replica holding its connection), admitted or refused by the security checks."""
         if not isinstance(admitted, Admitted):
             status, text = admitted
             await send_text(send, status, text, [(b"www-authenticate", b"Bearer")] if status == 401 else [])
             return
         try:
             if method == "POST":
-                await self._post(receive, send, headers, admitted.principal)
+                await self._post(receive, send, headers, admitted.principal, target)
             elif method == "GET":
-                await self._get(receive, send, headers)
+                await self._get(receive, send, headers, target)
             elif method == "DELETE":
-                await self._delete(send, headers)
+                await self._delete(receive, send, headers, target)
             else:
                 await send_text(send, 405, "Method Not Allowed", [(b"allow", b"GET, POST, DELETE")])
         except _Disconnected:
@@ -84,7 +85,17 @@ class StreamableHttp:
 
     # -- POST ---------------------------------------------------------------------------------
 
-    async def _post(self, receive: Receive, send: Send, headers: dict[str, str], principal: str) -> None:
+    async def _elsewhere(self, receive: Receive, send: Send, method: str, target: str, headers: dict[str, str],
+                         body: bytes = b"") -> bool:
+        """Forward a request for a connection another replica holds there; whether it was (else: unknown)."""
+        peer = self._host.peers.owner(headers.get("acp-connection-id", ""), headers)
+        if peer is None:
+            return False
+        await self._host.peers.forward(peer, method, target, headers, body, receive, send)
+        return True
+
+    async def _post(self, receive: Receive, send: Send, headers: dict[str, str], principal: str,
+                    target: str) -> None:
         if headers.get("content-type", "").split(";", 1)[0].strip().lower() != _JSON:
             await send_text(send, 415, "Unsupported Media Type")
             return
@@ -116,7 +127,8 @@ class StreamableHttp:
             return
         connection = self._lookup(connection_id, headers)
         if connection is None:
-            await send_text(send, 404, "Unknown Acp-Connection-Id")
+            if not await self._elsewhere(receive, send, "POST", target, headers, body):
+                await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
         try:
             problem = await self._forward(connection, message, headers, line)
@@ -193,6 +205,7 @@ class StreamableHttp:
         connection = RemoteConnection(
             agent, "http", self._options, credential=credential_digest(headers.get("authorization")),
             store=await host.shared_store(agent), active=host.sessions, principal=principal,
+            connection_id=host.peers.connection_id(str(uuid.uuid4())),
         )
         host.registry.add(connection)
         task_group = host.task_group
@@ -226,7 +239,7 @@ class StreamableHttp:
 
     # -- GET: event streams -------------------------------------------------------------------
 
-    async def _get(self, receive: Receive, send: Send, headers: dict[str, str]) -> None:
+    async def _get(self, receive: Receive, send: Send, headers: dict[str, str], target: str) -> None:
         if headers.get("upgrade", "").lower() == "websocket":
             await send_text(send, 426, "WebSocket upgrade is not available on this server")
             return
@@ -239,7 +252,8 @@ class StreamableHttp:
             return
         connection = self._lookup(connection_id, headers)
         if connection is None:
-            await send_text(send, 404, "Unknown Acp-Connection-Id")
+            if not await self._elsewhere(receive, send, "GET", target, headers):
+                await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
         session_id = headers.get("acp-session-id") or None
         try:
@@ -281,13 +295,14 @@ class StreamableHttp:
 
     # -- DELETE -------------------------------------------------------------------------------
 
-    async def _delete(self, send: Send, headers: dict[str, str]) -> None:
+    async def _delete(self, receive: Receive, send: Send, headers: dict[str, str], target: str) -> None:
         connection_id = headers.get("acp-connection-id")
         if not connection_id:
             await send_text(send, 400, "Missing Acp-Connection-Id")
             return
         if self._lookup(connection_id, headers) is None:
-            await send_text(send, 404, "Unknown Acp-Connection-Id")
+            if not await self._elsewhere(receive, send, "DELETE", target, headers):
+                await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
         connection = self._host.registry.remove(connection_id)
         if connection is not None:
