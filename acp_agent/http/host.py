@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import anyio
 from anyio.abc import TaskGroup
 
+from .._util.episodes import Episode
 from ..agent import Agent
 from ..errors import RequestError, StoreError
 from ..limits import limit_error
@@ -51,6 +53,7 @@ class Host:
         """The replicas Streamable HTTP requests for connections held elsewhere are forwarded to."""
         self._store = store
         self._opening: StoreOpening | None = None
+        self._store_down = Episode()
 
     @property
     def store(self) -> SessionStore | None:
@@ -89,8 +92,27 @@ class Host:
         try:
             return await self._opening.open()
         except StoreError as exc:
-            logger.error("acp: the session store cannot be opened now: %s (retried on the next use)", exc)
+            self._store_down.log(logger, logging.ERROR, "acp: the session store cannot be opened now: %s (retried on "
+                                 "the next use)", exc)
             return store
+
+    async def store_reachable(self, timeout: float = 2.0) -> bool:
+        """Whether the store answers a lookup within ``timeout`` seconds (a readiness probe)."""
+        store = self.store
+        if store is None:
+            return True  # not known until the first connection: nothing to wait for
+        with anyio.move_on_after(timeout):
+            try:
+                if self._opening is None:
+                    self._opening = StoreOpening(store)
+                opened = await self._opening.open()
+                await opened.find("acp-readiness-probe")
+            except Exception as exc:
+                self._store_down.log(logger, logging.WARNING, "acp: readiness: the session store does not answer: %s",
+                                     exc)
+                return False
+            return True
+        return False
 
     async def close_store(self) -> None:
         """Close the store if it was opened (the end of the lifespan)."""

@@ -7,6 +7,7 @@ agent sends is schema-checked."""
 from __future__ import annotations
 
 import itertools
+import time
 import queue
 import threading
 from collections.abc import Iterator
@@ -50,9 +51,10 @@ class BalancedClient:
         self.events = EventStream(url, {"acp-connection-id": self.cid})
         self.validator = validator
         self.methods: dict[int, str] = {}
+        self.timeout = 10.0
 
     def next(self) -> Message:
-        message = self.events.messages.get(timeout=10)
+        message = self.events.messages.get(timeout=self.timeout)
         answered = self.methods.get(message["id"]) if "method" not in message else None
         assert self.validator.check(message, answered) == [], message
         return message
@@ -116,3 +118,49 @@ def test_http_clients_reach_their_prompts_through_a_balancer_without_affinity(
         with round_robin(backends) as balancer:
             assert reach_prompts(balancer, validator, 12) == 12
             assert min(balancer.routed) > 0, balancer.routed
+
+
+def test_a_database_outage_is_retryable_logged_once_and_not_ready(
+    validator: SchemaValidator, postgres_dsn: str
+) -> None:
+    """Finding 7: while the database cannot be reached, a new session is refused "retry" (not a bare -32603), the
+    outage is logged a few times rather than once per request, ``/readyz`` says 503 and ``/healthz`` 200; once it is
+    back, sessions open again."""
+    database = dict(part.split("=", 1) for part in postgres_dsn.split())
+    with round_robin([(database["host"], int(database["port"]))]) as link:
+        dsn = " ".join(f"{key}={link.port if key == 'port' else value}" for key, value in database.items())
+        with served_agent(ECHO_AGENT, "--store", f"postgres:{dsn}") as served, httpx.Client(timeout=20) as http:
+            base = served.url.rsplit("/", 1)[0]
+            client = ReplicaClient(served.url, validator)
+            client.call("session/new", {"cwd": "/tmp"})
+            assert http.get(base + "/readyz").status_code == 200
+            before = len(served.log().splitlines())
+            link.cut()
+            refusals, others = [], []
+            for _ in range(10):  # new clients: each opens a connection and asks for a session
+                others.append(other := ReplicaClient(served.url, validator))
+                refusals.append(other.call("session/new", {"cwd": "/tmp"}))
+                refusals.append(other.call("session/list", {}))
+            errors = [answer["error"] for answer in refusals if "error" in answer]
+            assert errors, refusals  # a session may still open in memory; what is refused says "retry"
+            for error in errors:
+                assert error == {"code": -32603, "message": "Session store unavailable, retry",
+                                 "data": {"retryable": True, "retryAfter": 1.0}}, error
+            assert http.get(base + "/readyz").status_code == 503
+            assert http.get(base + "/healthz").status_code == 200
+            logged = served.log().splitlines()[before:]
+            assert len(logged) <= 8, "\n".join(logged)
+            print(f"outage: {len(refusals)} requests, {len(logged)} log lines")
+            link.restore()
+            for other in others:
+                other.close()
+            deadline = time.monotonic() + 15
+            while "result" not in client.call("session/new", {"cwd": "/tmp"}):
+                assert time.monotonic() < deadline, "sessions did not open again after the outage"
+                time.sleep(0.2)
+            assert http.get(base + "/readyz").status_code == 200
+            client.close()
+
+
+class ReplicaClient(BalancedClient):
+    """A `BalancedClient` straight to one replica."""

@@ -21,15 +21,33 @@ class RoundRobin:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._live: set[socket.socket] = set()
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
 
     def url(self, path: str = "/acp", scheme: str = "http") -> str:
         return f"{scheme}://127.0.0.1:{self.port}{path}"
 
-    def _accept(self) -> None:
+    def cut(self) -> None:
+        """A network outage: refuse new connections and reset every open one."""
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread (a bare close does not)
+        self._listener.close()
+        for sock in list(self._live):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+        self._live.clear()
+
+    def restore(self) -> None:
+        """The outage ends: listen on the same port again."""
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
         while not self._closed:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return
             index = next(self._turn)
@@ -40,11 +58,14 @@ class RoundRobin:
                 client.close()
                 continue
             server.settimeout(None)
+            self._live |= {client, server}
             for one, other in ((client, server), (server, client)):
                 threading.Thread(target=_pipe, args=(one, other), daemon=True).start()
 
     def close(self) -> None:
         self._closed = True
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)
         self._listener.close()
 
 
