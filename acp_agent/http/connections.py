@@ -99,7 +99,7 @@ class RemoteConnection:
         self.initial_response: bytes | None = None
         self._initial = anyio.Event()
         # HTTP routing (see the module docstring).
-        self.connection_stream = Mailbox(self._queued, self._taken)
+        self.connection_stream = Mailbox(self._queued, self._taken, options.replay_messages)
         self.session_streams: dict[str, Mailbox] = {}
         self.client_response_routes: dict[IdKey, Route] = {}
         """The session of each request the agent sent and the client has not answered yet."""
@@ -280,9 +280,9 @@ class RemoteConnection:
         if len(value) > self.options.max_id_length:
             raise ConnectionLimitError(f"{label} exceeds max_id_length ({self.options.max_id_length})")
 
-    def acquire(self, session_id: str | None) -> tuple[Mailbox, object] | None:
+    def acquire(self, session_id: str | None, *, takeover: bool = False) -> tuple[Mailbox, object] | None:
         """Attach an SSE receiver to the connection stream or a session's (which stays quiet);
-        ``None`` if one is attached already."""
+        ``None`` if one is attached already (``takeover``: replace it, for a client resuming with a cursor)."""
         if session_id is None:
             mailbox = self.connection_stream
         else:
@@ -291,7 +291,7 @@ class RemoteConnection:
             if found is None:
                 found = self.session_streams[session_id] = Mailbox(self._queued, self._taken)
             mailbox = found
-        token = mailbox.acquire()
+        token = mailbox.acquire(takeover=takeover)
         if token is None:
             return None
         self.receivers += 1

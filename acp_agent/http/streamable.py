@@ -27,9 +27,12 @@ from .host import Host
 from .options import HttpOptions
 from .security import Admitted, Refusal
 
-__all__ = ["StreamableHttp"]
+__all__ = ["STREAM_GONE", "StreamableHttp"]
 
 logger = logging.getLogger(__name__)
+
+STREAM_GONE: Final = "Last-Event-ID is no longer replayable; resume the sessions with session/resume"
+"""The ``409`` text of a stream resumed from a cursor older than what is kept (``HttpOptions.replay_messages``)."""
 
 _EVENT_STREAM: Final = "text/event-stream"
 _JSON: Final = "application/json"
@@ -256,8 +259,15 @@ class StreamableHttp:
                 await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
         session_id = headers.get("acp-session-id") or None
+        cursor_text = headers.get("last-event-id")
+        cursor: int | None = None
+        if cursor_text is not None:
+            if not cursor_text.strip().isdigit() or len(cursor_text) > 20:
+                await send_text(send, 400, "Invalid Last-Event-ID")
+                return
+            cursor = int(cursor_text)
         try:
-            lease = connection.acquire(session_id)
+            lease = connection.acquire(session_id, takeover=cursor is not None)
         except ConnectionLimitError as exc:
             await send_text(send, 400, str(exc))
             return
@@ -265,6 +275,10 @@ class StreamableHttp:
             await send_text(send, 409, "Outbound stream already has an active receiver")
             return
         mailbox, token = lease
+        if cursor is not None and not mailbox.rewind(cursor):
+            connection.release(session_id, mailbox, token)
+            await send_text(send, 409, STREAM_GONE)
+            return
         try:
             await send({
                 "type": "http.response.start",
@@ -284,8 +298,8 @@ class StreamableHttp:
                         break
                     else:
                         parts: list[bytes] = []
-                        for item in lines:
-                            parts += (b"data: ", item, b"\n\n")
+                        for number, item in lines:
+                            parts += (b"id: ", str(number).encode(), b"\ndata: ", item, b"\n\n")
                         body = b"".join(parts)
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
