@@ -83,7 +83,7 @@ class HttpOptions:
     turn_grace: float = 30.0
     """Seconds a WebSocket connection that dropped with a turn running is kept, its turn going on and its output
     kept, for the client to reattach (``_acp/reattach``); 0 ends it at once, cancelling the turn."""
-    replay_messages: int = 4096
+    replay_messages: int = 1024
     """Messages kept per stream for a client that reconnects with a cursor (SSE ``Last-Event-ID``, or the
     WebSocket reattach cursor); an older cursor is refused and the client resumes its sessions instead."""
     drain_delay: float = 0.0

@@ -79,6 +79,9 @@ class Holder(Protocol):
     def closing(self) -> bool:
         """Whether its shutdown began."""
     @property
+    def detached(self) -> bool:
+        """Whether a WebSocket connection's client is gone (its turns running on for it to reattach)."""
+    @property
     def receivers(self) -> int:
         """Event streams attached right now."""
 
@@ -229,9 +232,10 @@ class ActiveSessions:
 
     @staticmethod
     def _abandoned(owner: Holder, asking: Holder) -> bool:
-        """Whether nobody reads ``owner`` (an HTTP connection with no event stream) and ``asking``
-        was opened with the same credential."""
-        return owner.transport == "http" and owner.receivers == 0 and owner.credential == asking.credential
+        """Whether nobody reads ``owner`` (an HTTP connection with no event stream, or a WebSocket connection
+        whose client is gone, waiting for it to reattach) and ``asking`` was opened with the same credential."""
+        unread = owner.receivers == 0 if owner.transport == "http" else owner.detached
+        return unread and owner.credential == asking.credential
 
     def _release(self, connection: Holder, session_id: str) -> None:
         held = self._claims.get(session_id)

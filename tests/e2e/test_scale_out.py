@@ -7,7 +7,10 @@ agent sends is schema-checked."""
 from __future__ import annotations
 
 import itertools
+import json
 import queue
+import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -15,11 +18,12 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import httpx
+from websockets.sync.client import connect as ws_connect
 
 from acp_agent.testing import SchemaValidator
 from tests.e2e.test_http_faults import ECHO_AGENT, INITIALIZE, EventStream
 from tests.helpers.balancer import RoundRobin, free_port, round_robin
-from tests.helpers.remote import ServedAgent, served_agent
+from tests.helpers.remote import ROOT, ServedAgent, served_agent
 
 Message = dict[str, Any]
 
@@ -164,3 +168,184 @@ def test_a_database_outage_is_retryable_logged_once_and_not_ready(
 
 class ReplicaClient(BalancedClient):
     """A `BalancedClient` straight to one replica."""
+
+
+class NumberedStream:
+    """An SSE stream read on a raw socket in a thread, keeping each event's ``id`` (its cursor)."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        self.events: queue.Queue[tuple[int, Message]] = queue.Queue()
+        parsed = httpx.URL(url)
+        self.sock = socket.create_connection((parsed.host, parsed.port or 80), timeout=10)
+        lines = [f"GET {parsed.raw_path.decode()} HTTP/1.1", f"Host: {parsed.host}:{parsed.port}",
+                 "Accept: text/event-stream", *(f"{name}: {value}" for name, value in headers.items())]
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(1)
+            assert chunk, "the server closed the event stream"
+            head += chunk
+        self.status = int(head.split()[1])
+        self.sock.settimeout(None)
+        if self.status == 200:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        buffer, number = b"", None
+        while True:
+            try:
+                chunk = self.sock.recv(1)  # one byte at a time: nothing is read ahead of what the test takes
+            except OSError:
+                return
+            if not chunk:
+                return
+            buffer += chunk
+            if not buffer.endswith(b"\n"):
+                continue
+            line, buffer = buffer.strip(), b""
+            if line.startswith(b"id: "):
+                number = int(line[4:])
+            elif line.startswith(b"data: "):
+                assert number is not None, "an event without an id"
+                self.events.put((number, json.loads(line[6:])))
+
+    def reset(self) -> None:
+        """The client vanishes: its TCP connection is reset, whatever the kernel still holds unread is lost."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.close()
+
+
+def test_an_event_stream_resumes_with_last_event_id_through_another_replica(
+    validator: SchemaValidator, postgres_dsn: str
+) -> None:
+    """Finding 5 (Streamable HTTP): a client whose event stream died mid-turn reconnects (through whichever replica
+    the balancer picks) with ``Last-Event-ID`` and gets every message it missed, once, in order."""
+    words = [f"w{i}" for i in range(200)]
+    with replicas(2, "--store", f"postgres:{postgres_dsn}") as served:
+        backends = [("127.0.0.1", int(s.url.rsplit(":", 1)[1].split("/")[0])) for s in served]
+        with round_robin(backends) as balancer:
+            client = BalancedClient(balancer.url(), validator)
+            client.events.close()
+            stream = NumberedStream(balancer.url(), {"acp-connection-id": client.cid})
+            request = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/tmp"}}
+            assert client.http.post(client.url, json=request, headers={"acp-connection-id": client.cid}
+                                    ).status_code == 202
+            cursor, answer = stream.events.get(timeout=10)
+            sid = answer["result"]["sessionId"]
+            prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                      "params": {"sessionId": sid, "prompt": [{"type": "text", "text": " ".join(words)}]}}
+            assert client.http.post(client.url, json=prompt, headers={"acp-connection-id": client.cid,
+                                                                      "acp-session-id": sid}).status_code == 202
+            got: list[Message] = []
+            for _ in range(5):
+                cursor, message = stream.events.get(timeout=10)
+                got.append(message)
+            time.sleep(0.5)  # the rest of the turn went out on the dead stream
+            stream.reset()
+            resumed = NumberedStream(balancer.url(), {"acp-connection-id": client.cid, "last-event-id": str(cursor)})
+            assert resumed.status == 200
+            while True:
+                number, message = resumed.events.get(timeout=10)
+                assert number == cursor + 1, (number, cursor)
+                cursor = number
+                assert validator.check(message, "session/prompt" if message.get("id") == 2 else None) == [], message
+                got.append(message)
+                update = message.get("params", {}).get("update", {})
+                if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
+                    break
+            text = "".join(m["params"]["update"]["content"]["text"] for m in got
+                           if m.get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk")
+            assert text == " ".join(words)
+            too_old = NumberedStream(balancer.url(), {"acp-connection-id": client.cid, "last-event-id": "0"})
+            assert too_old.status == 200  # everything is still kept: a full replay
+            too_old.reset()
+            client.http.delete(client.url, headers={"acp-connection-id": client.cid})
+            client.http.close()
+
+
+TICKER = ROOT / "tests" / "helpers" / "ticker_agent.py"
+
+
+class Socket:
+    """A WebSocket client counting the frames it got (its reattach cursor); every agent message schema-checked."""
+
+    def __init__(self, url: str, validator: SchemaValidator, headers: dict[str, str] | None = None) -> None:
+        self.ws = ws_connect(url, additional_headers=headers or {}, open_timeout=10)
+        self.validator = validator
+        self.got = 0
+        self.methods: dict[int, str] = {0: "initialize"}
+
+    def send(self, request_id: int, method: str, params: Message) -> None:
+        self.methods[request_id] = method
+        self.ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+
+    def next(self) -> Message:
+        message: Message = json.loads(self.ws.recv(timeout=10))
+        self.got += 1
+        answered = self.methods.get(message["id"]) if "method" not in message else None
+        assert self.validator.check(message, answered) == [], message
+        return message
+
+    def answer(self, request_id: int) -> Message:
+        while (message := self.next()).get("id") != request_id or "method" in message:
+            pass
+        return message
+
+    def drop(self) -> None:
+        """The client vanishes: a TCP reset, no close frame."""
+        raw = self.ws.socket
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        raw.close()
+
+
+def said(messages: list[Message]) -> list[str]:
+    """The texts of the agent messages among ``messages``."""
+    texts = []
+    for message in messages:
+        update = message.get("params", {}).get("update", {})
+        if update.get("sessionUpdate") in ("agent_message", "agent_message_chunk"):
+            content = update["content"]
+            texts += [block["text"] for block in (content if isinstance(content, list) else [content])]
+    return texts
+
+
+def test_a_websocket_turn_outlives_its_socket_and_the_client_reattaches(validator: SchemaValidator) -> None:
+    """Finding 5 (WebSocket): the socket drops mid-turn; the turn runs on; a new socket with the connection id and
+    the count of frames it got receives every frame it missed, then a ``state_update``; without reattaching, a new
+    connection's ``session/resume`` takes the session over at once."""
+    with served_agent(TICKER, "--turn-grace", "20") as served:
+        first = Socket(served.ws_url, validator)
+        first.send(0, "initialize", INITIALIZE["params"])
+        meta = first.answer(0)["result"]["_meta"]["acp-agent/resumableStreams"]
+        cid = meta["connectionId"]
+        assert meta["graceSeconds"] == 20 and meta["transport"] == "websocket"
+        first.send(1, "session/new", {"cwd": "/tmp"})
+        sid = first.answer(1)["result"]["sessionId"]
+        first.send(2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "tick 30"}]})
+        seen: list[Message] = []
+        while len(said(seen)) < 3:
+            seen.append(first.next())
+        first.drop()
+        time.sleep(0.5)
+        second = Socket(served.ws_url, validator, {"acp-connection-id": cid, "last-event-id": str(first.got)})
+        states = []
+        while True:
+            message = second.next()
+            seen.append(message)
+            update = message.get("params", {}).get("update", {})
+            if update.get("sessionUpdate") == "state_update":
+                states.append(update)
+                if update["state"] == "idle":
+                    break
+        assert said(seen) == [f"tick {i}" for i in range(1, 31)]  # each once, in order: the turn was not cancelled
+        assert states[-1].get("stopReason") == "end_turn", states
+        second.drop()
+        third = Socket(served.ws_url, validator)  # no reattach: resume on a new connection
+        third.send(0, "initialize", INITIALIZE["params"])
+        third.answer(0)
+        started = time.monotonic()
+        third.send(1, "session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}})
+        answer = third.answer(1)
+        assert "result" in answer, answer
+        assert time.monotonic() - started < 5
+        third.ws.close()
