@@ -43,6 +43,9 @@ __all__ = ["RESUMABLE_META", "SHUTDOWN_MARGIN", "ConnectionLimitError", "Connect
 
 logger = logging.getLogger(__name__)
 
+_NOT_FOUND_TEXT: Final = "Resource not found"
+_NOT_FOUND: Final = b'"Resource not found"'
+
 RESUMABLE_META: Final = "acp-agent/resumableStreams"
 """The ``_meta`` key of the ``initialize`` answer that describes how this connection's streams resume."""
 
@@ -286,6 +289,8 @@ class RemoteConnection:
             if self.transport == "http":
                 self.initial_response = lines.pop(0)
                 self._initial.set()
+        if self._active is not None:
+            lines = [await self._truthful(line) if _NOT_FOUND in line else line for line in lines]
         if self._send_lines is not None:
             await self._send_websocket(lines)
             return
@@ -299,6 +304,25 @@ class RemoteConnection:
     async def _send_websocket(self, lines: list[bytes]) -> None:
         async with self._send_lock:
             await self._send_numbered(lines)
+
+    async def _truthful(self, line: bytes) -> bytes:
+        """A "Resource not found" answer for a session active on another connection (here or on another replica)
+        says so: ``-32002`` "Session is active on another connection"."""
+        assert self._active is not None
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return line
+        error = answer.get("error") if isinstance(answer, dict) else None
+        data = error.get("data") if isinstance(error, dict) else None
+        session_id = data.get("sessionId") if isinstance(data, dict) else None
+        if not (isinstance(session_id, str) and isinstance(error, dict)) or error.get("message") != _NOT_FOUND_TEXT:
+            return line
+        with anyio.CancelScope(shield=True):
+            if not await self._active.elsewhere(self, session_id):
+                return line
+        answer["error"] = active_elsewhere(session_id).to_dict()
+        return orjson.dumps(answer)
 
     def _advertise(self, line: bytes) -> bytes:
         """The ``initialize`` answer with the resumable streams this connection offers in its ``_meta``."""

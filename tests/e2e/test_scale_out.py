@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 from websockets.sync.client import connect as ws_connect
 
+from acp_agent.http.sessions import ACTIVE_ELSEWHERE, ACTIVE_ELSEWHERE_STATUS
 from acp_agent.testing import SchemaValidator
 from tests.e2e.test_http_faults import ECHO_AGENT, INITIALIZE, EventStream
 from tests.helpers.balancer import RoundRobin, free_port, round_robin
@@ -349,3 +350,29 @@ def test_a_websocket_turn_outlives_its_socket_and_the_client_reattaches(validato
         assert "result" in answer, answer
         assert time.monotonic() - started < 5
         third.ws.close()
+
+
+def test_answers_about_a_session_live_on_another_replica_say_so(validator: SchemaValidator, postgres_dsn: str) -> None:
+    """Finding 5 (truthful answers): for a session live on replica one, replica two's ``session/status`` says
+    ``active_elsewhere`` (not ``saved``), its ``set_title`` is refused rather than lost at the owner's next save, and
+    a prompt is refused "Session is active on another connection" (not "Resource not found")."""
+    store = ("--store", f"postgres:{postgres_dsn}")
+    with served_agent(ECHO_AGENT, *store) as one, served_agent(ECHO_AGENT, *store) as two:
+        owner = ReplicaClient(one.url, validator)
+        sid = str(owner.call("session/new", {"cwd": "/tmp"})["result"]["sessionId"])
+        owner.prompt_and_wait(sid, "live on replica one")
+        other = ReplicaClient(two.url, validator)
+        assert other.call("session/status", {"sessionId": sid}, sid)["result"] == {"status": ACTIVE_ELSEWHERE_STATUS}
+        refused = other.call("session/set_title", {"sessionId": sid, "title": "from replica two"}, sid)
+        assert refused["error"] == {"code": -32002, "message": ACTIVE_ELSEWHERE, "data": {"sessionId": sid}}
+        refused = other.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}, sid)
+        assert refused["error"] == {"code": -32002, "message": ACTIVE_ELSEWHERE, "data": {"sessionId": sid}}
+        owner.call("session/set_title", {"sessionId": sid, "title": "from its owner"}, sid)
+        owner.close()
+        deadline = time.monotonic() + 10
+        while (status := other.call("session/status", {"sessionId": sid}, sid)["result"])["status"] != "saved":
+            assert time.monotonic() < deadline, status
+            time.sleep(0.1)
+        listed = other.call("session/list", {})["result"]["sessions"]
+        assert [s.get("title") for s in listed if s["sessionId"] == sid] == ["from its owner"]
+        other.close()
