@@ -6,24 +6,30 @@ agent sends is schema-checked."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import queue
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from websockets.sync.client import connect as ws_connect
 
 from acp_agent.http.sessions import ACTIVE_ELSEWHERE, ACTIVE_ELSEWHERE_STATUS
 from acp_agent.testing import SchemaValidator
 from tests.e2e.test_http_faults import ECHO_AGENT, INITIALIZE, EventStream
-from tests.helpers.balancer import RoundRobin, free_port, round_robin
+from tests.helpers.balancer import free_port, round_robin
 from tests.helpers.remote import ROOT, ServedAgent, served_agent
 
 Message = dict[str, Any]
@@ -90,13 +96,14 @@ class BalancedClient:
         self.http.close()
 
 
-def reach_prompts(balancer: RoundRobin, validator: SchemaValidator, clients: int) -> int:
-    """How many of ``clients`` concurrent clients (through ``balancer``) open a session and finish a prompt."""
+def reach_prompts(url: str, validator: SchemaValidator, clients: int) -> int:
+    """How many of ``clients`` concurrent clients (through the balancer at ``url``) open a session and finish a
+    prompt."""
     reached: list[bool] = []
 
     def one() -> None:
         try:
-            client = BalancedClient(balancer.url(), validator)
+            client = BalancedClient(url, validator)
             try:
                 sid = str(client.call("session/new", {"cwd": "/tmp"})["result"]["sessionId"])
                 client.prompt_and_wait(sid, "hello through any replica")
@@ -121,7 +128,7 @@ def test_http_clients_reach_their_prompts_through_a_balancer_without_affinity(
     with replicas(3, "--store", f"postgres:{postgres_dsn}") as served:
         backends = [("127.0.0.1", int(s.url.rsplit(":", 1)[1].split("/")[0])) for s in served]
         with round_robin(backends) as balancer:
-            assert reach_prompts(balancer, validator, 12) == 12
+            assert reach_prompts(balancer.url(), validator, 12) == 12
             assert min(balancer.routed) > 0, balancer.routed
 
 
@@ -376,3 +383,74 @@ def test_answers_about_a_session_live_on_another_replica_say_so(validator: Schem
         listed = other.call("session/list", {})["result"]["sessions"]
         assert [s.get("title") for s in listed if s["sessionId"] == sid] == ["from its owner"]
         other.close()
+
+
+DOCS_SRC = ROOT / "docs_src"
+
+
+@contextmanager
+def real_balancer(kind: str, backends: list[tuple[str, int]], tmp: Path) -> Iterator[int]:
+    """The deployment guide's HAProxy or nginx configuration, pointed at ``backends``, running; yields its port."""
+    binary = shutil.which(kind, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if binary is None:
+        pytest.skip(f"{kind} is not installed (apt-get install {kind}): the guide's {kind} configuration is untested")
+    port = free_port()
+    if kind == "haproxy":
+        text = (DOCS_SRC / "haproxy.cfg").read_text().replace("bind :8080", f"bind 127.0.0.1:{port}")
+        config = tmp / "haproxy.cfg"
+        command = [binary, "-db", "-f", str(config)]
+    else:
+        text = (DOCS_SRC / "nginx-replicas.conf").read_text().replace("listen 8080", f"listen 127.0.0.1:{port}")
+        tmp.chmod(0o777)
+        text = (f"daemon off; worker_processes 1; pid {tmp}/nginx.pid; error_log {tmp}/error.log;\n"
+                f"events {{}}\nhttp {{ access_log off; client_body_temp_path {tmp}/body; proxy_temp_path {tmp}/proxy;"
+                f"\n{text}\n}}\n")
+        config = tmp / "nginx.conf"
+        command = [binary, "-c", str(config), "-p", str(tmp)]
+    for index, (host, backend_port) in enumerate(backends, 1):
+        text = text.replace(f"10.0.0.{index}:8000", f"{host}:{backend_port}")
+    config.write_text(text)
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, f"{kind} did not listen"
+            time.sleep(0.1)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("kind", ["haproxy", "nginx"])
+def test_the_guide_s_balancer_configurations(kind: str, validator: SchemaValidator, postgres_dsn: str,
+                                             tmp_path: Path) -> None:
+    """docs/guides/deployment.md: its HAProxy and nginx configurations, unchanged but for the addresses, in front of
+    two replicas: HTTP clients reach their prompts, HTTP turns take milliseconds (HAProxy's ``http-no-delay``), and a
+    WebSocket client works too."""
+    with replicas(2, "--store", f"postgres:{postgres_dsn}") as served:
+        backends = [("127.0.0.1", int(s.url.rsplit(":", 1)[1].split("/")[0])) for s in served]
+        with real_balancer(kind, backends, tmp_path) as port:
+            url = f"http://127.0.0.1:{port}/acp"
+            client = BalancedClient(url, validator)
+            sid = str(client.call("session/new", {"cwd": "/tmp"})["result"]["sessionId"])
+            client.prompt_and_wait(sid, "warm up")
+            started = time.monotonic()
+            for turn in range(10):
+                client.prompt_and_wait(sid, f"turn {turn}")
+            per_turn = (time.monotonic() - started) / 10
+            assert per_turn < 0.1, f"{per_turn * 1000:.0f} ms per HTTP turn through {kind}"
+            client.close()
+            assert reach_prompts(url, validator, 8) == 8
+            socket_client = Socket(f"ws://127.0.0.1:{port}/acp", validator)
+            socket_client.send(0, "initialize", INITIALIZE["params"])
+            assert "result" in socket_client.answer(0)
+            socket_client.ws.close()
+
