@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import h11
+from anyio.abc import SocketAttribute
 
 from .._util.episodes import Episode
 from .asgi import Receive, Send, send_text
@@ -106,10 +108,11 @@ class Peers:
         async with stream, anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
             try:
-                await stream.send(client.send(h11.Request(method=method, target=target, headers=sent)) or b"")
-                if body:
-                    await stream.send(client.send(h11.Data(data=body)) or b"")
-                await stream.send(client.send(h11.EndOfMessage()) or b"")
+                with contextlib.suppress(OSError, anyio.TypedAttributeLookupError):
+                    stream.extra(SocketAttribute.raw_socket).setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                head = client.send(h11.Request(method=method, target=target, headers=sent)) or b""
+                data = client.send(h11.Data(data=body)) or b"" if body else b""
+                await stream.send(head + data + (client.send(h11.EndOfMessage()) or b""))  # one write
                 while True:
                     event = client.next_event()
                     if event is h11.NEED_DATA:

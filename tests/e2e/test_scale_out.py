@@ -278,7 +278,7 @@ class Socket:
     """A WebSocket client counting the frames it got (its reattach cursor); every agent message schema-checked."""
 
     def __init__(self, url: str, validator: SchemaValidator, headers: dict[str, str] | None = None) -> None:
-        self.ws = ws_connect(url, additional_headers=headers or {}, open_timeout=10)
+        self.ws = ws_connect(url, additional_headers=headers or {}, open_timeout=10).__enter__()
         self.validator = validator
         self.got = 0
         self.methods: dict[int, str] = {0: "initialize"}
