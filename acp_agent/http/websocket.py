@@ -82,7 +82,7 @@ class WebSocketTransport:
             await _refuse_socket(receive, send, admitted.subprotocol, refusal)
             return
         connection = RemoteConnection(
-            agent, "websocket", self._options, credential=credential_digest(headers.get("authorization")),
+            agent, "websocket", self._options, credential=credential_digest(admitted.token),
             send_lines=send_lines, store=await host.shared_store(agent), active=host.sessions,
             principal=admitted.principal,
         )
@@ -110,7 +110,7 @@ class WebSocketTransport:
         (refused 404 for a connection not here or another client's, 409 when the frames it missed are gone)."""
         connection_id, cursor = request
         connection = self._host.registry.get(connection_id, "websocket")
-        if connection is None or connection.credential != credential_digest(headers.get("authorization")) or \
+        if connection is None or connection.credential != credential_digest(admitted.token) or \
                 connection.runtime.principal != admitted.principal or not connection.detached:
             await deny_socket(scope, send, (404, "Unknown Acp-Connection-Id"))
             return
