@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -24,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 from acp_agent.http.sessions import ACTIVE_ELSEWHERE, ACTIVE_ELSEWHERE_STATUS
@@ -454,3 +456,40 @@ def test_the_guide_s_balancer_configurations(kind: str, validator: SchemaValidat
             assert "result" in socket_client.answer(0)
             socket_client.ws.close()
 
+
+
+def test_sigterm_drains_a_replica_and_its_sessions_resume_on_another(
+    validator: SchemaValidator, postgres_dsn: str
+) -> None:
+    """Finding 7 (drain): on SIGTERM ``/readyz`` turns 503 at once (``/healthz`` stays 200) for ``--drain-delay``;
+    then the WebSocket is closed 1001 (reconnect elsewhere), the session saved and its lease given back, so another
+    replica resumes it at once."""
+    store = ("--store", f"postgres:{postgres_dsn}")
+    with served_agent(ECHO_AGENT, *store) as survivor, httpx.Client(timeout=10) as http:
+        with served_agent(ECHO_AGENT, *store, "--drain-delay", "2") as draining:
+            base = draining.url.rsplit("/", 1)[0]
+            client = Socket(draining.ws_url, validator)
+            client.send(0, "initialize", INITIALIZE["params"])
+            client.answer(0)
+            client.send(1, "session/new", {"cwd": "/tmp"})
+            sid = client.answer(1)["result"]["sessionId"]
+            client.send(2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "drained"}]})
+            while said(messages := [client.next()]) != ["drained"]:
+                pass
+            assert http.get(base + "/readyz").text == "ready"
+            signalled = time.monotonic()
+            draining.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            ready = http.get(base + "/readyz")
+            assert (ready.status_code, ready.text) == (503, "draining")
+            assert http.get(base + "/healthz").status_code == 200
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    messages.append(client.next())
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+            assert time.monotonic() - signalled >= 2
+            assert draining.proc.wait(20) == 0
+        other = ReplicaClient(survivor.url, validator)
+        answer = other.call("session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}}, sid)
+        assert "result" in answer, answer  # no wait for a lease: the drained replica gave it back
+        other.close()
