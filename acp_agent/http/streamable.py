@@ -7,7 +7,10 @@ with ``Accept: text/event-stream`` opens the connection's event stream, or a ses
 (the reference): 400 for a missing or mismatched header or an over-long id, 404 for an unknown connection,
 406, 409 for a stream that already has a reader, 413, 415, and 401/403 for the security checks.
 
-A connection runs in the app's task group (`Host.task_group`), so it outlives the request that opened it.
+A connection runs in the app's task group (`Host.task_group`), so it outlives the request that opened it. Every
+event has an ``id:`` (the stream's cursor): a ``GET`` with ``Last-Event-ID`` takes the stream over and gets what
+followed, or ``409`` when that is no longer kept. A request for a connection another replica holds is forwarded
+there (`acp_agent.http.peers`).
 """
 
 from __future__ import annotations

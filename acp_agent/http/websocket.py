@@ -4,7 +4,9 @@ The socket is accepted with ``Acp-Connection-Id`` (and the token subprotocol the
 message must be ``initialize`` (close 1002 otherwise), an over-long request id closes it 1008, an over-size frame
 1009, a credential the token callable stops accepting 1008, the server's shutdown 1001. A socket refused before it
 is accepted gets the HTTP status where the server can send one (the ``websocket.http.response`` extension), else
-close 1008. The connection runs inside the socket's own request.
+close 1008. The connection runs inside the socket's own request. When the client drops with a session active, the
+connection waits ``turn_grace`` seconds (its turns running on) for a new socket that names it (``Acp-Connection-Id``
+and ``Last-Event-ID``: how many frames the client got): that socket gets the frames it missed and carries on.
 """
 
 from __future__ import annotations
