@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from .._util import environment, prelude
+from .._util.paths import data_dir
 from .._util.processes import make_non_dumpable
 from ..auth import Workspace
 from ..limits import DEFAULT_LIMITS, Limits
@@ -88,6 +89,31 @@ def _hosting_options(args: argparse.Namespace, source: Any) -> dict[str, Any]:
     return options
 
 
+def _secrets_in_workspace(workspace: Workspace | None, tokens_file: str | None, store_spec: str | None) -> list[str]:
+    """The server's own files that lie inside the workspace ``serve`` chose (``--workspace`` or the directory it was
+    started in), where every user's file tools (``read_file``, ``search``: no approval) would read them: the tokens
+    file (every user's token), an SQLite store given as ``sqlite:PATH`` and the data directory (the default store,
+    the editor's stdio store). Empty for an agent's own workspace policy, which ``serve`` cannot judge, and for
+    ``--workspace /`` (an operator who opens every file on purpose)."""
+    if workspace is None or workspace.root is None:
+        return []
+    root = os.path.realpath(workspace.root)
+    if root == os.path.realpath("/"):
+        return []
+    found: list[tuple[str, str]] = []
+    if tokens_file is not None:
+        found.append(("the tokens file", tokens_file))
+    if store_spec is not None and store_spec.startswith("sqlite:"):
+        found.append(("the store", os.path.expanduser(store_spec.removeprefix("sqlite:"))))
+    if store_spec is None or data_dir().exists():
+        found.append(("the data directory", str(data_dir())))
+
+    def inside(path: str) -> bool:
+        return os.path.commonpath([root, os.path.realpath(path)]) == root
+
+    return [f"{what} {path} is inside the workspace {root}" for what, path in found if inside(path)]
+
+
 def _harden_process() -> None:
     """Keep this server's environment (tokens, DSNs, keys) and memory out of reach of its own children: non-dumpable
     where the platform allows (`acp_agent._util.processes.make_non_dumpable`)."""
@@ -146,6 +172,12 @@ def run(args: argparse.Namespace) -> int:
         HttpOptions(**options)
     except ValueError as exc:  # a setting out of range
         sys.stderr.write(f"acp: {exc}\n")
+        return 2
+    exposed = _secrets_in_workspace(options.get("workspace"), args.tokens, store_spec)
+    if exposed:  # read_file and search need no approval: every user would read these
+        for problem in exposed:
+            sys.stderr.write(f"acp: {problem}: every user's file tools could read it\n")
+        sys.stderr.write("acp: start serve in a directory holding only the users' projects, or pass --workspace DIR\n")
         return 2
     _harden_process()
     try:

@@ -39,11 +39,12 @@ def _absolute(spec: str) -> str:
 def open_private(path: str) -> IO[bytes]:
     """``path`` opened for writing from scratch, readable by this user only (``0600``, also when it existed)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-    except OSError:
-        os.close(fd)
-        raise
+    if sys.platform != "win32":  # Windows has no such mode bits (nor fchmod)
+        try:
+            os.fchmod(fd, 0o600)
+        except OSError:
+            os.close(fd)
+            raise
     return os.fdopen(fd, "wb")
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import resource
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -83,7 +83,12 @@ class Bounds:
 
 
 def descriptor_room(wanted: int) -> int:
-    """``wanted``, lowered to what the process's file-descriptor limit leaves for client sockets."""
+    """``wanted``, lowered to what the process's file-descriptor limit leaves for client sockets (``wanted`` on
+    Windows, which has no such limit for sockets)."""
+    if sys.platform == "win32":
+        return wanted
+    import resource
+
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return wanted

@@ -88,6 +88,7 @@ def _initialize(state: TranslatorState, params: dict[str, Any]) -> Handled:
     capabilities = params.get("clientCapabilities")
     state.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
     state.air = air_declares(state.client_capabilities, AIR_CAPABILITY)
+    state.initializing = True
     return Forward("initialize", v2_initialize_params(params, state.client_capabilities))
 
 
@@ -97,12 +98,14 @@ def _new_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
 
 def _mcp_servers(state: TranslatorState, v2: dict[str, Any]) -> dict[str, Any]:
     """v1 makes every agent accept stdio MCP servers: handed on when the agent connects to them (it
-    advertised ``mcp.stdio``), else left out with one log line (v2 would refuse the request)."""
+    advertised ``mcp.stdio``), else left out with one log line (v2 would refuse the request). Before the
+    agent's ``initialize`` answer (the streams hold a session request until it came) they are handed on
+    too, unlogged: the runtime, which knows the agent, judges them."""
     servers = v2.get("mcpServers")
     stdio_ok = obj(obj(obj(state.agent_capabilities.get("session")).get("mcp"))).get("stdio") is not None
     if not isinstance(servers, list):
         return v2
-    if stdio_ok:
+    if stdio_ok or not state.initialized:
         return {**v2, "mcpServers": _absolute_commands(servers, str(v2.get("cwd") or ""))}
     kept = [s for s in servers if not (isinstance(s, dict) and s.get("type") == "stdio")]
     if len(kept) < len(servers):

@@ -28,7 +28,7 @@ import re
 import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import anyio.to_thread
@@ -277,11 +277,24 @@ async def _show_diff(path: str, old: str | None, new: str) -> None:
     await current_tool().tool_call.update(locations=[ToolCallLocation(path=path)], content=[_diff(path, old, new)])
 
 
+def _open_regular(path: str) -> BinaryIO | None:
+    """``path`` opened for reading if it is a regular file, else ``None``.
+
+    Opened non-blocking, then checked: a plain ``open`` of a FIFO waits for a writer forever (a worker thread
+    lost for good, a turn nobody can cancel)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        return None
+    return os.fdopen(descriptor, "rb")  # O_NONBLOCK changes nothing for a regular file's reads
+
+
 def _read_bounded(path: str) -> tuple[str, bool]:
     """The text of a regular file (its first ``MAX_FILE_BYTES``) and whether that is all of it."""
-    with open(path, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise ModelRetry(f"{path} is not a regular file")
+    file = _open_regular(path)
+    if file is None:
+        raise ModelRetry(f"{path} is not a regular file")
+    with file:
         data = file.read(MAX_FILE_BYTES + 1)
     return data[:MAX_FILE_BYTES].decode(errors="replace"), len(data) <= MAX_FILE_BYTES
 
@@ -337,9 +350,10 @@ def _grep(base: str, root: str, glob: str, regex: re.Pattern[str], confine: bool
     count = 0
     for path in paths:
         try:
-            with open(path, "rb") as raw:
-                if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
-                    continue
+            raw = _open_regular(path)
+            if raw is None:
+                continue
+            with raw:
                 text = raw.read(MAX_FILE_BYTES).decode(errors="replace")
                 for number, line in enumerate(text.splitlines(), 1):
                     if regex.search(line):
