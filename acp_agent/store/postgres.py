@@ -6,6 +6,12 @@ closed on one replica is listed and resumed, with replay, on another. psycopg 3 
 never by an agent that does not use it; its blocking connection is driven from anyio worker
 threads (one call at a time per store), so the store works on asyncio and trio.
 
+Saves are **group-committed**: the saves of several sessions that are due while a transaction is under way
+(the ends of turns of many connections of one ``serve`` replica) wait for it and are then written together in the
+next transaction, each with the same statements as alone. Every ``save`` still returns only once the transaction
+holding its changes committed (a turn's ``idle`` goes out after that, as the crash contract asks); a save that
+fails in a batch is tried again alone, so one bad session does not fail the others.
+
 Tables: ``acp_sessions``, ``acp_history`` and ``acp_schema_migrations`` (the same schema and
 migration scheme as the SQLite store; a database whose newest migration is above
 [`SCHEMA_VERSION`][acp_agent.store.SCHEMA_VERSION] is refused). Migrations run under an advisory lock, so replicas that
@@ -15,6 +21,7 @@ reopened on the next one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -64,6 +71,20 @@ _COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, inf
 _LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info, principal"  # what a listing reads
 
 
+_Save = tuple[tuple[Any, ...], bool, list[tuple[str, int, str, str]], list[int]]
+"""One session's save as `_save` takes it: the session's columns, whether its history is written in full, the
+history rows to write and the sequence numbers removed."""
+
+
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """The saves due for the next transaction: each record once, in the order they became due."""
+
+    records: dict[int, SessionRecord] = field(default_factory=dict)  # id(record) -> record
+    errors: dict[int, StoreError] = field(default_factory=dict)  # id(record) -> why its save failed
+    written: bool = False  # the transaction ended (committed, or failed for the records in ``errors``)
+
+
 class PostgresStore(SessionStore):
     """Sessions in the PostgreSQL database at ``conninfo`` (a ``postgresql://`` URL or key=value string)."""
 
@@ -75,6 +96,7 @@ class PostgresStore(SessionStore):
         """Seconds to wait for a connection."""
         self._db: psycopg.Connection[Any] | None = None
         self._migrated = False
+        self._due: _Batch | None = None  # the saves waiting for the transaction under way to end
 
     def __repr__(self) -> str:
         return "PostgresStore(...)"  # the conninfo may hold a password
@@ -156,22 +178,78 @@ class PostgresStore(SessionStore):
     # -- records -----------------------------------------------------------------------------
 
     async def save(self, record: SessionRecord) -> None:
-        """Write the metadata and the history entries changed since the last save, in one transaction."""
+        """Write the metadata and the history entries changed since the last save; return once committed.
+
+        Saves due together are written in one transaction (see the module docstring): this one joins the
+        batch that waits for the store's lock, and whoever takes the lock first writes that whole batch.
+        """
         await self.open()
-        async with self.lock():
-            if record.deleted:
-                return
-            changes = record.history.take_changes()
+        batch = self._due
+        if batch is None:
+            batch = self._due = _Batch()
+        batch.records.setdefault(id(record), record)
+        async with self.lock():  # FIFO: a batch's changes are taken after the previous batch's
+            if not batch.written:
+                if self._due is batch:
+                    self._due = None  # later saves start the next batch
+                await self._write(batch)
+        error = batch.errors.get(id(record))
+        if error is not None:
+            raise error
+
+    async def _write(self, batch: _Batch) -> None:
+        """Take the changes of ``batch``'s records and write them in one transaction (under the store's lock).
+
+        A save cancelled while it waited leaves its record in the batch: it is written all the same, or, if no
+        save comes after it, its changes are still untaken and the next save writes them.
+        """
+        records: list[SessionRecord] = []
+        saves: list[_Save] = []
+        try:
+            for record in batch.records.values():
+                if record.deleted:
+                    continue
+                changes = record.history.take_changes()
+                try:
+                    sid = record.session_id
+                    rows = [(sid, seq, kind, data.decode()) for seq, kind, data in changes.encoded_entries()]
+                    columns = (sid, record.cwd, record.title, record.created_at, record.updated_at, record.archived,
+                               encode_info_text(record), encode_state_text(record), record.principal)
+                except Exception as exc:
+                    record.history.unsaved()
+                    batch.errors[id(record)] = StoreError(f"could not save session {record.session_id}: {exc}")
+                    continue
+                records.append(record)
+                saves.append((columns, changes.full, rows, changes.removed))
+            failed: dict[int, StoreError] = {}
+            if saves:
+                failed = await self.in_thread(self._save_batch, saves)
+        except BaseException as exc:  # not expected: every save of the batch fails with it
+            failed = {i: StoreError(f"could not save session {r.session_id}: {exc}") for i, r in enumerate(records)}
+            raise
+        finally:
+            for index, error in failed.items():
+                records[index].history.unsaved()
+                batch.errors[id(records[index])] = error
+            batch.written = True
+
+    def _save_batch(self, saves: list[_Save]) -> dict[int, StoreError]:
+        """Write ``saves`` in one transaction; if that fails while the connection still works, each alone (in
+        its own transaction, in order). The saves that failed, by index."""
+        if len(saves) > 1:
             try:
-                sid = record.session_id
-                rows = [(sid, seq, kind, data.decode()) for seq, kind, data in changes.encoded_entries()]
-                columns = (record.session_id, record.cwd, record.title, record.created_at, record.updated_at,
-                           record.archived, encode_info_text(record), encode_state_text(record), record.principal)
-                await self.in_thread(self._call, f"save session {record.session_id}", _save, columns,
-                                     changes.full, rows, changes.removed)
-            except BaseException:
-                record.history.unsaved()
-                raise
+                self._call(f"save {len(saves)} sessions", _save_all, saves)
+                return {}
+            except Exception as exc:
+                if self._db is None:  # the connection was lost: none of them was written
+                    return {i: _failed(save, exc) for i, save in enumerate(saves)}
+        failed: dict[int, StoreError] = {}
+        for index, save in enumerate(saves):
+            try:
+                self._call(f"save session {save[0][0]}", _save, *save)
+            except Exception as exc:
+                failed[index] = exc if isinstance(exc, StoreError) else _failed(save, exc)
+        return failed
 
     async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
         """The stored session, rebuilt (history included), or ``None``."""
@@ -229,6 +307,17 @@ def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, row
             cursor.executemany(
                 "INSERT INTO acp_history (session_id, seq, kind, item) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (session_id, seq) DO UPDATE SET kind = excluded.kind, item = excluded.item", rows)
+
+
+def _failed(save: _Save, exc: Exception) -> StoreError:
+    error = StoreError(f"could not save session {save[0][0]}: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+def _save_all(db: psycopg.Connection[Any], saves: list[_Save]) -> None:
+    for save in saves:
+        _save(db, *save)
 
 
 def _load(db: psycopg.Connection[Any], session_id: str) -> tuple[tuple[Any, ...], list[Any]] | None:

@@ -1,0 +1,120 @@
+"""``PostgresStore``'s group commit: saves of many sessions due together share one transaction, each still
+returns only once its changes committed, and a save that fails in a batch fails alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from acp_agent import AgentMessage, UserMessage
+from acp_agent.records import SessionRecord
+from acp_agent.schema import TextContent
+from acp_agent.store import StoreError
+
+pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[test]'")
+
+from acp_agent.store.postgres import PostgresStore  # noqa: E402 - after the skip
+
+pytestmark = pytest.mark.anyio
+
+
+def transactions_so_far(dsn: str) -> int:
+    """The database's transaction counter (each write transaction takes one id; so does this call)."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as db:
+        row = db.execute("SELECT txid_current()").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def turn(record: SessionRecord, text: str) -> None:
+    """A turn's worth of history: the user's message and the answer."""
+    record.history.record(UserMessage(message_id=f"u-{text}", content=[TextContent(text=text)]))
+    record.history.record(AgentMessage(message_id=f"a-{text}", content=[TextContent(text=f"echo {text}")]))
+
+
+def texts(record: SessionRecord | None) -> list[str]:
+    assert record is not None
+    found: list[str] = []
+    for item in record.history.replay():
+        content: Any = getattr(item, "content", None)
+        found += [block.text for block in content or [] if isinstance(block, TextContent)]
+    return found
+
+
+async def test_saves_due_together_are_committed_in_one_transaction(postgres_dsn: str) -> None:
+    store = PostgresStore(postgres_dsn)
+    await store.open()
+    records = [SessionRecord(session_id=f"sess_{i}", cwd="/work") for i in range(40)]
+    for number, record in enumerate(records):
+        turn(record, f"first {number}")
+    before = transactions_so_far(postgres_dsn)
+    async with anyio.create_task_group() as tg:
+        for record in records:
+            tg.start_soon(store.save, record)
+    spent = transactions_so_far(postgres_dsn) - before - 1
+    assert spent <= 3, f"{len(records)} saves took {spent} transactions"  # one at a time before: 40
+    for number, record in enumerate(records):  # a second turn each, one record saved twice in a batch
+        turn(record, f"second {number}")
+    async with anyio.create_task_group() as tg:
+        for record in [*records, records[0]]:
+            tg.start_soon(store.save, record)
+    await store.close()
+    again = PostgresStore(postgres_dsn)  # a restarted replica reads every turn
+    for number in range(len(records)):
+        assert texts(await again.load(f"sess_{number}")) == [
+            f"first {number}", f"echo first {number}", f"second {number}", f"echo second {number}"]
+    await again.close()
+
+
+async def test_a_save_that_fails_in_a_batch_fails_alone(postgres_dsn: str) -> None:
+    store = PostgresStore(postgres_dsn)
+    await store.open()
+    records = [SessionRecord(session_id=f"sess_{i}", cwd="/work") for i in range(6)]
+    for record in records:
+        turn(record, record.session_id)
+    records[3].title = "bad\x00title"  # PostgreSQL refuses a NUL in text
+    outcomes: dict[str, BaseException | None] = {}
+
+    async def save(record: SessionRecord) -> None:
+        try:
+            await store.save(record)
+            outcomes[record.session_id] = None
+        except StoreError as exc:
+            outcomes[record.session_id] = exc
+
+    async with anyio.create_task_group() as tg:
+        for record in records:
+            tg.start_soon(save, record)
+    assert [sid for sid, error in outcomes.items() if error is not None] == ["sess_3"]
+    assert "could not save session sess_3" in str(outcomes["sess_3"])
+    records[3].title = "fixed"
+    await store.save(records[3])  # the failed save's changes are written by the next one
+    for record in records:
+        assert texts(await store.load(record.session_id)) == [record.session_id, f"echo {record.session_id}"]
+    await store.close()
+
+
+async def test_a_save_cancelled_while_it_waited_is_written_by_the_next(postgres_dsn: str) -> None:
+    store = PostgresStore(postgres_dsn)
+    await store.open()
+    first, waiting, later = (SessionRecord(session_id=f"sess_{name}", cwd="/work") for name in ("a", "b", "c"))
+    for record in (first, waiting, later):
+        turn(record, record.session_id)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(store.save, first)  # takes the lock and writes
+        await anyio.sleep(0)
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await store.save(waiting)  # joins the next batch, then gives up waiting
+    assert first.history.changed is False
+    assert waiting.history.changed  # its changes were not taken
+    await store.save(later)  # the batch it waits in holds ``waiting`` too
+    assert not waiting.history.changed
+    again = PostgresStore(postgres_dsn)
+    assert texts(await again.load("sess_b")) == ["sess_b", "echo sess_b"]
+    await again.close()
+    await store.close()
