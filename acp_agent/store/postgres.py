@@ -291,22 +291,21 @@ def _stored(session_id: str, cwd: str, title: str | None, created_at: str, updat
                          bool(archived), doc.get("meta"), principal)
 
 
+# A save's statements; a batch runs each once for all its sessions (``executemany``, pipelined by psycopg).
+_UPSERT_SESSION: Final = (
+    f"INSERT INTO acp_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) "
+    "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
+    "archived = excluded.archived, info = excluded.info, state = excluded.state")
+_DELETE_HISTORY: Final = "DELETE FROM acp_history WHERE session_id = %s"
+_DELETE_REMOVED: Final = "DELETE FROM acp_history WHERE session_id = %s AND seq = ANY(%s)"
+_UPSERT_HISTORY: Final = (
+    "INSERT INTO acp_history (session_id, seq, kind, item) VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT (session_id, seq) DO UPDATE SET kind = excluded.kind, item = excluded.item")
+
+
 def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, str]],
           removed: list[int]) -> None:
-    sid = columns[0]
-    db.execute(
-        f"INSERT INTO acp_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) "
-        "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
-        "archived = excluded.archived, info = excluded.info, state = excluded.state", columns)
-    if full:
-        db.execute("DELETE FROM acp_history WHERE session_id = %s", (sid,))
-    elif removed:
-        db.execute("DELETE FROM acp_history WHERE session_id = %s AND seq = ANY(%s)", (sid, removed))
-    if rows:
-        with db.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO acp_history (session_id, seq, kind, item) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (session_id, seq) DO UPDATE SET kind = excluded.kind, item = excluded.item", rows)
+    _save_all(db, [(columns, full, rows, removed)])
 
 
 def _failed(save: _Save, exc: Exception) -> StoreError:
@@ -316,8 +315,17 @@ def _failed(save: _Save, exc: Exception) -> StoreError:
 
 
 def _save_all(db: psycopg.Connection[Any], saves: list[_Save]) -> None:
-    for save in saves:
-        _save(db, *save)
+    """Write ``saves`` (one per session) in the transaction under way: each statement once for all of them."""
+    cleared = [(columns[0],) for columns, full, _, _ in saves if full]
+    removed = [(columns[0], gone) for columns, full, _, gone in saves if gone and not full]
+    rows = [row for _, _, session_rows, _ in saves for row in session_rows]
+    with db.cursor() as cursor:
+        for statement, params in ((_UPSERT_SESSION, [columns for columns, _, _, _ in saves]),
+                                  (_DELETE_HISTORY, cleared), (_DELETE_REMOVED, removed), (_UPSERT_HISTORY, rows)):
+            if len(params) == 1:
+                cursor.execute(statement, params[0])
+            elif params:
+                cursor.executemany(statement, params)
 
 
 def _load(db: psycopg.Connection[Any], session_id: str) -> tuple[tuple[Any, ...], list[Any]] | None:

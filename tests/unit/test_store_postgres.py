@@ -12,10 +12,7 @@ from acp_agent import AgentMessage, UserMessage
 from acp_agent.records import SessionRecord
 from acp_agent.schema import TextContent
 from acp_agent.store import StoreError
-
-pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[test]'")
-
-from acp_agent.store.postgres import PostgresStore  # noqa: E402 - after the skip
+from acp_agent.store.postgres import PostgresStore  # psycopg is imported when it opens (postgres_dsn skips without)
 
 pytestmark = pytest.mark.anyio
 
@@ -101,16 +98,23 @@ async def test_a_save_that_fails_in_a_batch_fails_alone(postgres_dsn: str) -> No
 async def test_a_save_cancelled_while_it_waited_is_written_by_the_next(postgres_dsn: str) -> None:
     store = PostgresStore(postgres_dsn)
     await store.open()
-    first, waiting, later = (SessionRecord(session_id=f"sess_{name}", cwd="/work") for name in ("a", "b", "c"))
-    for record in (first, waiting, later):
+    waiting, later = (SessionRecord(session_id=f"sess_{name}", cwd="/work") for name in ("b", "c"))
+    for record in (waiting, later):
         turn(record, record.session_id)
+    held, done = anyio.Event(), anyio.Event()
+
+    async def hold() -> None:  # a batch being written
+        async with store.lock():
+            held.set()
+            await done.wait()
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(store.save, first)  # takes the lock and writes
-        await anyio.sleep(0)
+        tg.start_soon(hold)
+        await held.wait()
         with anyio.CancelScope() as scope:
             scope.cancel()
             await store.save(waiting)  # joins the next batch, then gives up waiting
-    assert first.history.changed is False
+        done.set()
     assert waiting.history.changed  # its changes were not taken
     await store.save(later)  # the batch it waits in holds ``waiting`` too
     assert not waiting.history.changed
