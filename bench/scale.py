@@ -58,6 +58,16 @@ CWD = "/tmp"
 BUSY = -32002  # the session is active elsewhere (the replica that had it has not let it go yet)
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -370,7 +380,8 @@ def lost_turns(dsn: str, load: Load) -> tuple[int, int]:
 def store_section(args: argparse.Namespace, conninfo: str, tmp: Path) -> None:
     print(f"\n## One replica: PostgreSQL store against SQLite store ({args.clients} WebSocket clients, "
           f"{args.seconds:g} s per run, {args.rounds} rounds)\n")
-    print("| round | store | turns/s | p50 ms | p99 ms | turns | lost |\n|---|---|---:|---:|---:|---:|---:|")
+    print("| round | store | turns/s | p50 ms | p99 ms | turns | replica CPU ms/turn | lost |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     totals: dict[str, list[float]] = {"postgres": [], "sqlite": []}
     for round_ in range(1, args.rounds + 1):
         for kind in ("postgres", "sqlite"):
@@ -378,15 +389,20 @@ def store_section(args: argparse.Namespace, conninfo: str, tmp: Path) -> None:
             store = f"postgres:{dsn}" if kind == "postgres" else f"sqlite:{tmp / f'store-{round_}.sqlite3'}"
             replica = Replica(store, free_port(), args.code)
             replica.start()
+            assert replica.proc is not None
             try:
+                before = cpu_seconds(replica.proc.pid)
                 load, start = asyncio.run(run_load(replica.url, args.clients, args.timeout,
                                                    [(args.warmup + args.seconds, None)]))
+                cpu = cpu_seconds(replica.proc.pid) - before
             finally:
                 replica.stop()
             rate, p50, p99, count = load.window(start + args.warmup, start + args.warmup + args.seconds)
             lost = lost_turns(dsn, load)[0] if kind == "postgres" else 0
             totals[kind].append(rate)
-            print(f"| {round_} | {kind} | {rate:,.0f} | {p50:.1f} | {p99:.1f} | {count:,} | {lost} |", flush=True)
+            per_turn = cpu / len(load.acked) * 1e3 if load.acked else float("nan")
+            print(f"| {round_} | {kind} | {rate:,.0f} | {p50:.1f} | {p99:.1f} | {count:,} | {per_turn:.2f} | {lost} |",
+                  flush=True)
             args.lost += lost
     pg, lite = statistics.mean(totals["postgres"]), statistics.mean(totals["sqlite"])
     if lite:

@@ -6,10 +6,12 @@ closed on one replica is listed and resumed, with replay, on another. psycopg 3 
 never by an agent that does not use it; its blocking connection is driven from anyio worker
 threads (one call at a time per store), so the store works on asyncio and trio.
 
-Saves are **group-committed**: the saves of several sessions that are due while a transaction is under way
-(the ends of turns of many connections of one ``serve`` replica) wait for it and are then written together in the
-next transaction, each with the same statements as alone. Every ``save`` still returns only once the transaction
-holding its changes committed (a turn's ``idle`` goes out after that, as the crash contract asks); a save that
+Saves are **pooled and group-committed**: up to ``writers`` transactions of saves run side by side, each on a
+connection of its own, and the saves of several sessions that become due while every writer is busy (the ends of
+turns of many connections of one ``serve`` replica) are written together in the next free writer's transaction,
+each statement once for all of them. Every ``save`` still returns only once the transaction holding its changes
+committed (a turn's ``idle`` goes out after that, as the crash contract asks); the saves of one session commit in
+the order they were made (a batch waits for a transaction under way that writes one of its sessions); a save that
 fails in a batch is tried again alone, so one bad session does not fail the others.
 
 Tables: ``acp_sessions``, ``acp_history`` and ``acp_schema_migrations`` (the same schema and
@@ -24,6 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
 import orjson
 
 from ..errors import StoreError, StoreUnusableError
@@ -82,21 +87,31 @@ class _Batch:
 
     records: dict[int, SessionRecord] = field(default_factory=dict)  # id(record) -> record
     errors: dict[int, StoreError] = field(default_factory=dict)  # id(record) -> why its save failed
-    written: bool = False  # the transaction ended (committed, or failed for the records in ``errors``)
+    started: bool = False  # a writer took it (no save joins it any more)
+    finished: anyio.Event | None = None  # set once its transaction ended (committed, or failed for ``errors``)
+
+    def writes(self, session_ids: set[str]) -> bool:
+        """Whether one of ``session_ids`` is saved in this batch."""
+        return any(record.session_id in session_ids for record in self.records.values())
 
 
 class PostgresStore(SessionStore):
     """Sessions in the PostgreSQL database at ``conninfo`` (a ``postgresql://`` URL or key=value string)."""
 
-    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0, writers: int = 4) -> None:
         super().__init__()
         self.conninfo = conninfo
         """Where the database is."""
         self.connect_timeout = connect_timeout
         """Seconds to wait for a connection."""
-        self._db: psycopg.Connection[Any] | None = None
+        self.writers = max(1, writers)
+        """How many transactions of saves may run at once (each on a connection of its own, opened when needed)."""
+        self._db: psycopg.Connection[Any] | None = None  # reads, deletes and migrations
         self._migrated = False
-        self._due: _Batch | None = None  # the saves waiting for the transaction under way to end
+        self._due: _Batch | None = None  # the saves waiting for a free writer
+        self._writing: list[_Batch] = []  # batches whose changes were taken and are being written
+        self._idle: list[psycopg.Connection[Any]] = []  # writers' connections not in use
+        self._slots: tuple[anyio.lowlevel.EventLoopToken, anyio.Semaphore] | None = None
 
     def __repr__(self) -> str:
         return "PostgresStore(...)"  # the conninfo may hold a password
@@ -153,59 +168,79 @@ class PostgresStore(SessionStore):
 
     def _call(self, what: str, func: Any, *args: Any) -> Any:
         """Run ``func(db, *args)`` in one transaction; a failure becomes [`StoreError`][acp_agent.store.StoreError]."""
-        import psycopg
-
         db = self._connect()
         try:
-            with db.transaction():
-                return func(db, *args)
-        except psycopg.Error as exc:
-            if db.closed or isinstance(exc, psycopg.OperationalError):
-                db.close()
+            return _transaction(db, what, func, *args)
+        finally:
+            if db.closed:
                 self._db = None  # reconnect next time
-            raise StoreError(f"could not {what}: {exc}") from exc
 
     async def close(self) -> None:
-        """Close the connection (it reconnects on next use)."""
-        if self._db is not None:
+        """Close the connections (they reconnect on next use)."""
+        if self._db is not None or self._idle:
             await self.in_thread(self._close)
 
     def _close(self) -> None:
         db, self._db = self._db, None
-        if db is not None:
-            db.close()
+        idle, self._idle = self._idle, []
+        for connection in [db, *idle]:
+            if connection is not None:
+                connection.close()
 
     # -- records -----------------------------------------------------------------------------
 
     async def save(self, record: SessionRecord) -> None:
         """Write the metadata and the history entries changed since the last save; return once committed.
 
-        Saves due together are written in one transaction (see the module docstring): this one joins the
-        batch that waits for the store's lock, and whoever takes the lock first writes that whole batch.
+        Saves due together are written in one transaction (see the module docstring): this one joins the batch
+        waiting for a writer, and the first of its saves that gets a writer writes that whole batch.
         """
         await self.open()
         batch = self._due
         if batch is None:
             batch = self._due = _Batch()
         batch.records.setdefault(id(record), record)
-        async with self.lock():  # FIFO: a batch's changes are taken after the previous batch's
-            if not batch.written:
-                if self._due is batch:
-                    self._due = None  # later saves start the next batch
-                await self._write(batch)
+        if not batch.started:
+            async with self._writer_slots():  # a save cancelled meanwhile leaves its changes untaken (or joined)
+                if not batch.started:
+                    batch.started = True
+                    if self._due is batch:
+                        self._due = None  # later saves start the next batch
+                    with anyio.CancelScope(shield=True):  # its other saves wait for it
+                        await self._write(batch)
+        if batch.finished is not None:
+            await batch.finished.wait()
         error = batch.errors.get(id(record))
         if error is not None:
             raise error
 
+    def _writer_slots(self) -> anyio.Semaphore:
+        token = anyio.lowlevel.current_token()
+        if self._slots is None or self._slots[0] != token:
+            self._slots = (token, anyio.Semaphore(self.writers, fast_acquire=True))
+        return self._slots[1]
+
+    async def _settled(self, session_ids: set[str]) -> None:
+        """Wait until no transaction under way writes one of ``session_ids``."""
+        while busy := [b for b in self._writing if b.writes(session_ids)]:
+            for batch in busy:
+                assert batch.finished is not None
+                await batch.finished.wait()
+
     async def _write(self, batch: _Batch) -> None:
-        """Take the changes of ``batch``'s records and write them in one transaction (under the store's lock).
+        """Take the changes of ``batch``'s records and write them in one transaction, once no transaction under
+        way writes one of its sessions (so a session's saves commit in order).
 
         A save cancelled while it waited leaves its record in the batch: it is written all the same, or, if no
         save comes after it, its changes are still untaken and the next save writes them.
         """
+        finished = batch.finished = anyio.Event()
         records: list[SessionRecord] = []
-        saves: list[_Save] = []
+        failed: dict[int, StoreError] = {}
         try:
+            await self._settled({record.session_id for record in batch.records.values()})
+            self._writing.append(batch)
+            saves: list[_Save] = []
             for record in batch.records.values():
                 if record.deleted:
                     continue
@@ -221,9 +256,11 @@ class PostgresStore(SessionStore):
                     continue
                 records.append(record)
                 saves.append((columns, changes.full, rows, changes.removed))
-            failed: dict[int, StoreError] = {}
             if saves:
-                failed = await self.in_thread(self._save_batch, saves)
+                db = self._idle.pop() if self._idle else None
+                db, failed = await anyio.to_thread.run_sync(self._save_batch, db, saves)
+                if db is not None:
+                    self._idle.append(db)
         except BaseException as exc:  # not expected: every save of the batch fails with it
             failed = {i: StoreError(f"could not save session {r.session_id}: {exc}") for i, r in enumerate(records)}
             raise
@@ -231,25 +268,36 @@ class PostgresStore(SessionStore):
             for index, error in failed.items():
                 records[index].history.unsaved()
                 batch.errors[id(records[index])] = error
-            batch.written = True
+            if batch in self._writing:
+                self._writing.remove(batch)
+            finished.set()
 
-    def _save_batch(self, saves: list[_Save]) -> dict[int, StoreError]:
-        """Write ``saves`` in one transaction; if that fails while the connection still works, each alone (in
-        its own transaction, in order). The saves that failed, by index."""
+    def _save_batch(self, db: psycopg.Connection[Any] | None,
+                    saves: list[_Save]) -> tuple[psycopg.Connection[Any] | None, dict[int, StoreError]]:
+        """In a worker thread, on a writer's connection (``None``: a new one): write ``saves`` in one
+        transaction; if that fails while the connection still works, each alone (in its own transaction, in
+        order). The connection if it still works, and the saves that failed, by index."""
+        import psycopg
+
+        if db is None or db.closed:
+            try:
+                db = psycopg.connect(self.conninfo, connect_timeout=max(1, int(self.connect_timeout)))
+            except psycopg.Error as exc:
+                return None, {i: _failed(save, exc) for i, save in enumerate(saves)}
         if len(saves) > 1:
             try:
-                self._call(f"save {len(saves)} sessions", _save_all, saves)
-                return {}
+                _transaction(db, f"save {len(saves)} sessions", _save_all, saves)
+                return db, {}
             except Exception as exc:
-                if self._db is None:  # the connection was lost: none of them was written
-                    return {i: _failed(save, exc) for i, save in enumerate(saves)}
+                if db.closed:  # the connection was lost: none of them was written
+                    return None, {i: _failed(save, exc) for i, save in enumerate(saves)}
         failed: dict[int, StoreError] = {}
         for index, save in enumerate(saves):
             try:
-                self._call(f"save session {save[0][0]}", _save, *save)
+                _transaction(db, f"save session {save[0][0]}", _save, *save)
             except Exception as exc:
                 failed[index] = exc if isinstance(exc, StoreError) else _failed(save, exc)
-        return failed
+        return (None if db.closed else db), failed
 
     async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
         """The stored session, rebuilt (history included), or ``None``."""
@@ -264,9 +312,9 @@ class PostgresStore(SessionStore):
     async def delete(self, session_id: str) -> bool:
         """Remove the session and its history."""
         await self.open()
-        async with self.lock():
-            gone: bool = await self.in_thread(self._call, f"delete session {session_id}", _delete, session_id)
-            return gone
+        await self._settled({session_id})  # a save under way does not bring it back after the delete
+        gone: bool = await self.in_thread(self._call, f"delete session {session_id}", _delete, session_id)
+        return gone
 
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
                             archived: bool | None = None, principal: str | None = None,
@@ -306,6 +354,20 @@ _UPSERT_HISTORY: Final = (
 def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, str]],
           removed: list[int]) -> None:
     _save_all(db, [(columns, full, rows, removed)])
+
+
+def _transaction(db: psycopg.Connection[Any], what: str, func: Any, *args: Any) -> Any:
+    """``func(db, *args)`` in one transaction of ``db``; a failure becomes a `StoreError` (and a lost connection
+    is closed)."""
+    import psycopg
+
+    try:
+        with db.transaction():
+            return func(db, *args)
+    except psycopg.Error as exc:
+        if db.closed or isinstance(exc, psycopg.OperationalError):
+            db.close()
+        raise StoreError(f"could not {what}: {exc}") from exc
 
 
 def _failed(save: _Save, exc: Exception) -> StoreError:
