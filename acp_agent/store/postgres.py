@@ -286,7 +286,7 @@ class PostgresStore(SessionStore):
                 return None, {i: _failed(save, exc) for i, save in enumerate(saves)}
         if len(saves) > 1:
             try:
-                _transaction(db, f"save {len(saves)} sessions", _save_all, saves)
+                _transaction(db, f"save {len(saves)} sessions", _save_all, saves, pipelined=True)
                 return db, {}
             except Exception as exc:
                 if db.closed:  # the connection was lost: none of them was written
@@ -294,7 +294,7 @@ class PostgresStore(SessionStore):
         failed: dict[int, StoreError] = {}
         for index, save in enumerate(saves):
             try:
-                _transaction(db, f"save session {save[0][0]}", _save, *save)
+                _transaction(db, f"save session {save[0][0]}", _save, *save, pipelined=True)
             except Exception as exc:
                 failed[index] = exc if isinstance(exc, StoreError) else _failed(save, exc)
         return (None if db.closed else db), failed
@@ -356,12 +356,16 @@ def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, row
     _save_all(db, [(columns, full, rows, removed)])
 
 
-def _transaction(db: psycopg.Connection[Any], what: str, func: Any, *args: Any) -> Any:
+def _transaction(db: psycopg.Connection[Any], what: str, func: Any, *args: Any, pipelined: bool = False) -> Any:
     """``func(db, *args)`` in one transaction of ``db``; a failure becomes a `StoreError` (and a lost connection
-    is closed)."""
+    is closed). ``pipelined``: in psycopg's pipeline mode (statements are sent without waiting for each result:
+    one round trip for the transaction; a statement's results are there once fetched or the pipeline synced)."""
     import psycopg
 
     try:
+        if pipelined and psycopg.Pipeline.is_supported():
+            with db.pipeline(), db.transaction():
+                return func(db, *args)
         with db.transaction():
             return func(db, *args)
     except psycopg.Error as exc:
