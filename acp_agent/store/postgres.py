@@ -6,7 +6,7 @@ closed on one replica is listed and resumed, with replay, on another. psycopg 3 
 never by an agent that does not use it; its blocking connection is driven from anyio worker
 threads (one call at a time per store), so the store works on asyncio and trio.
 
-Saves are **pooled and group-committed**: up to ``writers`` transactions of saves run side by side, each on a
+Saves are **pooled and group-committed**: up to ``writers`` (2) transactions of saves run side by side, each on a
 connection of its own, and the saves of several sessions that become due while every writer is busy (the ends of
 turns of many connections of one ``serve`` replica) are written together in the next free writer's transaction,
 each statement once for all of them. Every ``save`` still returns only once the transaction holding its changes
@@ -98,7 +98,7 @@ class _Batch:
 class PostgresStore(SessionStore):
     """Sessions in the PostgreSQL database at ``conninfo`` (a ``postgresql://`` URL or key=value string)."""
 
-    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0, writers: int = 4) -> None:
+    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0, writers: int = 2) -> None:
         super().__init__()
         self.conninfo = conninfo
         """Where the database is."""
