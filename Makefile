@@ -16,6 +16,8 @@ demo: $(STAMP)
 test: $(STAMP) $(NPM_STAMP) $(ACPX_STAMP)
 	$(BIN)/ruff check acp_agent tests examples bench tools docs_src
 	$(BIN)/mypy --strict acp_agent
+	$(BIN)/mypy --strict --platform win32 acp_agent
+	$(BIN)/mypy --strict --platform darwin acp_agent
 	$(BIN)/lint-imports --no-cache
 	$(MAKE) docs
 	$(BIN)/python -m pytest

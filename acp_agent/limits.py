@@ -49,7 +49,8 @@ class Limits:
     Most apply to one connection; the ``max_principal_*`` ones apply to one principal (one user of a
     server, see ``serve --tokens``) across all of its connections to this process. Set them with
     ``run_stdio(agent, limits=...)``, ``run_http(..., limits=...)`` or a ``limits`` class attribute of your
-    [`Agent`][acp_agent.Agent] subclass (what ``serve`` uses: it has no flags for them).
+    [`Agent`][acp_agent.Agent] subclass (``serve`` starts from it and turns the per-principal quotas on; its
+    ``--max-user-...`` flags change them).
 
     All values must be positive integers (``terminal_output_bytes`` may be 0: keep no tail).
     """

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import logging
 import os
 import signal
@@ -30,7 +29,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 
 from ._runtime.runtime import SHUTDOWN_TIMEOUT
 from ._runtime.serve import open_runtime, serve
-from ._util import environment, eventloop, prelude
+from ._util import environment, eventloop, portable, prelude
 from ._util.loop_monitor import watch_event_loop
 from ._util.processes import kill_all_process_groups
 from ._wire.connection import Connection
@@ -53,11 +52,12 @@ the process one second after that if the event loop itself is blocked."""
 
 
 class FdReceiveStream(ByteReceiveStream):
-    """Non-blocking reads from a file descriptor, awaited through anyio."""
+    """Non-blocking reads from a file descriptor, awaited through anyio (on Windows, where anyio cannot wait on
+    a pipe, blocking reads in a worker thread)."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        _set_nonblocking(fd)
+        self._threaded = not portable.set_nonblocking(fd)
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         """Read up to ``max_bytes``; raises ``anyio.EndOfStream`` at end of input.
@@ -69,7 +69,10 @@ class FdReceiveStream(ByteReceiveStream):
         await anyio.lowlevel.checkpoint()
         while True:
             try:
-                data = os.read(self._fd, max_bytes)
+                if self._threaded:
+                    data = await anyio.to_thread.run_sync(os.read, self._fd, max_bytes, abandon_on_cancel=True)
+                else:
+                    data = os.read(self._fd, max_bytes)
             except BlockingIOError:
                 await anyio.wait_readable(self._fd)
                 continue
@@ -86,18 +89,22 @@ class FdReceiveStream(ByteReceiveStream):
 
 
 class FdSendStream(ByteSendStream):
-    """Non-blocking writes to a file descriptor, awaited through anyio."""
+    """Non-blocking writes to a file descriptor, awaited through anyio (on Windows, blocking writes in a worker
+    thread)."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        _set_nonblocking(fd)
+        self._threaded = not portable.set_nonblocking(fd)
 
     async def send(self, item: bytes) -> None:
         """Write all of ``item``, waiting whenever the descriptor is full."""
         view = memoryview(item)
         while view:
             try:
-                written = os.write(self._fd, view)
+                if self._threaded:
+                    written = await anyio.to_thread.run_sync(os.write, self._fd, view)
+                else:
+                    written = os.write(self._fd, view)
             except BlockingIOError:
                 await anyio.wait_writable(self._fd)
                 continue
@@ -107,7 +114,9 @@ class FdSendStream(ByteSendStream):
 
     def write_now(self, item: bytes) -> int:
         """Write what the descriptor takes of ``item`` without waiting; the number of bytes written
-        (the direct writes of `Writer.flush_now`)."""
+        (the direct writes of `Writer.flush_now`; always ``0`` on Windows, whose writes may block)."""
+        if self._threaded:
+            return 0
         try:
             return os.write(self._fd, item)
         except BlockingIOError:
@@ -119,14 +128,6 @@ class FdSendStream(ByteSendStream):
         """Close the descriptor."""
         with contextlib.suppress(OSError):
             os.close(self._fd)
-
-
-def _set_nonblocking(fd: int) -> None:
-    try:
-        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-        fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_NONBLOCK)
-    except OSError:  # pragma: no cover - exotic descriptors
-        pass
 
 
 @contextmanager

@@ -5,7 +5,7 @@ Run it as an ACP agent process:  python examples/login_agent.py
     initialize       authMethods: [{type: agent, methodId: agent-login}]
     session/new      -32000 until auth/login {methodId: "agent-login"} succeeded
     auth/login       asks for a display name first when the client has forms; else logs in directly
-    /ask             a form with a required "name": "Hello, <name>" (decline: says so)
+    /ask             (advertised) a form with a required "name": "Hello, <name>" (decline: says so)
     anything else    echoed back
     auth/logout      session methods answer -32000 again
 """
@@ -17,6 +17,7 @@ from typing import Any
 from acp_agent import (
     Agent,
     AuthMethodAgent,
+    AvailableCommand,
     ContentBlock,
     Login,
     RequestError,
@@ -31,6 +32,8 @@ NAME_FORM: dict[str, Any] = {
     "properties": {"name": {"type": "string", "title": "Your name"}},
     "required": ["name"],
 }
+
+COMMANDS = [AvailableCommand(name="ask", description="Ask your name with a form")]  # advertised: editors offer it
 
 
 class LoginAgent(Agent):
@@ -52,6 +55,9 @@ class LoginAgent(Agent):
 
     async def logout(self, login: Login) -> None:
         """Nothing is stored; the SDK closes the gate again."""
+
+    async def new_session(self, session: Session) -> None:
+        session.available_commands = COMMANDS
 
     async def prompt(self, session: Session, prompt: list[ContentBlock]) -> StopReason:
         text = " ".join(b.text for b in prompt if isinstance(b, TextContent)).strip()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -45,6 +45,8 @@ class LiveSessions(Generic[R]):
     def __init__(self) -> None:
         self._members: weakref.WeakSet[R] = weakref.WeakSet()  # one never run goes once unreferenced
         self._busy: dict[str, list[anyio.Event]] = {}
+        self._creating: dict[str, int] = {}  # sessions of each principal being created, not yet stored
+        self._room_locks: dict[str, anyio.Lock] = {}
 
     def join(self, member: R) -> None:
         """Count ``member`` in until it leaves."""
@@ -79,6 +81,28 @@ class LiveSessions(Generic[R]):
             if not marks:
                 del self._busy[session_id]
             done.set()
+
+    async def reserve(self, principal: str, room: Callable[[int], Awaitable[bool]]) -> bool:
+        """Count one more session of ``principal`` as being created if ``room(creating)`` (asked with how many are
+        being created already, one at a time per principal) says the store has room for it; False if not.
+
+        Check and count are one step, so concurrent creations cannot all pass a quota check made before any
+        of them is saved; `unreserve` once the session is saved (or given up)."""
+        lock = self._room_locks.setdefault(principal, anyio.Lock())
+        async with lock:
+            creating = self._creating.get(principal, 0)
+            if not await room(creating):
+                return False
+            self._creating[principal] = creating + 1
+            return True
+
+    def unreserve(self, principal: str) -> None:
+        """The session `reserve` counted is saved (or given up)."""
+        left = self._creating.get(principal, 0) - 1
+        if left > 0:
+            self._creating[principal] = left
+        else:
+            self._creating.pop(principal, None)
 
     async def settled(self, session_id: str) -> None:
         """Return once no close, load or change of ``session_id`` is in progress; at once, without

@@ -384,13 +384,22 @@ class AgentRuntime:
         if cap is not None and (held := sum(m.active_count() for m in self._principal_members())) >= cap:
             raise limit_error("max_principal_sessions", cap, f"{held} sessions of this user are active")
 
-    async def _check_stored_room(self) -> None:
-        """Refuse a request that would store one session more than ``max_principal_stored_sessions`` allows."""
+    async def _reserve_stored_room(self) -> bool:
+        """Refuse a request that would store one session more than ``max_principal_stored_sessions`` allows;
+        True if a place was reserved (give it back with ``live.unreserve`` once the session is saved or not).
+
+        The sessions of the principal being created on any connection sharing the store object count too, so
+        concurrent ``session/new`` requests cannot all pass the check before any of them is saved."""
         cap = self.limits.max_principal_stored_sessions
         if cap is None:
-            return
-        if await self.keeper.stores_at_least(cap, self.principal):
+            return False
+
+        async def room(creating: int) -> bool:
+            return creating < cap and not await self.keeper.stores_at_least(cap - creating, self.principal)
+
+        if not await self.live.reserve(self.principal, room):
             raise limit_error("max_principal_stored_sessions", cap, f"{cap} sessions of this user are stored")
+        return True
 
     def _check_principal_processes(self) -> None:
         cap = self.limits.max_principal_processes
@@ -455,17 +464,21 @@ class AgentRuntime:
 
     async def _new_session(self, request: NewSessionRequest) -> Reply:
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
-        await self._check_stored_room()
-        record = self._new_record(request.cwd, request.additional_directories, request_meta=request.meta,
-                                  system_prompt=self._check_system_prompt(request.system_prompt))
-        core = await self._open(record, request.mcp_servers, new=True)
-        session = _session(core)
+        reserved = await self._reserve_stored_room()
         try:
-            await self.agent.new_session(session)
-        except BaseException:
-            await self._discard(core)
-            raise
-        await self.keeper.save(record)
+            record = self._new_record(request.cwd, request.additional_directories, request_meta=request.meta,
+                                      system_prompt=self._check_system_prompt(request.system_prompt))
+            core = await self._open(record, request.mcp_servers, new=True)
+            session = _session(core)
+            try:
+                await self.agent.new_session(session)
+            except BaseException:
+                await self._discard(core)
+                raise
+            await self.keeper.save(record)
+        finally:
+            if reserved:
+                self.live.unreserve(self.principal)
         # What the hook sent for the session goes out right after the answer that names it.
         return Reply(schema.NewSessionResponse(session_id=session.id, **_lists(session)), core.sink.release)
 
@@ -475,27 +488,31 @@ class AgentRuntime:
         source_core = self._active(request.session_id)
         source = _session(source_core)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
-        await self._check_stored_room()
-        record = self._new_record(
-            request.cwd,
-            request.additional_directories,
-            title=source_core.record.title,
-            history=source_core.record.history.copy(without_children=True),
-            config_options=[o.model_copy(deep=True) for o in source.config_options],
-            available_commands=list(source.available_commands),
-            data=dict(source.data),
-            request_meta=request.meta,
-            system_prompt=self._check_system_prompt(request.system_prompt),
-        )
-        finalize_live_items(record.history, "cancelled")  # the fork runs none of its source's live work
-        core = await self._open(record, request.mcp_servers, new=True)
-        session = _session(core)
+        reserved = await self._reserve_stored_room()
         try:
-            await self.agent.fork_session(source, session)
-        except BaseException:
-            await self._discard(core)
-            raise
-        await self.keeper.save(record)
+            record = self._new_record(
+                request.cwd,
+                request.additional_directories,
+                title=source_core.record.title,
+                history=source_core.record.history.copy(without_children=True),
+                config_options=[o.model_copy(deep=True) for o in source.config_options],
+                available_commands=list(source.available_commands),
+                data=dict(source.data),
+                request_meta=request.meta,
+                system_prompt=self._check_system_prompt(request.system_prompt),
+            )
+            finalize_live_items(record.history, "cancelled")  # the fork runs none of its source's live work
+            core = await self._open(record, request.mcp_servers, new=True)
+            session = _session(core)
+            try:
+                await self.agent.fork_session(source, session)
+            except BaseException:
+                await self._discard(core)
+                raise
+            await self.keeper.save(record)
+        finally:
+            if reserved:
+                self.live.unreserve(self.principal)
         answer = schema.ForkSessionResponse(session_id=session.id, **_lists(session))
         return Reply(answer, core.sink.release)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from pydantic import ValidationError
+
 from ..errors import InvalidArgumentError
 from ..schema import (
     ContentBlock,
@@ -49,8 +51,13 @@ def suggestion_update(suggestions: Sequence[str | Sequence[ContentBlock]],
     for n, suggestion in enumerate(suggestions):
         blocks: list[ContentBlock] = [TextContent(text=suggestion)] if isinstance(suggestion, str) else list(
             suggestion)
-        _check(n, blocks, accepts)
-        built.append(PromptSuggestion(prompt=blocks))
+        try:  # wire dicts become blocks, as for ``Session.say``
+            offer = PromptSuggestion(prompt=blocks)
+        except ValidationError as exc:
+            raise InvalidArgumentError(f"suggestion {n} is not a list of content blocks: {exc.errors()[0]['msg']}"
+                                       ) from None
+        _check(n, offer.prompt, accepts)
+        built.append(offer)
     return PromptSuggestionsUpdate(suggestions=built)
 
 

@@ -37,7 +37,8 @@ def _refill() -> None:
     _pool.extend(data[i : i + 16] for i in range(0, len(data), 16))
 
 
-os.register_at_fork(after_in_child=_pool.clear)
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_pool.clear)
 
 
 def new_id(prefix: str) -> str:

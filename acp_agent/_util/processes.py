@@ -6,7 +6,10 @@ chunks, keeps a bounded tail of the output for snapshots, and tears the whole
 process group down on request, on cancellation, and at interpreter exit.  It
 knows nothing about JSON-RPC or ACP; ``terminals.py`` builds on top of it.
 
-POSIX only (it relies on sessions, process groups and ``killpg``).
+Platforms: groups, signals and pipes go through `acp_agent._util.portable`. On POSIX the command leads a
+new session (its own process group) and is signalled with ``killpg``; on Windows it starts with
+``CREATE_NEW_PROCESS_GROUP``, a stop is ``CTRL_BREAK_EVENT`` and a kill ends its process tree, and its
+output pipe is read in a worker thread (anyio cannot wait on a Windows pipe), each read delivered at once.
 
 Output path
     The child's stdout and stderr are the write end of one pipe we create
@@ -73,7 +76,7 @@ import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 
-from . import environment
+from . import environment, portable
 
 __all__ = [
     "DEFAULT_FLUSH_BYTES",
@@ -169,7 +172,7 @@ def kill_all_process_groups(*, wait: float = 0.0) -> int:
     signalled: list[int] = []
     for pgid in groups:
         try:
-            os.killpg(pgid, signal.SIGKILL)
+            portable.signal_group(pgid, portable.KILL)
         except ProcessLookupError:
             _unregister_group(pgid)
         except OSError as exc:
@@ -216,26 +219,10 @@ def _group_has_live_members(pgid: int) -> bool:
 
     ``killpg(pgid, 0)`` also succeeds for zombies, which linger until their parent
     (often init, for orphaned grandchildren) reaps them; some inits reap slowly or
-    never.  On Linux we therefore confirm a positive answer through ``/proc``.
+    never.  On Linux `acp_agent._util.portable.group_alive` therefore confirms a
+    positive answer through ``/proc``.
     """
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    if not sys.platform.startswith("linux"):
-        return True
-    from .reaper import read_proc, stat_fields
-
-    try:
-        for _, stat in read_proc("stat"):
-            fields = stat_fields(stat)
-            if len(fields) >= 3 and fields[2] == b"%d" % pgid and fields[0] not in (b"Z", b"X"):
-                return True
-    except OSError:
-        return True
-    return False
+    return portable.group_alive(pgid)
 
 
 # --------------------------------------------------------------------------- public API
@@ -294,9 +281,12 @@ class ExitStatus:
         return cls(exit_code=None, signal=name)
 
 
-def shell_argv(command: str, *, shell: str = "/bin/sh") -> list[str]:
-    """Return the argv that runs *command* through ``shell -c``."""
-    return [shell, "-c", command]
+def shell_argv(command: str, *, shell: str | None = None) -> list[str]:
+    """Return the argv that runs *command* through ``shell -c`` (default ``/bin/sh``; on Windows, where the
+    default is ``%COMSPEC%`` (``cmd.exe``), ``shell /c``)."""
+    if shell is None and sys.platform == "win32":
+        return [os.environ.get("COMSPEC", "cmd.exe"), "/c", command]
+    return [shell or "/bin/sh", "-c", command]
 
 
 class ManagedProcess:
@@ -337,6 +327,7 @@ class ManagedProcess:
         self._abandoned = False
         self._read_scope: anyio.CancelScope | None = None
         self._terminate_done: anyio.Event | None = None
+        self._thread_reads = False  # Windows: the pipe is blocking and read in a worker thread
 
     # ------------------------------------------------------------------ construction
 
@@ -395,7 +386,7 @@ class ManagedProcess:
                     stderr=subprocess.STDOUT,
                     cwd=cwd,
                     env=full_env,
-                    start_new_session=True,
+                    **portable.new_group_options(),
                 )
         except BaseException:
             os.close(read_fd)
@@ -403,7 +394,7 @@ class ManagedProcess:
         finally:
             os.close(write_fd)  # only the child (and its descendants) may hold the write end
         _register_group(process.pid)
-        os.set_blocking(read_fd, False)
+        nonblocking = portable.set_nonblocking(read_fd)
         proc = cls(
             process=process,
             argv=argv,
@@ -413,6 +404,7 @@ class ManagedProcess:
             flush_interval=flush_interval,
             tail_limit=tail_limit,
         )
+        proc._thread_reads = not nonblocking
         logger.debug("started pid %d in %s: %r", proc.pid, cwd, argv)
         # The coroutines are made here, not by the task group, so that one the group refuses can
         # be closed: a group that is shutting down may create the coroutine and then refuse the
@@ -451,7 +443,7 @@ class ManagedProcess:
         flush_bytes: int = DEFAULT_FLUSH_BYTES,
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         tail_limit: int = DEFAULT_TAIL_LIMIT,
-        shell: str = "/bin/sh",
+        shell: str | None = None,
     ) -> ManagedProcess:
         """Like `start`, running the command line *command* with ``shell -c``."""
         return await cls.start(
@@ -575,7 +567,7 @@ class ManagedProcess:
         For shutdown paths that cannot await.  Safe from any thread and if the group is
         already gone.  The pump and reaper tasks notice the death by themselves.
         """
-        self._signal_group(signal.SIGKILL)
+        self._signal_group(portable.KILL)
 
     # ------------------------------------------------------------------ internals
 
@@ -584,7 +576,7 @@ class ManagedProcess:
         if self._group_gone:
             return False
         try:
-            os.killpg(self._pgid, sig)
+            portable.signal_group(self._pgid, sig)
         except ProcessLookupError:
             self._mark_group_gone()
             return False
@@ -635,7 +627,7 @@ class ManagedProcess:
                 logger.info(
                     "process group %d still alive %.1fs after SIGTERM; sending SIGKILL", self._pgid, grace
                 )
-                self._signal_group(signal.SIGKILL)
+                self._signal_group(portable.KILL)
                 if not await self._wait_group_dead(_KILL_TIMEOUT):
                     logger.warning(
                         "process group %d still alive %.1fs after SIGKILL", self._pgid, _KILL_TIMEOUT
@@ -677,7 +669,13 @@ class ManagedProcess:
         try:
             while True:
                 try:
-                    data = os.read(fd, min(_MAX_READ, self._flush_bytes - len(buf)))
+                    if self._thread_reads:
+                        read = await self._thread_read(fd, min(_MAX_READ, self._flush_bytes - len(buf)))
+                        if read is None:
+                            break  # abandoned
+                        data = read
+                    else:
+                        data = os.read(fd, min(_MAX_READ, self._flush_bytes - len(buf)))
                 except BlockingIOError:
                     if self._abandoned:
                         break
@@ -703,7 +701,7 @@ class ManagedProcess:
                 if not buf:
                     first_at = now
                 buf += data
-                if len(buf) >= self._flush_bytes or now - first_at >= self._flush_interval:
+                if self._thread_reads or len(buf) >= self._flush_bytes or now - first_at >= self._flush_interval:
                     chunk = bytes(buf)
                     buf.clear()
                     await self._deliver(chunk)
@@ -725,6 +723,17 @@ class ManagedProcess:
             os.close(fd)
             self._pump_done.set()
             self._maybe_release()
+
+    async def _thread_read(self, fd: int, size: int) -> bytes | None:
+        """One blocking read in a worker thread (Windows pipes); ``None`` once the output is abandoned (the
+        thread then ends with the pipe's last writer)."""
+        if self._abandoned:
+            return None
+        with anyio.CancelScope() as scope:
+            self._read_scope = scope
+            return await anyio.to_thread.run_sync(os.read, fd, size, abandon_on_cancel=True)
+        self._read_scope = None
+        return None
 
     async def _reap(self) -> None:
         """Wait for the direct child; on cancellation kill the group and reap it shielded."""

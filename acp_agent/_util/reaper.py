@@ -21,8 +21,16 @@ nobody locks (`reap_ledgers`), reaps them, and deletes them.
 What is killed: each recorded group whose leader is still the process recorded (same pid, same start time;
 never a group that merely has the number), and every process whose environment holds ``MARK_ENV=MARK``
 (each terminal gets it, and its descendants inherit it, also one that left the group with ``setsid``).
-``MARK`` is 128 random bits, so it names this agent's processes and nobody else's. Linux only (``/proc``);
-elsewhere the records are kept and nothing is reaped.
+``MARK`` is 128 random bits, so it names this agent's processes and nobody else's.
+
+Where the answers come from: on Linux, ``/proc`` (start times in clock ticks after boot, environments, group
+ids), with no third-party module, so the watchdog runs with ``-S`` (no site packages). Elsewhere (macOS,
+Windows, Linux without ``/proc``), ``psutil``: start times are its creation times (in milliseconds), marked
+processes are found through its ``environ()`` (processes of other users, which it may not read, are skipped:
+a terminal's processes are the agent's user's); the watchdog then runs with site packages, where psutil is
+installed. Without psutil there (it is a dependency of acp-agent off Linux) `available` is false: no
+watchdog, and a killed agent's terminals live on. A group is killed with ``SIGKILL`` to the group (POSIX) or,
+on Windows, by ending the recorded process and its descendants (psutil).
 """
 
 from __future__ import annotations
@@ -31,15 +39,37 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["MARK_ENV", "apply", "parse", "read_proc", "reap", "reap_ledgers", "start_time", "stat_fields"]
+__all__ = ["MARK_ENV", "apply", "available", "parse", "read_proc", "reap", "reap_ledgers", "start_time",
+           "stat_fields", "uses_proc"]
 
 MARK_ENV = "ACP_TERMINAL_OWNER"
 """The variable every terminal's process gets: the mark of the agent process that started it."""
 
 _ROUNDS = 5  # scans for marked processes (one may fork while the previous scan kills)
+
+_USE_PROC = sys.platform.startswith("linux") and os.path.isdir("/proc/self")
+"""Whether answers come from ``/proc`` (Linux) rather than psutil (elsewhere; tests switch it off on Linux)."""
+
+_KILL = getattr(signal, "SIGKILL", signal.SIGTERM)  # SIGTERM on Windows: os.kill then ends it at once
+
+
+def uses_proc() -> bool:
+    """Whether answers come from ``/proc`` (then the watchdog needs no site packages)."""
+    return _USE_PROC
+
+
+def available() -> bool:
+    """Whether processes can be told apart and found here: ``/proc``, or else psutil (see the module docstring)."""
+    if _USE_PROC:
+        return True
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def read_proc(name: str) -> Iterator[tuple[int, bytes]]:
@@ -62,8 +92,10 @@ def stat_fields(stat: bytes) -> list[bytes]:
 
 
 def start_time(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks after boot), or ``None`` if no such process runs (a zombie does not; nor
-    is there an answer without ``/proc``)."""
+    """When ``pid`` started (clock ticks after boot from ``/proc``, or psutil's creation time in milliseconds),
+    or ``None`` if no such process runs (a zombie does not; nor is there an answer without either)."""
+    if not _USE_PROC:
+        return _psutil_start_time(pid)
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = stat_fields(f.read())
@@ -72,6 +104,20 @@ def start_time(pid: int) -> int | None:
     try:
         return None if fields[0] in (b"Z", b"X") else int(fields[19])
     except (IndexError, ValueError):
+        return None
+
+
+def _psutil_start_time(pid: int) -> int | None:
+    try:
+        import psutil
+    except ImportError:
+        return None
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return round(process.create_time() * 1000)
+    except psutil.Error:
         return None
 
 
@@ -98,12 +144,46 @@ def parse(lines: Iterable[bytes]) -> dict[int, int]:
 
 def _marked(mark: str) -> list[int]:
     """The processes whose environment holds ``MARK_ENV=mark``."""
-    needle = f"{MARK_ENV}={mark}".encode()
     me = os.getpid()
+    if not _USE_PROC:
+        return _psutil_marked(mark, me)
+    needle = f"{MARK_ENV}={mark}".encode()
     try:
         return [pid for pid, environ in read_proc("environ") if pid != me and needle in environ.split(b"\0")]
     except OSError:
         return []
+
+
+def _psutil_marked(mark: str, me: int) -> list[int]:
+    try:
+        import psutil
+    except ImportError:
+        return []
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.pid != me and process.environ().get(MARK_ENV) == mark:
+                found.append(process.pid)
+        except psutil.Error:
+            continue  # gone, or another user's
+    return found
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL the group (POSIX); on Windows end the recorded process and its descendants."""
+    if sys.platform == "win32":
+        import psutil
+
+        try:
+            root = psutil.Process(pgid)
+            family = [*root.children(recursive=True), root]
+        except psutil.NoSuchProcess:
+            raise ProcessLookupError(pgid) from None
+        for process in family:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+    else:
+        os.killpg(pgid, _KILL)
 
 
 def reap(groups: dict[int, int], mark: str | None) -> int:
@@ -113,7 +193,7 @@ def reap(groups: dict[int, int], mark: str | None) -> int:
     for pgid, started in groups.items():
         if start_time(pgid) == started:
             with contextlib.suppress(OSError):
-                os.killpg(pgid, signal.SIGKILL)
+                _kill_group(pgid)
                 killed.add(pgid)
     for _ in range(_ROUNDS if mark else 0):
         pids = [pid for pid in _marked(mark or "") if pid not in killed]  # a killed one may linger as a zombie
@@ -121,18 +201,15 @@ def reap(groups: dict[int, int], mark: str | None) -> int:
             break
         for pid in pids:
             with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, _KILL)
                 killed.add(pid)
     return len(killed)
 
 
-def reap_ledgers(directory: Path) -> int:
+def reap_ledgers(directory: Path, lock_file: Callable[[int], bool], open_flags: int = 0) -> int:
     """Reap the ledgers in ``directory`` that no live process locks, then delete them; how many processes
-    were signalled."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not on Windows
-        return 0
+    were signalled. ``lock_file(fd)`` takes a file's lock without waiting (`acp_agent._util.portable.lock_file`,
+    handed in by the agent's side: this file imports nothing of acp-agent, it runs as a script)."""
     try:
         names = os.listdir(directory)
     except OSError:
@@ -143,13 +220,11 @@ def reap_ledgers(directory: Path) -> int:
             continue  # one being made
         path = directory / name
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | open_flags)
         except OSError:
             continue
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            if not lock_file(fd):
                 continue  # its agent is alive
             with os.fdopen(os.dup(fd), "rb") as file:
                 groups = parse(file)
@@ -164,8 +239,9 @@ def reap_ledgers(directory: Path) -> int:
 def main(mark: str, ledger: str | None = None) -> None:
     """The watchdog: read records on stdin until it ends, then reap them and delete the ``ledger`` (see the
     module docstring)."""
-    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_IGN)
+    for name in ("SIGINT", "SIGHUP", "SIGPIPE", "SIGBREAK"):  # those that exist here
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     groups: dict[int, int] = {}
     with contextlib.suppress(OSError):
         for line in sys.stdin.buffer:

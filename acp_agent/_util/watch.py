@@ -9,6 +9,13 @@ kills what left the groups, e.g. a ``setsid`` daemon, and exits).
 Costs, measured by ``bench/terminal_watch.py``: the first terminal of a process pays for starting the
 watchdog (one ``fork``/``exec``; its Python starts beside the agent, not in its way); every terminal start
 and end then costs two ``write`` calls of about 20 bytes.
+
+Platforms: on Linux the watchdog reads ``/proc`` and runs with ``-I -S``; on macOS and Windows it uses psutil
+and runs with ``-I`` only (site packages are where psutil is). Where neither is there
+(`acp_agent._util.reaper.available` is false) there is no watchdog: `mark` answers ``None`` and a killed
+agent leaves its terminals running. On Windows the watchdog starts in a new process group
+(``CREATE_NEW_PROCESS_GROUP``), so a console Ctrl+C aimed at the agent misses it, and there is no ledger
+(Windows cannot rename a file that is open): if the watchdog is killed with the agent, nobody reaps.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import sys
 import threading
 from pathlib import Path
 
-from . import reaper
+from . import portable, reaper
 from .paths import ledger_dir
 
 # Loaded with the first terminal of a process (``processes`` imports this module then), never at start-up.
@@ -40,15 +47,15 @@ _retired: list[subprocess.Popen[bytes]] = []  # watchdogs let go (kept reference
 
 
 def _supported() -> bool:
-    return sys.platform.startswith("linux")
+    return reaper.available()
 
 
 def reap_left_behind() -> int:
     """Reap the ledgers of agents that died with their watchdog (see `acp_agent._util.reaper`); how many processes
     were signalled."""
-    if not _supported():
+    if not _supported() or not portable.locks_available():
         return 0
-    killed = reaper.reap_ledgers(ledger_dir())
+    killed = reaper.reap_ledgers(ledger_dir(), portable.lock_file, portable.OPEN_FLAGS)
     if killed:
         logger.warning("acp: killed %d process(es) left by terminals of an agent that died", killed)
     return killed
@@ -61,7 +68,7 @@ def current() -> str | None:
 
 def mark() -> str | None:
     """The mark of this process's terminals, starting the watchdog and the ledger on first use; ``None`` where
-    there is no watchdog (not Linux)."""
+    there is no watchdog (neither ``/proc`` nor psutil: see the module docstring)."""
     global _mark
     if not _supported():
         return None
@@ -76,14 +83,16 @@ def mark() -> str | None:
 
 def _open_ledger(name: str) -> None:
     global _ledger, _ledger_path
-    import fcntl
-
+    if sys.platform == "win32":
+        return  # an open file cannot be renamed there: no ledger, the watchdog alone reaps
     directory = ledger_dir()
     temporary, final = directory / f".{name}.new", directory / name
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | portable.OPEN_FLAGS, 0o600)
+        if not portable.lock_file(fd):
+            os.close(fd)
+            raise BlockingIOError("the new ledger is locked by another process")
         os.rename(temporary, final)  # found by others only once locked
     except OSError as exc:
         logger.warning("acp: cannot keep a ledger of terminal processes in %s (%s): if this agent and its "
@@ -96,12 +105,17 @@ def _start_watchdog(name: str, ledger: Path | None) -> None:
     global _watchdog
     try:
         _watchdog = subprocess.Popen(
-            [sys.executable, "-I", "-S", reaper.__file__, name, *([str(ledger)] if ledger else [])],
+            [sys.executable, *_python_flags(), reaper.__file__, name, *([str(ledger)] if ledger else [])],
             stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True, **portable.new_group_options())
     except OSError as exc:
         logger.warning("acp: cannot start the watchdog of terminal processes (%s): if this agent is killed, "
                        "the next agent reaps what it leaves", exc)
+
+
+def _python_flags() -> list[str]:
+    """Isolated (``-I``); without site packages (``-S``) only where ``/proc`` answers and psutil is not needed."""
+    return ["-I", "-S"] if reaper.uses_proc() else ["-I"]
 
 
 def _record(line: bytes) -> None:

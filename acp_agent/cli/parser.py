@@ -63,6 +63,8 @@ def _serve(serve: argparse.ArgumentParser) -> None:
                             "nothing, is kept (default 300)")
     serve.add_argument("--head-timeout", type=float, default=10.0,
                        help="seconds a client may take to send a request's headers (default 10)")
+    serve.add_argument("--body-timeout", type=float, default=60.0,
+                       help="seconds a client may take to send a request's body after its headers (default 60)")
     serve.add_argument("--max-body-bytes", type=int, default=16 * 1024 * 1024,
                        help="largest POST body or WebSocket message (default 16 MiB)")
     serve.add_argument("--max-buffered-bytes", type=int, default=64 * 1024 * 1024,
@@ -74,7 +76,24 @@ def _serve(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--ssl-keyfile", default=None, help="TLS private key (PEM)")
     serve.add_argument("--store", default=None, metavar="sqlite:PATH|postgres:DSN|memory",
                        help="where every connection keeps its sessions (default: $ACP_AGENT_STORE, else the agent's "
-                            "own store or its SQLite file in the data directory); replicas share a postgres: store")
+                            "own store, else NAME.served.sqlite3 in the data directory: never the file its stdio "
+                            "runs use); replicas share a postgres: store")
+    quotas = serve.add_argument_group(
+        "quotas per user", "What one principal (one user of --tokens) may hold at once. On by default with --tokens "
+        "(with one user, only --max-history-bytes is: --max-connections bounds the rest); a value the agent's Limits "
+        "sets is kept unless a flag names another; 0 means no limit.")
+    quotas.add_argument("--max-user-connections", type=int, default=None, metavar="N",
+                        help="connections one user may have open (default 16)")
+    quotas.add_argument("--max-user-sessions", type=int, default=None, metavar="N",
+                        help="sessions one user may have active (default 32)")
+    quotas.add_argument("--max-user-stored-sessions", type=int, default=None, metavar="N",
+                        help="sessions one user may keep in the store (default 1000)")
+    quotas.add_argument("--max-user-processes", type=int, default=None, metavar="N",
+                        help="terminal processes one user's sessions may run (default 16)")
+    quotas.add_argument("--max-history-bytes", type=int, default=None, metavar="N",
+                        help="bytes of history one session may hold (default 64 MiB)")
+    serve.add_argument("--retention", type=float, default=None, metavar="DAYS",
+                       help="delete stored sessions unused for DAYS days (default: keep them until deleted)")
     serve.add_argument("--affinity-cookie", default=None, metavar="NAME=VALUE",
                        help="a cookie set on every answer (Path=/; HttpOnly) for a load balancer that routes by it")
     serve.add_argument("--workspace", default=None, metavar="DIR",

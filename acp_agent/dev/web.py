@@ -2,9 +2,12 @@
 
 Only this machine's browser gets in. Every request must name a loopback host (or the host the
 inspector was bound to) in ``Host``, so a page of another site reaching it through DNS rebinding is
-refused; the first visit carries the per-run secret in its URL (``/?token=...``), which becomes an
-``HttpOnly``, ``SameSite=Strict`` cookie that every later request needs; the WebSocket also needs an
-``Origin`` that is this very server.
+refused. The page and its files hold nothing secret; what matters goes over the WebSocket, which needs an
+``Origin`` that is this very server and, as its first message, ``{"type": "auth", "token": ...}`` with the
+per-run secret. The page reads that secret from the URL's fragment (``/#token=...``: never sent to any
+server, dropped from the address bar at once) and keeps it in ``sessionStorage``, which belongs to this
+origin, port included. No cookie carries it: cookies ignore ports, so one would reach every other server the
+browser visits on this host.
 
 Over the WebSocket the server sends ``{"type": "hello", "events": [...], "telemetry": bool}`` (every event so far, see
 [`Inspection`][acp_agent.dev.link.Inspection]) and then batches ``{"type": "events", "events": [...]}``;
@@ -18,7 +21,7 @@ import contextlib
 import hmac
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from typing import Any, Final
@@ -28,7 +31,7 @@ import anyio
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -36,12 +39,14 @@ from .._util import environment
 from ..errors import RequestError
 from .link import Event, Inspection
 
-__all__ = ["COOKIE", "STATIC_FILES", "build_app"]
+__all__ = ["AUTH_TIMEOUT", "COOKIE", "STATIC_FILES", "build_app"]
 
 logger = logging.getLogger(__name__)
 
 COOKIE: Final = "acp_inspector"
-"""The cookie holding the per-run secret."""
+"""The cookie earlier releases kept the per-run secret in; none is set now (see the module docstring)."""
+AUTH_TIMEOUT: Final = 10.0
+"""Seconds the page's WebSocket has to send its ``auth`` message."""
 
 STATIC_FILES: Final = {
     "app.js": "text/javascript", "model.js": "text/javascript", "view.js": "text/javascript",
@@ -61,16 +66,15 @@ def _static(name: str) -> bytes:
     return files(__package__ or "acp_agent.dev").joinpath("static", name).read_bytes()
 
 
-def build_app(inspection: Inspection, secret: str, *, bound_host: str = "127.0.0.1") -> Starlette:
-    """The ASGI app serving ``inspection`` to a browser that knows ``secret``."""
+def build_app(inspection: Inspection, secret: str, *, bound_host: str = "127.0.0.1",
+              on_admitted: Callable[[], None] | None = None) -> Starlette:
+    """The ASGI app serving ``inspection`` to a page that knows ``secret`` (``on_admitted`` is called each time a
+    page's WebSocket proves it)."""
     hosts = _LOOPBACK | {bound_host.strip("[]").lower()}
 
     def host_ok(headers: Any) -> bool:
         host = headers.get("host", "")
         return (urlsplit(f"//{host}").hostname or "") in hosts
-
-    def cookie_ok(cookies: dict[str, str]) -> bool:
-        return hmac.compare_digest(cookies.get(COOKIE, ""), secret)
 
     def refused(text: str, status: int = 403) -> Response:
         return PlainTextResponse(text, status, headers=_SECURITY_HEADERS)
@@ -78,32 +82,42 @@ def build_app(inspection: Inspection, secret: str, *, bound_host: str = "127.0.0
     async def index(request: Request) -> Response:
         if not host_ok(request.headers):
             return refused("unknown Host", 421)
-        token = request.query_params.get("token")
-        if token is not None:
-            if not hmac.compare_digest(token, secret):
-                return refused("wrong token: open the URL that `acp-agent dev` printed")
-            response: Response = RedirectResponse("/", 303, headers=_SECURITY_HEADERS)
-            response.set_cookie(COOKIE, secret, httponly=True, samesite="strict", path="/")
-            return response
-        if not cookie_ok(request.cookies):
-            return refused("open the URL that `acp-agent dev` printed (it carries this run's token)")
         return Response(_static("index.html"), media_type="text/html", headers=_SECURITY_HEADERS)
 
     async def static(request: Request) -> Response:
         name = request.path_params["name"]
-        if not host_ok(request.headers) or not cookie_ok(request.cookies):
-            return refused("forbidden")
+        if not host_ok(request.headers):
+            return refused("unknown Host", 421)
         if name not in STATIC_FILES:
             return refused("not found", 404)
         return Response(_static(name), media_type=STATIC_FILES[name], headers=_SECURITY_HEADERS)
 
+    async def proven(websocket: WebSocket) -> bool:
+        """Whether the socket's first message carries the secret (within `AUTH_TIMEOUT`)."""
+        text = ""
+        with anyio.move_on_after(AUTH_TIMEOUT), contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            text = await websocket.receive_text()
+        try:
+            first = orjson.loads(text) if text else None
+        except orjson.JSONDecodeError:
+            first = None
+        token = first.get("token") if isinstance(first, dict) and first.get("type") == "auth" else None
+        return isinstance(token, str) and hmac.compare_digest(token.encode(), secret.encode())
+
     async def socket(websocket: WebSocket) -> None:
         headers = websocket.headers
         origin = headers.get("origin", "")
-        if not host_ok(headers) or not cookie_ok(websocket.cookies) or origin != f"http://{headers.get('host')}":
+        if not host_ok(headers) or origin != f"http://{headers.get('host')}":
             await websocket.close(code=1008)
             return
         await websocket.accept()
+        if not await proven(websocket):
+            with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+                await websocket.send_text('{"type":"refused"}')
+                await websocket.close(code=1008)
+            return
+        if on_admitted is not None:
+            on_admitted()
         await _converse(inspection, websocket)
 
     @asynccontextmanager

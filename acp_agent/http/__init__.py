@@ -27,9 +27,9 @@ def asgi_app(agent: Agent | Callable[[], Agent], *, store: SessionStore | None =
     """The ASGI application serving ``agent`` (an instance shared by all connections, or a factory
     called once per connection); ``options`` are the fields of [`HttpOptions`][acp_agent.http.HttpOptions].
 
-    ``store`` keeps the sessions of every connection (default: ``agent.store``, else the agent's
-    SQLite file, as for [`run_stdio`][acp_agent.run_stdio]): a client can resume its session on a new
-    connection, and servers sharing a PostgreSQL store resume each other's sessions.
+    ``store`` keeps the sessions of every connection (default: ``agent.store``, else the agent's served
+    SQLite file, ``NAME.served.sqlite3``, never the one [`run_stdio`][acp_agent.run_stdio] uses): a client can resume
+    its session on a new connection, and servers sharing a PostgreSQL store resume each other's sessions.
     """
     return AcpApp(agent, HttpOptions(**options), store=store)
 

@@ -44,8 +44,8 @@ class AcpApp:
     for each connection. Run it on any ASGI server with lifespan support, or mount it in another
     app and enter [`lifespan`][acp_agent.http.AcpApp.lifespan] from that app's lifespan.
 
-    Every connection keeps its sessions in one ``store`` (default: the agent's ``store``, else its
-    SQLite file, as [`run_stdio`][acp_agent.run_stdio] does), so a client can resume a session on a new
+    Every connection keeps its sessions in one ``store`` (default: the agent's ``store``, else its served
+    SQLite file, ``NAME.served.sqlite3``, not the stdio one), so a client can resume a session on a new
     connection, or on another server sharing the store; a session is active on one connection at
     a time (see `acp_agent.http.sessions`). The store is closed when the lifespan ends.
     """
@@ -94,6 +94,8 @@ class AcpApp:
             host.task_group = tg
             host.closing = False
             tg.start_soon(self._expire_idle)
+            if self.options.retention is not None:
+                tg.start_soon(self._expire_stored, self.options.retention * 86400)
             try:
                 yield
             finally:
@@ -121,6 +123,15 @@ class AcpApp:
             with anyio.move_on_after(self.options.shutdown_timeout + 2 * SHUTDOWN_MARGIN):
                 for connection in connections:
                     await connection.done.wait()
+
+    async def _expire_stored(self, max_age: float) -> None:
+        """Delete stored sessions unused for ``max_age`` seconds: now, then every hour (or sooner for short ages)."""
+        while True:
+            try:
+                await self._host.expire_sessions(max_age)
+            except Exception:
+                logger.exception("acp: expiring stored sessions failed (tried again later)")
+            await anyio.sleep(min(3600.0, max(1.0, max_age / 4)))
 
     async def _expire_idle(self) -> None:
         timeout = self.options.idle_timeout

@@ -55,11 +55,12 @@ class ConnectionLimitError(Exception):
     """A client went past a connection limit (an over-long id)."""
 
 
-def credential_digest(authorization: str | None) -> bytes | None:
-    """A digest of the credential a connection was opened with (requests must present the same)."""
-    if authorization is None:
+def credential_digest(token: str | None) -> bytes | None:
+    """A digest of the token a connection was opened with, whichever header carried it (``Authorization`` or a
+    WebSocket subprotocol): later requests must present the same token."""
+    if token is None:
         return None
-    return hashlib.sha256(authorization.encode("utf-8", "surrogateescape")).digest()
+    return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
 
 
 class RemoteConnection:
@@ -82,7 +83,7 @@ class RemoteConnection:
         self.transport: Transport = transport
         self.options = options
         self.credential = credential
-        """Digest of the ``Authorization`` header the connection was opened with."""
+        """Digest of the token the connection was opened with (`credential_digest`)."""
         self._send_lines = send_lines
         self.inbox = MessageInbox()
         self.runtime: AgentRuntime = open_runtime(

@@ -12,8 +12,14 @@ transport interfaces and no uvicorn internals:
 - **Request heads are bounded** before authentication: a head larger than
   `Bounds.max_head_bytes` or with more than `Bounds.max_header_fields` fields gets
   ``431``, and a head not complete within `Bounds.head_timeout` of its first byte (or of the
-  connection, for the first request) closes the connection. The layer finds request boundaries
-  from ``Content-Length``; after a chunked body or an upgrade (WebSocket) it steps aside.
+  connection, for the first request) closes the connection.
+- **Request bodies are bounded** before authentication: a ``Content-Length`` (or a chunked body) over
+  `Bounds.max_body_bytes` gets ``413`` (on a socket with no answer yet; past one, the application answers
+  ``413`` itself), and a body not complete within `Bounds.body_timeout` of its
+  head closes the connection, so peers trickling a byte at a time cannot hold sockets forever.
+  The layer follows request boundaries through ``Content-Length`` and chunked bodies alike, on every
+  request of a kept-alive socket; it steps aside only once uvicorn has actually handed the socket to
+  its WebSocket protocol (a head merely naming ``Upgrade`` or ``Transfer-Encoding`` changes nothing).
 - **Writes are batched**: what the server writes during one pass of the event loop goes to the
   socket in one write (a turn's several WebSocket frames or SSE events: one system call), and a
   pause of reading takes effect at the end of the pass, so one undone within it costs nothing.
@@ -27,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import resource
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -50,6 +56,9 @@ def _answer(status: str, text: str) -> bytes:
 
 _TOO_MANY: Final = _answer("503 Service Unavailable", "Too many connections")
 _HEAD_TOO_LARGE: Final = _answer("431 Request Header Fields Too Large", "Request Header Fields Too Large")
+_BODY_TOO_LARGE: Final = _answer("413 Content Too Large", "Content Too Large")
+_BAD_FRAMING: Final = _answer("400 Bad Request", "Bad Request")
+_CHUNK_LINE_MAX: Final = 1024  # a chunk-size line (hex size and extensions)
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")  # CRLF, or the bare LF that HTTP/1.1 parsers also accept
 
 
@@ -67,10 +76,19 @@ class Bounds:
     """Most header fields in one request."""
     head_timeout: float = 10.0
     """Seconds a request head may take from its first byte (from the connection, for the first request)."""
+    max_body_bytes: int | None = None
+    """Largest request body announced or sent (``Content-Length`` or chunked; ``None``: not checked here)."""
+    body_timeout: float = 60.0
+    """Seconds a request body may take from the end of its head (``serve --body-timeout``)."""
 
 
 def descriptor_room(wanted: int) -> int:
-    """``wanted``, lowered to what the process's file-descriptor limit leaves for client sockets."""
+    """``wanted``, lowered to what the process's file-descriptor limit leaves for client sockets (``wanted`` on
+    Windows, which has no such limit for sockets)."""
+    if sys.platform == "win32":
+        return wanted
+    import resource
+
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return wanted
@@ -199,7 +217,7 @@ class BatchingTransport:
 
 
 class GuardedProtocol(asyncio.Protocol):
-    """Counts the socket, bounds request heads and batches writes in front of uvicorn's protocol.
+    """Counts the socket, bounds request heads and bodies and batches writes in front of uvicorn's protocol.
 
     A subclass made by `guarded_protocol` is given to uvicorn as its ``http`` class; uvicorn
     calls it with the arguments of its own protocols, which go to the wrapped protocol unchanged.
@@ -213,9 +231,13 @@ class GuardedProtocol(asyncio.Protocol):
         self._transport: BatchingTransport | None = None
         self._admitted = False
         self._refused = False  # closed by the guard: nothing more reaches the wrapped protocol
-        self._watching = True  # False once an upgrade or a chunked body makes request boundaries unknown
+        self._watching = True  # False once uvicorn hands the socket to its WebSocket protocol
         self._head = bytearray()
-        self._body_left = 0
+        self._body_left = 0  # bytes of the current body (or chunk, with its CRLF) still to come
+        self._chunked = False  # inside a chunked body: between chunks, reading size lines or trailers
+        self._trailer = False  # past the last chunk: reading trailer fields up to an empty line
+        self._line = bytearray()  # the chunk-size line or trailer field being read
+        self._chunked_bytes = 0  # data bytes of the current chunked body so far (trailers included)
         self._deadline: asyncio.TimerHandle | None = None
 
     # -- asyncio protocol ---------------------------------------------------------------------------
@@ -234,16 +256,40 @@ class GuardedProtocol(asyncio.Protocol):
         self._admitted = True
         loop = asyncio.get_running_loop()
         self._transport = BatchingTransport(raw, self, loop)
-        self._deadline = loop.call_later(server.bounds.head_timeout, self._head_late)
+        self._deadline = loop.call_later(server.bounds.head_timeout, self._late)
         self.inner.connection_made(self._transport)  # type: ignore[arg-type]
 
     def data_received(self, data: bytes) -> None:
         """Check request heads in ``data``, then pass it on."""
         if not self._admitted or self._refused:
             return
-        if self._watching and not self._scan(data):
+        if not self._watching:
+            self.inner.data_received(data)  # type: ignore[attr-defined]
             return
-        self.inner.data_received(data)  # type: ignore[attr-defined]
+        view = memoryview(data)
+        while view:
+            stop = self._scan(view)
+            if stop < 0:
+                return
+            if stop == len(data):
+                self.inner.data_received(data)  # type: ignore[attr-defined]
+                return
+            # A head naming Upgrade ends at ``stop``: uvicorn sees it alone, then either upgrades (the guard steps
+            # aside) or serves it as a plain request (the guard goes on counting).
+            self.inner.data_received(bytes(view[:stop]))  # type: ignore[attr-defined]
+            view = view[stop:]
+            if self._refused:
+                return
+            if self._stepped_aside():
+                if view:
+                    self.inner.data_received(bytes(view))  # type: ignore[attr-defined]
+                return
+            data = bytes(view)
+            view = memoryview(data)
+
+    def _stepped_aside(self) -> bool:
+        """Whether the socket now belongs to another protocol (uvicorn upgraded it): nothing is checked any more."""
+        return not self._watching
 
     def eof_received(self) -> bool | None:
         """The peer half-closed."""
@@ -277,42 +323,57 @@ class GuardedProtocol(asyncio.Protocol):
 
     # -- request heads ------------------------------------------------------------------------------
 
-    def _scan(self, data: bytes) -> bool:
-        """Follow request boundaries through ``data``; False if the connection was refused."""
-        view = memoryview(data)
+    def _scan(self, data: memoryview) -> int:
+        """Follow request boundaries through ``data``: -1 if the connection was refused, else where to stop (the
+        length of ``data``, or the end of a head naming ``Upgrade``)."""
+        view = data
         while view:
             if self._body_left:
                 taken = min(self._body_left, len(view))
                 self._body_left -= taken
                 view = view[taken:]
+                if not self._body_left and not self._chunked:
+                    self._stop_deadline()  # the body is complete
+                continue
+            if self._chunked:
+                view = self._chunk_line(view)
+                if self._refused:
+                    return -1
                 continue
             bounds = self._server.bounds
             prior = len(self._head)  # bytes of this head that came before ``view``
             if not prior and self._deadline is None:
-                self._deadline = asyncio.get_running_loop().call_later(bounds.head_timeout, self._head_late)
+                self._deadline = asyncio.get_running_loop().call_later(bounds.head_timeout, self._late)
             self._head += view[: bounds.max_head_bytes + 4 - prior]
             found = _HEAD_END.search(self._head, max(0, prior - 3))
             end = found.end() if found is not None else -1
             if end < 0 or end > bounds.max_head_bytes + 4:
                 if len(self._head) > bounds.max_head_bytes:
                     self._refuse_head(f"larger than {bounds.max_head_bytes} bytes")
-                    return False
-                return True
+                    return -1
+                return len(data)
             head = bytes(self._head[:end])
             view = view[end - prior :]
             self._head.clear()
             self._stop_deadline()
-            if not self._head_done(head):
-                return False
-        return True
+            upgrade = self._head_done(head)
+            if upgrade is None:
+                return -1
+            if upgrade:
+                return len(data) - len(view)
+        return len(data)
 
-    def _head_done(self, head: bytes) -> bool:
-        """Check one complete head and learn where its body ends; False if refused."""
+    def _head_done(self, head: bytes) -> bool | None:
+        """Check one complete head and learn where its body ends: ``None`` if refused, else whether it names
+        ``Upgrade``."""
+        bounds = self._server.bounds
         fields = head.rstrip(b"\r\n").split(b"\n")[1:]
-        if len(fields) > self._server.bounds.max_header_fields:
-            self._refuse_head(f"with more than {self._server.bounds.max_header_fields} header fields")
-            return False
+        if len(fields) > bounds.max_header_fields:
+            self._refuse_head(f"with more than {bounds.max_header_fields} header fields")
+            return None
         length = 0
+        codings: list[bytes] = []
+        upgrade = False
         for line in fields:
             name, _, value = line.partition(b":")
             name = name.strip().lower()
@@ -321,20 +382,87 @@ class GuardedProtocol(asyncio.Protocol):
                     length = int(value.strip())
                 except ValueError:
                     length = 0  # the HTTP parser answers 400
-            elif name in (b"transfer-encoding", b"upgrade"):
-                self._watching = False  # a chunked body or another protocol: boundaries unknown from here on
+            elif name == b"transfer-encoding":
+                codings += [coding.strip().lower() for coding in value.split(b",") if coding.strip()]
+            elif name == b"upgrade":
+                upgrade = True
+        if codings:
+            if codings[-1] != b"chunked":  # no way to find where such a body ends: refuse it
+                self._refuse(_BAD_FRAMING, "with a body of unknown length (a transfer coding other than chunked)")
+                return None
+            self._chunked, self._trailer, self._chunked_bytes = True, False, 0
+            self._line.clear()
+            length = 0
+        elif bounds.max_body_bytes is not None and length > bounds.max_body_bytes and self._unanswered():
+            self._refuse(_BODY_TOO_LARGE, f"with a body over {bounds.max_body_bytes} bytes")
+            return None
         self._body_left = max(0, length)
-        return True
+        if self._body_left or self._chunked:
+            self._deadline = asyncio.get_running_loop().call_later(bounds.body_timeout, self._late)
+        return upgrade
+
+    def _chunk_line(self, view: memoryview) -> memoryview:
+        """Read (part of) a chunk-size line or a trailer field of a chunked body; returns what follows it."""
+        bounds = self._server.bounds
+        newline = bytes(view[: _CHUNK_LINE_MAX + 1]).find(b"\n")
+        taken = view[: newline + 1] if newline >= 0 else view
+        self._line += taken
+        view = view[len(taken):]
+        if self._trailer:
+            self._chunked_bytes += len(taken)
+            if self._chunked_bytes > bounds.max_head_bytes:
+                self._refuse(_HEAD_TOO_LARGE, f"with trailers larger than {bounds.max_head_bytes} bytes")
+                return view
+        elif len(self._line) > _CHUNK_LINE_MAX:
+            self._refuse(_BAD_FRAMING, "with a chunk-size line too long")
+            return view
+        if newline < 0:
+            return view
+        line = bytes(self._line).strip()
+        self._line.clear()
+        if self._trailer:
+            if not line:  # the empty line ends the body
+                self._chunked = self._trailer = False
+                self._stop_deadline()
+            return view
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            self._refuse(_BAD_FRAMING, "with a malformed chunk size")
+            return view
+        if size == 0:
+            self._trailer, self._chunked_bytes = True, 0
+            return view
+        self._chunked_bytes += size
+        if bounds.max_body_bytes is not None and self._chunked_bytes > bounds.max_body_bytes and self._unanswered():
+            self._refuse(_BODY_TOO_LARGE, f"with a body over {bounds.max_body_bytes} bytes")
+            return view
+        self._body_left = size + 2  # the chunk's data and its CRLF
+        return view
+
+    def _unanswered(self) -> bool:
+        """Whether nothing was written on the socket yet, so a refusal can be answered rather than cut short. Past a
+        first answer a body over the limit goes on to the application, which answers ``413`` in turn (the body
+        deadline still bounds it)."""
+        return self._transport is not None and not self._transport.written
 
     def _refuse_head(self, why: str) -> None:
-        self._server.bad_heads.log(logger, logging.WARNING, "acp: refusing a request head %s", why)
-        self._close(_HEAD_TOO_LARGE)
+        self._refuse(_HEAD_TOO_LARGE, f"head {why}")
 
-    def _head_late(self) -> None:
+    def _refuse(self, answer: bytes, why: str) -> None:
+        self._server.bad_heads.log(logger, logging.WARNING, "acp: refusing a request %s", why)
+        self._close(answer)
+
+    def _late(self) -> None:
         self._deadline = None
         if self._admitted and self._watching:
-            self._server.bad_heads.log(logger, logging.INFO, "acp: closing a connection whose request head took "
-                                       "longer than %.0f s", self._server.bounds.head_timeout)
+            bounds = self._server.bounds
+            if self._body_left or self._chunked:
+                self._server.bad_heads.log(logger, logging.INFO, "acp: closing a connection whose request body took "
+                                           "longer than %.0f s", bounds.body_timeout)
+            else:
+                self._server.bad_heads.log(logger, logging.INFO, "acp: closing a connection whose request head took "
+                                           "longer than %.0f s", bounds.head_timeout)
             self._close(None)
 
     def _close(self, answer: bytes | None) -> None:

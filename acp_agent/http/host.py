@@ -8,6 +8,7 @@ the app or into the other.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from anyio.abc import TaskGroup
@@ -56,7 +57,7 @@ class Host:
         if self._store is None:
             source = self.agent
             if isinstance(source, Agent) or (isinstance(source, type) and issubclass(source, Agent)):
-                self._store = session_store(source, durable=True)
+                self._store = session_store(source, durable=True, served=True)
         return self._store
 
     @property
@@ -75,7 +76,7 @@ class Host:
         if self._opening is None:
             store = self.store
             if store is None:
-                store = self._store = session_store(agent, durable=True)
+                store = self._store = session_store(agent, durable=True, served=True)
             self._opening = StoreOpening(store)
         store = self._opening.store
         if isinstance(store, PostgresStore) and type(self.sessions.leases) is Leases:
@@ -86,6 +87,33 @@ class Host:
         except StoreError as exc:
             logger.error("acp: the session store cannot be opened now: %s (retried on the next use)", exc)
             return store
+
+    async def expire_sessions(self, max_age: float) -> int:
+        """Delete the stored sessions nobody used for ``max_age`` seconds (``updated_at`` older), except those
+        active on a connection of this app; how many were deleted. A store not known yet (an agent factory not
+        asked) or not reachable now is left for the next sweep."""
+        store = self.store
+        if store is None:
+            return 0
+        if self._opening is None:
+            self._opening = StoreOpening(store)
+        try:
+            store = await self._opening.open()
+        except StoreError as exc:
+            logger.error("acp: the session store cannot be opened now: %s (stored sessions expire later)", exc)
+            return 0
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - max_age))
+        after: tuple[str, str] = (cutoff, "")
+        deleted = 0
+        while page := await store.list_sessions(after=after, limit=200):
+            active = {sid for connection in self.registry for sid in connection.runtime.records}
+            for stored in page:
+                if stored.session_id not in active and await store.delete(stored.session_id):
+                    deleted += 1
+            after = page[-1].key
+        if deleted:
+            logger.info("acp: %d stored sessions expired (unused for %.0f days)", deleted, max_age / 86400)
+        return deleted
 
     async def close_store(self) -> None:
         """Close the store if it was opened (the end of the lifespan)."""

@@ -35,8 +35,9 @@ class HttpOptions:
     WebSocket: the ``acp.bearer.`` subprotocol), standing for the principal ``"default"``; or a callable
     returning the principal of the presented token (``None``: refused); ``None`` checks nothing."""
     recheck_interval: float = 60.0
-    """Seconds between re-checks of an open WebSocket's credential with a ``token`` callable: once it is
-    refused (or stands for another principal) the socket is closed (code 1008). HTTP checks every request."""
+    """Seconds between re-checks of an open WebSocket's or event stream's credential with a ``token`` callable: once
+    it is refused (or stands for another principal) the connection ends (a socket is closed with code 1008). HTTP
+    also checks every request: one whose token now stands for another principal ends its connection (404)."""
     allowed_origins: Sequence[str] = ()
     """Browser origins allowed (``"https://app.example"``; ``"*"`` allows any). A request with an
     ``Origin`` header not listed is refused 403; requests without one (non-browser clients) pass."""
@@ -64,6 +65,9 @@ class HttpOptions:
     """Seconds a closing connection gives its sessions to stop their work."""
     extra_headers: Sequence[tuple[str, str]] = field(default=())
     """Headers added to every HTTP answer (for example a ``Set-Cookie`` for load-balancer affinity)."""
+    retention: float | None = None
+    """Days a stored session is kept after its last use (``updated_at``): older ones are deleted at start-up and
+    every hour after (``None``: kept until deleted; ``serve --retention DAYS``)."""
     workspace: Workspace | None = None
     """Where the sessions of remote clients may live (``None``: the agent's ``workspace``; ``serve`` passes the
     directory it was started in, or ``--workspace DIR``, when the agent declares none)."""
@@ -84,5 +88,8 @@ class HttpOptions:
             lowest_ok = 0 if name == "shutdown_timeout" else 1e-9
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= lowest_ok:
                 raise ValueError(f"HttpOptions.{name} must be a positive number, got {value!r}")
+        if self.retention is not None and (not isinstance(self.retention, (int, float))
+                                           or isinstance(self.retention, bool) or not self.retention > 0):
+            raise ValueError(f"HttpOptions.retention must be a positive number of days or None, got {self.retention!r}")
         if self.path is not None and not self.path.startswith("/"):
             raise ValueError(f"HttpOptions.path must start with '/', got {self.path!r}")

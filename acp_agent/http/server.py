@@ -140,8 +140,9 @@ def describe_stack(http: str | type[asyncio.Protocol] = "auto", ws: object = WEB
 
 def guard_bounds(settings: HttpOptions) -> Bounds:
     """The server's `Bounds`: four sockets per ``max_connections`` (a Streamable HTTP
-    client holds a POST connection and one or more event streams), below the file-descriptor limit."""
-    return Bounds(max_sockets=descriptor_room(4 * settings.max_connections))
+    client holds a POST connection and one or more event streams), below the file-descriptor limit, and request
+    bodies up to ``max_body_bytes`` (larger ones are refused before the application reads them)."""
+    return Bounds(max_sockets=descriptor_room(4 * settings.max_connections), max_body_bytes=settings.max_body_bytes)
 
 
 @contextlib.contextmanager
@@ -212,8 +213,9 @@ async def serve_http(
 
     def started() -> None:
         logger.info("acp: serving at %s (%s; at most %d sockets, request heads up to %d bytes and %d fields within "
-                    "%.0f s)", url, describe_stack(http_setting, config_args["ws"]), bounds.max_sockets,
-                    bounds.max_head_bytes, bounds.max_header_fields, bounds.head_timeout)
+                    "%.0f s, bodies within %.0f s)", url, describe_stack(http_setting, config_args["ws"]),
+                    bounds.max_sockets, bounds.max_head_bytes, bounds.max_header_fields, bounds.head_timeout,
+                    bounds.body_timeout)
         if ready is not None:
             ready(url)
 

@@ -24,7 +24,7 @@ from .asgi import BATCH_ERROR, Receive, Send, is_initialize, one_line, send_empt
 from .connections import ConnectionLimitError, RemoteConnection, credential_digest
 from .host import Host
 from .options import HttpOptions
-from .security import Admitted, Refusal
+from .security import Admitted, Refusal, principal_of
 
 __all__ = ["StreamableHttp"]
 
@@ -58,23 +58,53 @@ class StreamableHttp:
             return
         try:
             if method == "POST":
-                await self._post(receive, send, headers, admitted.principal)
+                await self._post(receive, send, headers, admitted)
             elif method == "GET":
-                await self._get(receive, send, headers)
+                await self._get(receive, send, headers, admitted)
             elif method == "DELETE":
-                await self._delete(send, headers)
+                await self._delete(send, headers, admitted)
             else:
                 await send_text(send, 405, "Method Not Allowed", [(b"allow", b"GET, POST, DELETE")])
         except _Disconnected:
             pass
 
-    def _lookup(self, connection_id: str, headers: dict[str, str]) -> RemoteConnection | None:
+    def _lookup(self, connection_id: str, admitted: Admitted) -> RemoteConnection | None:
+        """The connection ``connection_id`` names, if it was opened with the credential this request presents
+        (whichever header carries it) and that credential still stands for the connection's principal."""
         connection = self._host.registry.get(connection_id)
         if connection is None:
             return None
-        if self._options.token is not None and connection.credential != credential_digest(headers.get("authorization")):
+        if self._options.token is None:
+            return connection
+        if connection.credential != credential_digest(admitted.token):
             return None  # another client's connection: as if it did not exist
+        if connection.runtime.principal != admitted.principal:
+            self._end(connection, "its credential now stands for another principal")
+            return None
         return connection
+
+    def _end(self, connection: RemoteConnection, why: str) -> None:
+        """End ``connection`` because its credential no longer holds (as a WebSocket is closed 1008)."""
+        logger.info("acp: closing connection %s: %s", connection.id, why)
+        self._host.registry.remove(connection.id)
+        connection.shutdown(discard=True)
+
+    async def _recheck(self, connection: RemoteConnection, admitted: Admitted, stream: anyio.CancelScope) -> None:
+        """While an event stream is open, ask the token callable again every ``recheck_interval`` seconds; end the
+        connection (and the stream) once it refuses the credential or names another principal."""
+        token = self._options.token
+        assert token is not None and admitted.token is not None
+        while True:
+            await anyio.sleep(self._options.recheck_interval)
+            try:
+                principal = await principal_of(token, admitted.token)
+            except Exception:
+                logger.exception("acp: re-checking the credential of connection %s failed", connection.id)
+                principal = None
+            if principal != connection.runtime.principal:
+                self._end(connection, "its credential is no longer accepted for its principal")
+                stream.cancel()
+                return
 
     async def _run_connection(self, connection: RemoteConnection) -> None:
         try:
@@ -84,7 +114,7 @@ class StreamableHttp:
 
     # -- POST ---------------------------------------------------------------------------------
 
-    async def _post(self, receive: Receive, send: Send, headers: dict[str, str], principal: str) -> None:
+    async def _post(self, receive: Receive, send: Send, headers: dict[str, str], admitted: Admitted) -> None:
         if headers.get("content-type", "").split(";", 1)[0].strip().lower() != _JSON:
             await send_text(send, 415, "Unsupported Media Type")
             return
@@ -109,12 +139,12 @@ class StreamableHttp:
             if connection_id:
                 await send_text(send, 400, "Initialize not allowed on existing connection")
             else:
-                await self._initialize(receive, send, headers, message, line, principal)
+                await self._initialize(receive, send, message, line, admitted)
             return
         if not connection_id:
             await send_text(send, 400, "Missing Acp-Connection-Id")
             return
-        connection = self._lookup(connection_id, headers)
+        connection = self._lookup(connection_id, admitted)
         if connection is None:
             await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
@@ -169,10 +199,10 @@ class StreamableHttp:
         return None
 
     async def _initialize(
-        self, receive: Receive, send: Send, headers: dict[str, str], message: dict[str, Any], line: bytes,
-        principal: str,
+        self, receive: Receive, send: Send, message: dict[str, Any], line: bytes, admitted: Admitted,
     ) -> None:
         host = self._host
+        principal = admitted.principal
         if message.get("id") is None:
             await send_text(send, 400, "Initialize request must include an ID")
             return
@@ -191,7 +221,7 @@ class StreamableHttp:
                                                      "error": refusal.to_dict()}))
             return
         connection = RemoteConnection(
-            agent, "http", self._options, credential=credential_digest(headers.get("authorization")),
+            agent, "http", self._options, credential=credential_digest(admitted.token),
             store=await host.shared_store(agent), active=host.sessions, principal=principal,
         )
         host.registry.add(connection)
@@ -226,7 +256,7 @@ class StreamableHttp:
 
     # -- GET: event streams -------------------------------------------------------------------
 
-    async def _get(self, receive: Receive, send: Send, headers: dict[str, str]) -> None:
+    async def _get(self, receive: Receive, send: Send, headers: dict[str, str], admitted: Admitted) -> None:
         if headers.get("upgrade", "").lower() == "websocket":
             await send_text(send, 426, "WebSocket upgrade is not available on this server")
             return
@@ -237,7 +267,7 @@ class StreamableHttp:
         if not connection_id:
             await send_text(send, 400, "Missing Acp-Connection-Id")
             return
-        connection = self._lookup(connection_id, headers)
+        connection = self._lookup(connection_id, admitted)
         if connection is None:
             await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
@@ -260,6 +290,9 @@ class StreamableHttp:
             })
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+                if admitted.token is not None and self._options.token is not None \
+                        and not isinstance(self._options.token, str):
+                    tg.start_soon(self._recheck, connection, admitted, tg.cancel_scope)
                 keepalive = self._options.keepalive
                 while True:
                     with anyio.move_on_after(keepalive) as timer:
@@ -281,12 +314,12 @@ class StreamableHttp:
 
     # -- DELETE -------------------------------------------------------------------------------
 
-    async def _delete(self, send: Send, headers: dict[str, str]) -> None:
+    async def _delete(self, send: Send, headers: dict[str, str], admitted: Admitted) -> None:
         connection_id = headers.get("acp-connection-id")
         if not connection_id:
             await send_text(send, 400, "Missing Acp-Connection-Id")
             return
-        if self._lookup(connection_id, headers) is None:
+        if self._lookup(connection_id, admitted) is None:
             await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
         connection = self._host.registry.remove(connection_id)

@@ -72,7 +72,7 @@ class WebSocketTransport:
             await _refuse_socket(receive, send, admitted.subprotocol, refusal)
             return
         connection = RemoteConnection(
-            agent, "websocket", self._options, credential=credential_digest(headers.get("authorization")),
+            agent, "websocket", self._options, credential=credential_digest(admitted.token),
             send_lines=send_lines, store=await host.shared_store(agent), active=host.sessions,
             principal=admitted.principal,
         )

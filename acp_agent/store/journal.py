@@ -7,7 +7,8 @@ WAL commit with ``synchronous=NORMAL`` does, so the crash contract holds without
 turn's path.
 
 Each store object writes its own files, named ``<database file>.journal-<owner>-<n>``, and holds an
-exclusive ``flock`` on each for as long as it may need it (the lock goes with the process). Once
+exclusive lock on each (``flock``; no journal on Windows: see `available`) for as long as it may need it (the lock
+goes with the process). Once
 the saves of a file are committed, the file is deleted: a journal only ever holds saves that may
 not be in the database yet. A file nobody holds a lock on belongs to a process that ended without
 committing it; `orphans` finds those, the store replays them in order and deletes them.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,16 +30,14 @@ from typing import Any
 
 import orjson
 
+from .._util import portable
+
 __all__ = ["Journal", "JournalFile", "Save", "decode_line", "encode_line", "orphans", "private_file"]
 
 Save = tuple[str, "tuple[Any, ...] | None", bool, list[tuple[str, int, str, bytes]], list[int]]
 """One save: session id, the ``sessions`` row (``None``: unchanged), whether the history is written
 in full, the history rows ``(session id, seq, kind, JSON)`` and the sequence numbers removed."""
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not on Windows: the store then commits every save at once
-    fcntl = None  # type: ignore[assignment]
 
 
 def private_file(path: Path) -> None:
@@ -45,12 +45,14 @@ def private_file(path: Path) -> None:
     as they are."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | portable.OPEN_FLAGS, 0o600))
 
 
 def available() -> bool:
-    """Whether journals can be used here (``flock`` exists)."""
-    return fcntl is not None
+    """Whether journals can be used here: files can be locked (`acp_agent._util.portable.locks_available`) and an
+    open file renamed and deleted (not on Windows, whose open files cannot be). Where not, the store commits
+    every save at once."""
+    return sys.platform != "win32" and portable.locks_available()
 
 
 def encode_line(save: Save) -> bytes:
@@ -98,13 +100,13 @@ class Journal:
 
     def start(self) -> JournalFile:
         """A new, empty, locked file (created under a name `orphans` ignores, then renamed)."""
-        assert fcntl is not None
         self._count += 1
         final = self.directory / f"{self.prefix}{self.owner}-{self._count:08d}"
         temporary = self.directory / f".{final.name}.new"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | portable.OPEN_FLAGS, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not portable.lock_file(fd):
+                raise BlockingIOError("a new journal file is locked by another process")
             os.rename(temporary, final)
         except BaseException:
             os.close(fd)
@@ -122,16 +124,13 @@ def _order(path: Path) -> tuple[str, int]:
 @contextlib.contextmanager
 def _claimed(path: Path) -> Iterator[int | None]:
     """The file's descriptor if no live process holds it and it is still in place, else ``None``."""
-    assert fcntl is not None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | portable.OPEN_FLAGS)
     except OSError:
         yield None  # gone meanwhile (replayed by another process)
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        if not portable.lock_file(fd):
             yield None  # its process is alive (or another one is replaying it now)
             return
         yield fd if os.fstat(fd).st_nlink else None  # unlinked after replay by the one that held it
@@ -143,14 +142,14 @@ def _claimed(path: Path) -> Iterator[int | None]:
 def _recovering(database: Path) -> Iterator[None]:
     """Held while looking for orphans: the processes doing so take turns, so a journal locked meanwhile
     is its live owner's, never one another process is replaying (a read must wait for that replay)."""
-    assert fcntl is not None
     try:
-        fd = os.open(database.parent / f"{database.name}.journal.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(database.parent / f"{database.name}.journal.lock",
+                     os.O_RDWR | os.O_CREAT | portable.OPEN_FLAGS, 0o600)
     except OSError:
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        portable.lock_file(fd, wait=True)
         yield
     finally:
         os.close(fd)
@@ -160,7 +159,7 @@ def _recovering(database: Path) -> Iterator[None]:
 def orphans(database: Path) -> Iterator[list[tuple[Path, list[Save]]]]:
     """The journal files of ``database`` left by processes that ended, with their saves, in the order
     they were written; held (locked) until the block ends. Delete each file once its saves are committed."""
-    if fcntl is None:
+    if not portable.locks_available():
         yield []
         return
     prefix = f"{database.name}.journal-"

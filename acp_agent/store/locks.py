@@ -6,13 +6,14 @@ session from the moment the session is active in it until it is saved and leaves
 asking for that session is refused (``-32002`` "Session is active in another process", as replicas sharing a
 PostgreSQL store are with their leases).
 
-The locks are POSIX record locks (``fcntl``) on one byte each of one file beside the database,
+The locks are record locks (``fcntl.lockf`` on POSIX, ``msvcrt.locking`` on Windows: see
+`acp_agent._util.portable`) on one byte each of one file beside the database,
 ``<database>.sessions.lock`` (``0600``): the byte at a 62-bit hash of the session id. The kernel drops a
 process's locks when it ends, however it ends (SIGKILL, OOM), so a session whose process died can be resumed
 at once. Record locks belong to a process, not to a file descriptor, and closing *any* descriptor of the file
 drops all of them: so each process opens the file once (`session_locks` keeps one
 `SessionLocks` per file) and counts the holders of each session within itself.
-Where ``fcntl`` does not exist every lock is granted (one process per file is then the user's care).
+Where neither exists every lock is granted (one process per file is then the user's care).
 """
 
 from __future__ import annotations
@@ -23,10 +24,7 @@ import threading
 from pathlib import Path
 from typing import Final
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not on Windows
-    fcntl = None  # type: ignore[assignment]
+from .._util import portable
 
 __all__ = ["LOCK_SUFFIX", "SessionLocks", "lock_offset", "session_locks"]
 
@@ -57,11 +55,8 @@ class SessionLocks:
             if session_id in self._held:
                 self._held[session_id] += 1
                 return True
-            if fcntl is not None:
-                try:
-                    fcntl.lockf(self._file(), fcntl.LOCK_EX | fcntl.LOCK_NB, 1, lock_offset(session_id))
-                except (BlockingIOError, PermissionError):
-                    return False
+            if portable.locks_available() and not portable.lock_byte(self._file(), lock_offset(session_id)):
+                return False
             self._held[session_id] = 1
             return True
 
@@ -75,8 +70,8 @@ class SessionLocks:
             if not count:
                 return
             del self._held[session_id]
-            if fcntl is not None and self._fd is not None:
-                fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, lock_offset(session_id))
+            if self._fd is not None:
+                portable.unlock_byte(self._fd, lock_offset(session_id))
 
     def held(self, session_id: str) -> bool:
         """Whether this process holds the session's lock."""
@@ -84,7 +79,7 @@ class SessionLocks:
 
     def _file(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | portable.OPEN_FLAGS, 0o600)
         return self._fd
 
 

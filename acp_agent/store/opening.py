@@ -50,14 +50,16 @@ class StoreOwner(Protocol):
         ...
 
 
-def session_store(agent: StoreOwner, store: SessionStore | None = None, *, durable: bool) -> SessionStore:
+def session_store(agent: StoreOwner, store: SessionStore | None = None, *, durable: bool,
+                  served: bool = False) -> SessionStore:
     """The store a connection of ``agent`` keeps its sessions in: ``store`` if given, else ``agent.store``, else
-    the agent's SQLite file (``durable``) or a new [`MemoryStore`][acp_agent.store.MemoryStore] (not ``durable``)."""
+    the agent's SQLite file (``durable``; with ``served``, the file of the agent served over HTTP, not the one
+    its stdio runs use) or a new [`MemoryStore`][acp_agent.store.MemoryStore] (not ``durable``)."""
     if store is not None:
         return store
     if agent.store is not None:
         return agent.store
-    return SqliteStore.for_agent(agent.name) if durable else MemoryStore()
+    return SqliteStore.for_agent(agent.name, served=served) if durable else MemoryStore()
 
 
 class StoreOpening:

@@ -142,10 +142,12 @@ class SqliteStore(SessionStore):
         self._siblings.add(self)
 
     @classmethod
-    def for_agent(cls, name: str) -> SqliteStore:
-        """The store of the agent named ``name``: ``<data_dir()>/<name>.sqlite3``."""
+    def for_agent(cls, name: str, *, served: bool = False) -> SqliteStore:
+        """The store of the agent named ``name``: ``<data_dir()>/<name>.sqlite3``; with ``served``, the store of the
+        agent served over HTTP (``<name>.served.sqlite3``), so remote users never open the sessions an editor
+        keeps in the first file."""
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "agent"
-        return cls(data_dir() / f"{safe}.sqlite3")
+        return cls(data_dir() / f"{safe}{'.served' if served else ''}.sqlite3")
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"

@@ -29,7 +29,7 @@ def from_environment() -> Telemetry | None:
                 from . import otel
             except ImportError as exc:
                 raise ImportError("OTEL_EXPORTER_OTLP_ENDPOINT is set but OpenTelemetry is not installed: "
-                                  "pip install 'acp-agent[otel]'") from exc
+                                  "pip install 'acp-agent-sdk[otel]'") from exc
             telemetry = otel.from_environment(record_commands=environment.read(environment.TELEMETRY_COMMANDS))
         _from_environment.append(telemetry)
     return _from_environment[0]

@@ -27,6 +27,7 @@ import orjson
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from .._runtime.serve import serve
+from .._util.portable import KILL
 from .._wire.connection import Connection, Method
 from ..errors import ErrorCode, RequestError
 from ..limits import Limits
@@ -565,7 +566,7 @@ class Client:
         agent in this process."""
         return self._agent_process.process.pid if self._agent_process is not None else None
 
-    async def kill_agent(self, sig: signal.Signals = signal.SIGKILL) -> int:
+    async def kill_agent(self, sig: signal.Signals = KILL) -> int:
         """Send ``sig`` to the agent subprocess (default SIGKILL: no shutdown, no last save, as in a crash)
         and wait until it has ended; returns its exit status ([`returncode`][acp_agent.testing.Client.returncode]: minus
         the signal).

@@ -38,6 +38,8 @@ def runtime_answer(state: TranslatorState, message: Message) -> list[Message]:
         if session is not None:
             session.prompts = max(0, session.prompts - 1)
     if "error" in message:
+        if method == "initialize":
+            state.initializing = False
         if method == "session/load" or method == "session/resume":
             state.session(str(context)).loading = False
         if method == "_session/async_task/stop":
@@ -56,6 +58,7 @@ def runtime_answer(state: TranslatorState, message: Message) -> list[Message]:
 
 def _initialized(state: TranslatorState, request_id: Any, value: dict[str, Any], context: Any) -> list[Message]:
     state.agent_capabilities = obj(value.get("capabilities"))
+    state.initializing, state.initialized = False, True
     methods = value.get("authMethods")
     state.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
     return [result(request_id, v1_initialize_result(value, state.client_capabilities))]

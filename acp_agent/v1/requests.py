@@ -16,6 +16,8 @@ being loaded); they send nothing themselves.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -86,6 +88,7 @@ def _initialize(state: TranslatorState, params: dict[str, Any]) -> Handled:
     capabilities = params.get("clientCapabilities")
     state.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
     state.air = air_declares(state.client_capabilities, AIR_CAPABILITY)
+    state.initializing = True
     return Forward("initialize", v2_initialize_params(params, state.client_capabilities))
 
 
@@ -95,17 +98,40 @@ def _new_session(state: TranslatorState, params: dict[str, Any]) -> Handled:
 
 def _mcp_servers(state: TranslatorState, v2: dict[str, Any]) -> dict[str, Any]:
     """v1 makes every agent accept stdio MCP servers: handed on when the agent connects to them (it
-    advertised ``mcp.stdio``), else left out with one log line (v2 would refuse the request)."""
+    advertised ``mcp.stdio``), else left out with one log line (v2 would refuse the request). Before the
+    agent's ``initialize`` answer (the streams hold a session request until it came) they are handed on
+    too, unlogged: the runtime, which knows the agent, judges them."""
     servers = v2.get("mcpServers")
     stdio_ok = obj(obj(obj(state.agent_capabilities.get("session")).get("mcp"))).get("stdio") is not None
-    if not isinstance(servers, list) or stdio_ok:
+    if not isinstance(servers, list):
         return v2
+    if stdio_ok or not state.initialized:
+        return {**v2, "mcpServers": _absolute_commands(servers, str(v2.get("cwd") or ""))}
     kept = [s for s in servers if not (isinstance(s, dict) and s.get("type") == "stdio")]
     if len(kept) < len(servers):
         names = ", ".join(str(s.get("name")) for s in servers if isinstance(s, dict) and s.get("type") == "stdio")
         logger.warning("v1 client: stdio MCP servers left out, this agent does not use them: %s", names)
         v2 = {**v2, "mcpServers": kept}
     return v2
+
+
+def _absolute_commands(servers: list[Any], cwd: str) -> list[Any]:
+    """v1 clients pass a stdio server's ``command`` as configured (acpx: ``"npx"``), v2 wants an absolute
+    path: a bare name is looked up on the agent's ``PATH``, a relative path in the session's cwd; an entry
+    that resolves to nothing is left out with one log line instead of refusing the session."""
+    kept: list[Any] = []
+    for server in servers:
+        command = server.get("command") if isinstance(server, dict) and server.get("type") == "stdio" else None
+        if not isinstance(command, str) or os.path.isabs(command):
+            kept.append(server)
+            continue
+        found = shutil.which(os.path.join(cwd, command) if os.sep in command or "/" in command else command)
+        if found is None:
+            logger.warning("v1 client: stdio MCP server %s left out, its command %r is not an absolute path "
+                           "and was not found", server.get("name"), command)
+            continue
+        kept.append({**server, "command": os.path.abspath(found)})
+    return kept
 
 
 def _load_session(state: TranslatorState, params: dict[str, Any]) -> Handled:

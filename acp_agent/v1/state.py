@@ -42,6 +42,8 @@ class TerminalShown:
     command: str | None = None
     text: str = ""
     truncated: bool = False
+    dropped_lines: int = 0
+    """Lines cut from the start of `text` (a snapshot the runtime had already cut adds none it can count)."""
     exit: dict[str, Any] | None = None
     tools: list[str] = field(default_factory=list)
     """The tool calls whose content shows this terminal."""
@@ -52,27 +54,34 @@ class TerminalShown:
     decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
 
     def append(self, data: bytes) -> None:
-        """Add output bytes (UTF-8 decoded across calls), keeping the last `TERMINAL_TAIL` characters."""
+        """Add output bytes (UTF-8 decoded across calls), keeping at most the last `TERMINAL_TAIL` characters,
+        from a line start when one is in reach."""
         self.text += self.decoder.decode(data)
         if len(self.text) > TERMINAL_TAIL:
-            self.text = self.text[-TERMINAL_TAIL:]
+            cut = _line_start(self.text, len(self.text) - TERMINAL_TAIL)
+            self.dropped_lines += self.text.count("\n", 0, cut)
+            self.text = self.text[cut:]
             self.truncated = True
 
     def render(self) -> str:
-        """The output as a fenced block, with a leading ``…`` when cut and the exit as its last line.
+        """The output as a fenced block (``""`` while there is nothing to show), the exit as its last line.
 
-        While the process runs only the last `LIVE_TAIL` characters are shown (from a line start).
+        While the process runs only the last `LIVE_TAIL` characters are shown. A cut output starts at a
+        line start under a first line that says how many lines were left out.
         """
-        text, truncated = self.text, self.truncated
+        text, truncated, dropped = self.text, self.truncated, self.dropped_lines
         if self.exit is None and len(text) > LIVE_TAIL:
-            text = text[-LIVE_TAIL:]
-            text, truncated = text[text.find("\n") + 1:] if "\n" in text else text, True
-        text = ("…\n" if truncated else "") + text
+            cut = _line_start(text, len(text) - LIVE_TAIL)
+            text, truncated, dropped = text[cut:], True, dropped + text.count("\n", 0, cut)
+        if truncated:
+            text = _left_out(dropped) + text
         if self.exit is not None:
             if text and not text.endswith("\n"):
                 text += "\n"
             text += _exit_line(self.exit)
-        if text and not text.endswith("\n"):
+        if not text:
+            return ""
+        if not text.endswith("\n"):
             text += "\n"
         return f"```\n{text}```"
 
@@ -80,6 +89,20 @@ class TerminalShown:
     def failed(self) -> bool:
         """The process exited non-zero or by a signal."""
         return self.exit is not None and (self.exit.get("exitCode") not in (0, None) or bool(self.exit.get("signal")))
+
+
+def _line_start(text: str, cut: int) -> int:
+    """The first line start at or after ``cut`` (``cut`` itself when no line starts after it)."""
+    if cut <= 0 or text[cut - 1] == "\n":
+        return max(cut, 0)
+    newline = text.find("\n", cut)
+    return newline + 1 if 0 <= newline < len(text) - 1 else cut
+
+
+def _left_out(lines: int) -> str:
+    if lines <= 0:
+        return "… earlier output not shown\n"
+    return f"… {lines} earlier line{'' if lines == 1 else 's'} not shown\n"
 
 
 def _exit_line(exit_status: dict[str, Any]) -> str:
@@ -160,6 +183,10 @@ class TranslatorState:
     """Child (subagent) session id -> its parent session id: the child is shown as a tool call there."""
     agent_capabilities: dict[str, Any] = field(default_factory=dict)
     """The agent's v2 capabilities from its ``initialize`` answer."""
+    initializing: bool = False
+    """An ``initialize`` went to the runtime and its answer has not come back yet."""
+    initialized: bool = False
+    """The agent's ``initialize`` answer came back: `agent_capabilities` are known."""
     auth_methods: list[dict[str, Any]] = field(default_factory=list)
     """The agent's v2 ``authMethods`` from its ``initialize`` answer."""
     own_requests: int = 0

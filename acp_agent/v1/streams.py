@@ -25,10 +25,23 @@ from .negotiation import Mode, list_version_1, old_initialize, probe
 if TYPE_CHECKING:
     from .translator import V1Translator
 
-__all__ = ["PROBE_LIMIT", "negotiating_streams"]
+__all__ = ["INITIALIZE_WAIT", "PROBE_LIMIT", "negotiating_streams"]
 
 PROBE_LIMIT: Final = 1 << 20
 """Bytes of a first line the bridge looks into before it gives up watching (pass-through)."""
+
+
+INITIALIZE_WAIT: Final = 10.0
+"""Seconds a session request sent before the agent's ``initialize`` answer waits for it (then goes on)."""
+
+_SESSION_OPENERS: Final = frozenset({"session/new", "session/load", "session/resume"})
+
+
+def _waits_for_initialize(translator: V1Translator, message: object) -> bool:
+    """A request that opens a session, read while the agent's ``initialize`` answer is still out: its
+    translation depends on the agent's capabilities (which stdio MCP servers it takes)."""
+    return (translator.state.initializing and isinstance(message, dict)
+            and message.get("method") in _SESSION_OPENERS)
 
 
 class _Bridge:
@@ -45,6 +58,10 @@ class _Bridge:
         self.lock = anyio.Lock()
         self.refused: set[str] = set()
         """Ids of ``initialize`` requests below version 1 seen while watching (their -32022 lists 1 as well)."""
+        self.answered = anyio.Event()
+        """Set when the runtime's ``initialize`` answer went through the translator."""
+        self.held = False
+        """Client lines were put back in ``in_buffer`` to wait for that answer (handled before reading more)."""
 
     async def to_client(self, messages: list[Message]) -> None:
         if messages:
@@ -67,7 +84,7 @@ class _BridgeReceive(ByteReceiveStream):
                 return await b.outer_receive.receive(max_bytes)
             if b.eof:
                 if b.in_buffer:
-                    rest = bytes(b.in_buffer) + b"\n"
+                    rest = bytes(b.in_buffer) + (b"" if b.in_buffer.endswith(b"\n") else b"\n")
                     b.in_buffer.clear()
                     out = await self._lines(rest)
                     if out:
@@ -78,14 +95,17 @@ class _BridgeReceive(ByteReceiveStream):
                 rest = bytes(b.in_buffer)
                 b.in_buffer.clear()
                 return rest
-            try:
-                data = await self._receive(max_bytes)
-            except anyio.EndOfStream:
-                b.eof = True
-                continue
-            if data is None:
-                continue  # held terminal output was due and went out
-            b.in_buffer += data
+            if b.held:
+                b.held = False
+            else:
+                try:
+                    data = await self._receive(max_bytes)
+                except anyio.EndOfStream:
+                    b.eof = True
+                    continue
+                if data is None:
+                    continue  # held terminal output was due and went out
+                b.in_buffer += data
             end = b.in_buffer.rfind(b"\n")
             if end < 0:
                 if b.mode == "probe" and len(b.in_buffer) > PROBE_LIMIT:
@@ -112,7 +132,8 @@ class _BridgeReceive(ByteReceiveStream):
     async def _lines(self, chunk: bytes) -> bytes:
         b = self._b
         out: list[bytes] = []
-        for line in chunk.splitlines(keepends=True):
+        lines = chunk.splitlines(keepends=True)
+        for index, line in enumerate(lines):
             if b.mode == "probe":
                 b.mode = probe(line)
                 if b.mode == "probe" and (old := old_initialize(line)) is not None:
@@ -129,6 +150,13 @@ class _BridgeReceive(ByteReceiveStream):
             except orjson.JSONDecodeError:
                 out.append(line)  # the runtime answers -32700
                 continue
+            if _waits_for_initialize(b.translator, message):
+                if out:  # the runtime gets the initialize first, then this line comes back here
+                    b.in_buffer[:0] = b"".join(lines[index:])
+                    b.held = True
+                    return b"".join(out)
+                with anyio.move_on_after(INITIALIZE_WAIT):
+                    await b.answered.wait()
             to_runtime, to_client = b.translator.incoming(message)
             out.extend(orjson.dumps(m) + b"\n" for m in to_runtime)
             await b.to_client(to_client)
@@ -184,6 +212,8 @@ class _BridgeSend(ByteSendStream):
                     messages.append(responses)  # type: ignore[arg-type]  # a batch answer stays one array
             else:
                 messages.extend(b.translator.outgoing(parsed))
+        if b.translator.state.initialized and not b.answered.is_set():
+            b.answered.set()
         await b.to_client(messages)
 
     async def aclose(self) -> None:

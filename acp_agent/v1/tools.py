@@ -172,7 +172,7 @@ def emit(session: Session, tool: Tool) -> list[Message]:
     fields: dict[str, Any] = {
         "title": tool.title or tool.tool_call_id,
         "status": _v1_status(session, tool),
-        "content": [_render(session, k, v) for k, v in tool.content],
+        "content": [item for k, v in tool.content if (item := _render(session, k, v)) is not None],
         **tool.fields,
     }
     if tool.kind is not None:
@@ -191,9 +191,11 @@ def emit(session: Session, tool: Tool) -> list[Message]:
                                         **changed})]
 
 
-def _render(session: Session, kind: str, value: Any) -> dict[str, Any]:
+def _render(session: Session, kind: str, value: Any) -> dict[str, Any] | None:
+    """One content item as v1 shows it; ``None`` for a terminal with nothing to show yet (no empty block)."""
     if kind == "terminal":
         terminal = session.terminals.get(value) or TerminalShown(value)
         terminal.pending = False  # what is held is in this update
-        return {"type": "content", "content": {"type": "text", "text": terminal.render()}}
+        text = terminal.render()
+        return {"type": "content", "content": {"type": "text", "text": text}} if text else None
     return dict(value)

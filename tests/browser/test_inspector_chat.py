@@ -36,13 +36,35 @@ def test_chat_turn_on_the_echo_agent(browser: Any) -> None:
 
 def test_the_page_needs_the_token(browser: Any) -> None:
     with running_inspector(str(EXAMPLES / "echo_agent.py")) as inspector:
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        def says(text: str) -> None:
+            WebDriverWait(browser, 15, poll_frequency=0.1).until(
+                lambda _: text in browser.find_element("tag name", "body").text)
+
         browser.delete_all_cookies()
         browser.get(inspector.origin + "/")
-        assert "open the URL" in browser.find_element("tag name", "body").text
-        browser.get(inspector.origin + "/?token=wrong")
-        assert "wrong token" in browser.find_element("tag name", "body").text
-        Page(browser, inspector.url)  # the right token: the page runs (the cookie replaces the token)
+        says("open the URL")
+        browser.get("about:blank")  # (a change of fragment alone does not load the page again)
+        browser.get(inspector.origin + "/#token=wrong")
+        says("wrong token")
+        browser.get("about:blank")
+        Page(browser, inspector.url)  # the right token: the page runs, the secret leaves the address bar
         assert browser.current_url == inspector.origin + "/"
+        assert browser.get_cookies() == []  # no cookie: cookies ignore ports, other local servers would get it
+
+
+def test_the_launcher_file_opens_the_page(browser: Any) -> None:
+    from acp_agent.dev.command import write_launcher
+
+    with running_inspector(str(EXAMPLES / "echo_agent.py")) as inspector:
+        launcher = write_launcher(inspector.url)
+        try:
+            Page(browser, launcher.as_uri())  # what `dev` hands the browser: a file, not the secret
+            assert browser.current_url == inspector.origin + "/"
+        finally:
+            launcher.unlink()
+            launcher.parent.rmdir()
 
 
 def test_remote_agent_with_connect(browser: Any) -> None:

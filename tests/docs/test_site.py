@@ -97,7 +97,7 @@ def test_every_checker_rule_links_to_its_entry_on_the_rules_page() -> None:
     from acp_agent.testing import RULES, RuleViolation
 
     page = (DOCS / "rules.md").read_text()
-    anchors = set(re.findall(r'<span id="([rs]\d+)"></span>\*\*([RS]\d+)\*\*', page))
+    anchors = set(re.findall(r'<span id="([rsp]\d+)"></span>\*\*([RSP]\d+)\*\*', page))
     assert {rule.lower() for rule in RULES} <= {anchor for anchor, _ in anchors}
     assert all(anchor == rule.lower() for anchor, rule in anchors)
     violation = RuleViolation("R94", "something happened")

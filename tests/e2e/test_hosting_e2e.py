@@ -4,6 +4,9 @@ the workspace is refused, an active session cannot be resumed elsewhere; ``--all
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,3 +56,23 @@ def test_bob_cannot_run_a_command_through_an_mcp_entry_nor_leave_the_workspace(t
     with served_agent(EXAMPLE, "--store", "memory", "--workspace", str(workspace), "--allow-client-mcp",
                       env=NO_KEYS) as served, peer(served.ws_url) as (_, capabilities):
         assert capabilities["session"]["mcp"] == {"stdio": {}, "http": {}}  # the operator opted in
+
+
+def test_serve_refuses_a_workspace_that_holds_its_tokens_file_or_store(tmp_path: Path) -> None:
+    """Trial 39: the operator ran ``serve examples/coding_agent.py --tokens tokens.txt`` in the directory holding
+    ``tokens.txt`` (the default workspace); bob's ``read tokens.txt`` (``read_file``, no approval) answered alice's
+    token, and ``search alice`` found her prompts in the default store's journal under ``~/.local/share``."""
+    server_dir = tmp_path / "srv"
+    server_dir.mkdir()
+    tokens = tokens_file(server_dir)
+    environment = {**os.environ, **NO_KEYS, "ACP_AGENT_DATA_DIR": str(server_dir / "data"),
+                   "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "acp_agent", "serve", str(EXAMPLE), "--port", "0"]
+    for extra in (["--tokens", tokens.name, "--store", "memory"],
+                  ["--tokens", str(tokens), "--store", f"sqlite:{tmp_path}/s.sqlite3", "--workspace", str(tmp_path)],
+                  []):  # the data directory (the default store) under the directory serve starts in
+        done = subprocess.run([*command, *extra], cwd=server_dir, env=environment, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 2, done.stderr
+        assert "is inside the workspace" in done.stderr and "every user's file tools could read it" in done.stderr
+    assert "the tokens file" in done.stderr or "the data directory" in done.stderr

@@ -134,3 +134,55 @@ def test_stray_responses_are_logged_once_per_episode() -> None:
         ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/tmp"}}))
         assert "result" in json.loads(ws.recv(10))
         assert served.log().count("dropping a response for unknown request id") == 1
+
+
+# -- issue 39, finding 4: bounds no header can switch off, and a body deadline --------------------------------------
+
+
+def answer_on(sock: socket.socket, request: bytes) -> bytes:
+    """Send ``request`` and read one answer whose body has a content-length (the socket stays open)."""
+    sock.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head_part, _, rest = data.partition(b"\r\n\r\n")
+    lines = head_part.lower().split(b"\r\n")
+    length = int(next(line.split(b":")[1] for line in lines if line.startswith(b"content-length")))
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return head_part
+
+
+@pytest.mark.parametrize("opener", [
+    b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n\r\n",
+    b"POST /acp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"2\r\n{}\r\n0\r\n\r\n",
+])
+def test_no_request_head_switches_the_bounds_off_for_its_socket(opener: bytes) -> None:
+    with echo("--token", "secret", "--head-timeout", "1") as served:
+        sock = raw_socket(served)
+        assert status_of(answer_on(sock, opener)) in (401, 404)  # no token: refused, the socket kept alive
+        sock.sendall(head(b"X: y\r\n" * 300, b"\r\n"))  # 300 fields: closed (was 401: the guard had stepped aside)
+        assert read_all(sock) == b""  # an answer went out on this socket already: closed without a 431
+        trickled = raw_socket(served, timeout=10)
+        answer_on(trickled, opener)
+        trickled.sendall(b"POST /acp HTTP/1.1\r\n")  # and then nothing: closed at the head timeout (was: never)
+        assert read_all(trickled) == b""
+
+
+def test_a_body_over_the_limit_is_refused_before_authentication() -> None:
+    with echo("--token", "secret", "--max-body-bytes", "1000") as served:
+        sock = raw_socket(served)
+        sock.sendall(head(b"Content-Length: 100000000\r\n", b"\r\n", b"x"))
+        assert status_of(read_all(sock)) == 413
+
+
+def test_trickled_bodies_cannot_lock_real_clients_out() -> None:
+    # 8 sockets (--max-connections 2) each announcing a body and sending a byte now and then: they are closed at the
+    # body deadline, and a real client gets in (before: 503 for as long as they ran).
+    with echo("--max-connections", "2", "--body-timeout", "1", "--head-timeout", "60") as served:
+        peers = [raw_socket(served) for _ in range(8)]
+        for peer in peers:
+            peer.sendall(head(b"Content-Type: application/json\r\n", b"Content-Length: 1000000\r\n", b"\r\n", b"{"))
+        wait_until(lambda: initialize_ok(served), 10, "a real client to be served")
+        assert all(read_all(peer) == b"" for peer in peers)

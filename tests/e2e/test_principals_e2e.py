@@ -96,3 +96,18 @@ def test_a_tokens_file_others_can_read_stops_the_server(tmp_path: Path) -> None:
                            str(tokens)], cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     assert f"the tokens file {tokens} is accessible to group or others (mode 0640); run: chmod 600" in done.stderr
+
+
+def test_serve_turns_per_user_quotas_on_and_its_flags_change_them(tmp_path: Path) -> None:
+    # Issue 39, finding 6: every quota was off and serve had no flag for one (one token holder stored 11,000-18,000
+    # sessions in 20 s). Here the stored-session quota is set by its flag; the others keep serve's defaults.
+    tokens = tokens_file(tmp_path)
+    with served_agent(ECHO, "--tokens", str(tokens), "--store", f"sqlite:{tmp_path}/s.sqlite3",
+                      "--max-user-stored-sessions", "2") as served, \
+            peer(served.ws_url, additional_headers={"Authorization": f"Bearer {TOKENS['alice']}"}) as alice, \
+            peer(served.ws_url, additional_headers={"Authorization": f"Bearer {TOKENS['bob']}"}) as bob:
+        for _ in range(2):
+            assert "result" in alice.answer("session/new", {"cwd": "/tmp"})
+        refused = alice.answer("session/new", {"cwd": "/tmp"})["error"]
+        assert refused["code"] == -32800 and refused["data"] == {"limit": "max_principal_stored_sessions", "value": 2}
+        assert "result" in bob.answer("session/new", {"cwd": "/tmp"})  # per user

@@ -45,7 +45,7 @@ class RunningInspector(PrintedUrl):
 
     @property
     def origin(self) -> str:
-        return self.url.split("/?", 1)[0]
+        return self.url.split("/#", 1)[0]
 
 
 @contextmanager

@@ -302,6 +302,9 @@ def test_an_approved_edit_shows_its_diff_with_the_text(acpx: Acpx) -> None:
     assert turn.returncode == 0, turn.stderr
     assert target.read_text() == "two\n"
     assert turn.agent_text() == "edit_file: edited a.txt"
+    # The tool's result reaches acpx once, as content: a rawOutput with it too was printed twice.
+    results = [json.dumps(u) for u in turn.updates() if u["sessionUpdate"].startswith("tool_call")]
+    assert sum(r.count("edited a.txt") for r in results) == 1 and not any("rawOutput" in r for r in results)
     # The diff is on screen when the user is asked: in the tool call's content before the permission request.
     shown: list[Message] = []
     for message in turn.agent_messages():
@@ -334,6 +337,11 @@ def test_terminal_output_of_a_long_build_is_coalesced(acpx: Acpx) -> None:
     assert len(updates) <= 60, len(updates)
     texts = [c["content"]["text"] for u in updates for c in u.get("content") or [] if c["type"] == "content"]
     assert texts and "compiling unit 2999 of the build" in texts[-1]
+    assert "```\n```" not in texts  # no empty block before the first output
+    # Over 64 KiB: the final view says what it left out and starts at a line start.
+    _, left_out, first_kept, *_ = texts[-1].splitlines()
+    assert left_out.startswith("… ") and left_out.endswith(" earlier lines not shown"), left_out
+    assert first_kept.startswith("compiling unit "), first_kept
 
 
 def test_jobs_lists_and_stop_ends_background_work(acpx: Acpx) -> None:

@@ -1,5 +1,5 @@
 """The checker's shape: ``WireChecker`` shows only its documented names; the router's tables name judges that exist,
-in an order every judge reaches; the five judges import no other judge, and the import-linter contract that says so
+in an order every judge reaches; the six judges import no other judge, and the import-linter contract that says so
 bites."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.unit.test_layers import append, copy_package, lint_imports
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(checker.__file__).resolve().parent
-JUDGES = ("jsonrpc", "sessions", "turns", "background", "items")
+JUDGES = ("jsonrpc", "sessions", "turns", "background", "items", "preview")
 
 # The public surface documented in acp_agent.testing's reference (docstrings of WireChecker and the package).
 DOCUMENTED = {"feed", "feed_line", "feed_end", "feed_transcript", "finish", "violations", "rules"}
@@ -69,7 +69,7 @@ def test_the_router_tables_name_judges_and_every_judge_ends() -> None:
     assert router.AT_END.count(router.EACH_SESSION) == 1
 
 
-def test_the_independence_contract_names_the_five_judges() -> None:
+def test_the_independence_contract_names_the_six_judges() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
     independent = [c for c in config["contracts"] if c["type"] == "independence"]
     assert [sorted(c["modules"]) for c in independent] == [sorted(f"acp_agent.testing.checker.{j}" for j in JUDGES)]
@@ -78,6 +78,7 @@ def test_the_independence_contract_names_the_five_judges() -> None:
 @pytest.mark.parametrize(("module", "code", "other"), [
     ("turns", "from .items import ItemsJudge  # noqa: F401\n", "items"),
     ("jsonrpc", "def _back() -> None:\n    from . import background  # noqa: F401\n", "background"),
+    ("preview", "from .turns import TurnsJudge  # noqa: F401\n", "turns"),
 ])
 def test_a_judge_importing_another_breaks_the_contract(tmp_path: Path, module: str, code: str, other: str) -> None:
     copy = copy_package(tmp_path)

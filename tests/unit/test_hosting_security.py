@@ -7,6 +7,7 @@ Each test here failed on the code before the issue's fix (what it checked was mi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from acp_agent.integrations.pydantic_ai import (
     ProviderModels,
     PydanticAIAgent,
     background_tool,
+    coding,
 )
 from acp_agent.integrations.pydantic_ai.coding import MAX_FILE_BYTES
 from acp_agent.store import MemoryStore, SessionStore
@@ -167,6 +169,69 @@ async def test_file_tools_read_bounded_and_search_does_not_follow_links_out(tmp_
         with anyio.fail_after(10):
             await client.prompt_and_wait(sid, "go")
     assert "is not a regular file" in str(seen[1][-1].parts[0])
+
+
+async def test_a_fifo_in_the_workspace_hangs_no_tool(tmp_path: Path) -> None:
+    """A FIFO is not a regular file: read_file and search skip it at once (trial 39: opening one blocked a worker
+    thread for good, the turn never ended and ``session/cancel`` could not stop it; 40 of them starve the server's
+    thread pool for every user)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "code.py").write_text("needle = 1\n")
+    fifo = project / "pipe"
+    os.mkfifo(fifo)
+    seen: list[list[ModelMessage]] = []
+    steps: list[Any] = [("read_file", {"path": "pipe"}), ("search", {"pattern": "needle"}),
+                        ("search", {"pattern": "needle", "path": "pipe"}), "done"]
+    agent = PydanticAIAgent(PydanticAgent(scripted(steps, seen)), toolsets=CodingTools().toolsets)
+    try:
+        async with checked(agent) as client:
+            await client.initialize()
+            sid = await client.new_session(cwd=str(project))
+            with anyio.fail_after(10):
+                await client.prompt_and_wait(sid, "go")
+    finally:
+        with contextlib.suppress(OSError):  # release a reader the old code left blocked in open()
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert "is not a regular file" in str(seen[1][-1].parts[0])
+    assert last_tool_return(seen[2]) == "code.py:1: needle = 1"
+    assert last_tool_return(seen[3]) == "(no matches)"
+
+
+async def test_a_backtracking_search_pattern_does_not_freeze_the_server(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``search`` needs no approval; with ``re``, ``(A+)+B`` against a line of 24 ``A`` backtracked 2**24 times with
+    the GIL held (26 froze a served agent ~9 s for every user). Matching now releases the GIL and stops at
+    ``SEARCH_SECONDS``; ``(A|AA)+B`` backtracks in any engine, so it is the one that must end with a note."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.txt").write_text("A" * 60 + "\n")
+    monkeypatch.setattr(coding, "SEARCH_SECONDS", 1.0)
+    steps: list[Any] = [("search", {"pattern": "(A+)+B"}), ("search", {"pattern": "(A|AA)+B"}), "done"]
+    seen: list[list[ModelMessage]] = []
+    agent = PydanticAIAgent(PydanticAgent(scripted(steps, seen)), toolsets=CodingTools().toolsets)
+    gaps: list[float] = []
+
+    async def tick(done: anyio.Event) -> None:
+        last = anyio.current_time()
+        while not done.is_set():
+            await anyio.sleep(0.02)
+            now = anyio.current_time()
+            gaps.append(now - last)
+            last = now
+
+    async with checked(agent) as client:
+        await client.initialize()
+        sid = await client.new_session(cwd=str(project))
+        done = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick, done)
+            with anyio.fail_after(60):
+                await client.prompt_and_wait(sid, "go")
+            done.set()
+    assert max(gaps) < 0.5, f"the event loop stood still {max(gaps):.1f} s"
+    assert last_tool_return(seen[1]) == "(no matches)"  # regex gives up on (A+)+B at once
+    assert "search stopped after 1 s" in str(last_tool_return(seen[2]))
 
 
 # -- finding 1: client MCP servers off for remote clients ---------------------------------------------------------

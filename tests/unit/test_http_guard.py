@@ -292,3 +292,80 @@ def test_heads_with_bare_lf_line_ends_are_followed_too(monkeypatch: pytest.Monke
     assert b"".join(inner.data) == first + first and transport.calls == []
     protocol.data_received(b"GET /acp HTTP/1.1\nA: 1\nB: 2\nC: 3\n\n")
     assert transport.calls[0].startswith(b"HTTP/1.1 431 ")
+
+
+# -- issue 39, finding 4: no header switches the bounds off ------------------------------------------------------
+
+
+class UpgradingInner(Inner):
+    """Stands for uvicorn's HTTP protocol: hands the socket to a WebSocket protocol on a real upgrade head only."""
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if b"connection: upgrade" in data.lower():
+            self.transport.set_protocol(Inner())
+
+
+def test_a_head_naming_upgrade_without_an_upgrade_keeps_the_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    protocol, _, transport = guarded(monkeypatch, max_header_fields=3)
+    protocol.data_received(b"GET /nowhere HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n")  # served as a plain 404
+    protocol.data_received(request(b"{}", b"A: 1\r\n", b"B: 2\r\n", b"C: 3\r\n"))
+    assert transport.calls[0].startswith(b"HTTP/1.1 431 ")
+
+
+def test_a_real_upgrade_in_the_same_read_as_its_frames_hands_them_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    loop = FakeLoop()
+    monkeypatch.setattr("acp_agent.http.guard.asyncio.get_running_loop", lambda: loop)
+    protocol = guarded_protocol(UpgradingInner, Bounds(max_sockets=10, max_head_bytes=100))()  # type: ignore[arg-type]
+    protocol.connection_made(FakeTransport())  # type: ignore[arg-type]
+    upgrade = b"GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+    protocol.data_received(upgrade + b"\x81" + b"a" * 500)  # frames past the head size: not a head
+    http = protocol.inner
+    assert isinstance(http, Inner) and not isinstance(http, UpgradingInner)
+    assert http.data == [b"\x81" + b"a" * 500]
+
+
+def chunked(*chunks: bytes) -> bytes:
+    body = b"".join(f"{len(c):x};ext=1\r\n".encode() + c + b"\r\n" for c in chunks) + b"0\r\nX-Trailer: t\r\n\r\n"
+    return b"POST /acp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+
+
+def test_chunked_bodies_are_followed_and_the_next_head_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    protocol, inner, transport = guarded(monkeypatch, max_head_bytes=200, max_header_fields=3)
+    stream = chunked(b"\r\n\r\n" * 3, b"x" * 300) + request() + chunked(b"{}")
+    for i in range(0, len(stream), 5):
+        protocol.data_received(stream[i : i + 5])
+    assert b"".join(inner.data) == stream and transport.calls == []
+    protocol.data_received(request(b"{}", b"A: 1\r\n", b"B: 2\r\n", b"C: 3\r\n"))
+    assert transport.calls[0].startswith(b"HTTP/1.1 431 ")
+
+
+def test_bodies_over_the_limit_or_of_unknown_length_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    protocol, inner, transport = guarded(monkeypatch, max_body_bytes=10)
+    protocol.data_received(request(b"x" * 11))
+    assert inner.data == [] and transport.calls[0].startswith(b"HTTP/1.1 413 ")
+    protocol, inner, transport = guarded(monkeypatch, max_body_bytes=10)
+    protocol.data_received(chunked(b"x" * 6, b"y" * 6))
+    assert inner.data == [] and transport.calls[0].startswith(b"HTTP/1.1 413 ")
+    protocol, inner, transport = guarded(monkeypatch)
+    protocol.data_received(b"POST /acp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n")
+    assert inner.data == [] and transport.calls[0].startswith(b"HTTP/1.1 400 ")
+
+
+def test_a_body_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    timers: list[tuple[float, Callable[[], None]]] = []
+
+    class Timers(FakeLoop):
+        def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
+            timers.append((delay, callback))
+            return FakeTimer()
+
+    loop = Timers()
+    monkeypatch.setattr("acp_agent.http.guard.asyncio.get_running_loop", lambda: loop)
+    protocol = guarded_protocol(Inner, Bounds(max_sockets=10, head_timeout=5, body_timeout=7))()  # type: ignore[arg-type]
+    transport = FakeTransport()
+    protocol.connection_made(transport)  # type: ignore[arg-type]
+    protocol.data_received(b"POST /acp HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nab")
+    assert [delay for delay, _ in timers] == [5, 7]  # the head's deadline, then the body's
+    timers[-1][1]()
+    assert transport.calls == ["abort"]

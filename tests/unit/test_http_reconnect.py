@@ -213,7 +213,7 @@ def test_the_default_store_is_the_agent_s_own() -> None:
     assert asgi_app(Kept).store is Kept.store
     assert asgi_app(Kept()).store is Kept.store
     default = asgi_app(EchoAgent).store
-    assert isinstance(default, SqliteStore) and default.path.name == "echo.sqlite3"
+    assert isinstance(default, SqliteStore) and default.path.name == "echo.served.sqlite3"
     given = MemoryStore()
     assert asgi_app(EchoAgent, store=given).store is given
 

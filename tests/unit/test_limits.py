@@ -202,6 +202,42 @@ async def test_concurrent_session_new_cannot_overshoot() -> None:
         assert [r.data for r in results if isinstance(r, RequestError)] == [{"limit": "max_sessions", "value": 2}] * 2
 
 
+async def test_concurrent_session_new_cannot_overshoot_the_stored_quota() -> None:
+    # Issue 39, finding 6: the stored-session quota was checked before the save, so 4 connections x 5 concurrent
+    # session/new stored 10-13 sessions against a cap of 5; the check and the count are now one step.
+    from acp_agent.store import MemoryStore
+
+    class SlowNew(ScriptedAgent):
+        async def new_session(self, session: Session) -> None:
+            await anyio.sleep(0.05)
+
+    store = MemoryStore()
+    limits = Limits(max_principal_stored_sessions=5)
+    results: list[Any] = []
+
+    async def connection() -> None:
+        async with connect_agent(SlowNew(), limits=limits, store=store) as client:
+            await client.initialize()
+
+            async def one() -> None:
+                try:
+                    results.append(await client.new_session("/tmp"))
+                except RequestError as exc:
+                    results.append(exc.data)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(5):
+                    tg.start_soon(one)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(connection)
+    assert sum(isinstance(r, str) for r in results) == 5
+    assert len(await store.list_sessions(limit=100)) == 5
+    refused = {"limit": "max_principal_stored_sessions", "value": 5}
+    assert [r for r in results if not isinstance(r, str)] == [refused] * 15
+
+
 # -- max_listed_items -------------------------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from acp_agent import Agent, ContentBlock, EnvironmentVariableError, Session, StopReason, TextContent, stdio
+from acp_agent import Agent, ContentBlock, EnvironmentVariableError, Session, StopReason, TextContent
 from acp_agent._util import environment
 from acp_agent._util.loop_monitor import (
     BLOCK_WARNING_ENV,
@@ -34,6 +34,7 @@ from acp_agent._util.loop_monitor import (
     monitor_event_loop,
     watch_event_loop,
 )
+from acp_agent.testing import client as testing_client
 from acp_agent.testing.client import connect_agent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -269,13 +270,13 @@ class BlockingAgent(Agent):
 async def test_an_agent_hook_that_blocks_is_named(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    real_serve = stdio.serve
+    real_serve = testing_client.serve
 
     async def monitored_serve(*args: object, **kwargs: object) -> None:
         async with monitor_event_loop(threshold=0.3):
             await real_serve(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(stdio, "serve", monitored_serve)
+    monkeypatch.setattr(testing_client, "serve", monitored_serve)  # what connect_agent serves the agent with
     caplog.set_level(logging.WARNING, logger=LOGGER)
     async with connect_agent(BlockingAgent()) as client:
         await client.initialize()

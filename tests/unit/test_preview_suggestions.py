@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from acp_agent import Agent, ContentBlock, ImageContent, InvalidArgumentError, ResourceLink, Session, TextContent
+from acp_agent.schema import PromptSuggestionsCapabilities
 from acp_agent.store import MemoryStore
 from acp_agent.testing import Client, connect_agent
 from tests.helpers.agents import text_of
@@ -140,3 +141,17 @@ def test_suggest_prompts_refuses_one_string() -> None:
 
     with pytest.raises(InvalidArgumentError):
         suggestion_update("run the tests", None)  # type: ignore[arg-type]
+
+
+def test_suggest_prompts_takes_wire_dicts_as_say_does() -> None:
+    # Found by the issue-38 user trial: `session.say([{"type": "text", ...}])` works, but the same block given to
+    # suggest_prompts was refused "None blocks cannot be suggested" (the check read `.type` off the dict).
+    from acp_agent._session.suggestions import suggestion_update
+
+    update = suggestion_update([[{"type": "text", "text": "Run the tests"}]], None)  # type: ignore[list-item]
+    assert update.suggestions[0].prompt == [TextContent(text="Run the tests")]
+    with pytest.raises(InvalidArgumentError, match="'image'"):  # a dict block is judged by its type
+        suggestion_update([[{"type": "image", "data": "aGk=", "mimeType": "image/png"}]],
+                          PromptSuggestionsCapabilities())  # type: ignore[list-item]
+    with pytest.raises(InvalidArgumentError, match="suggestion 0"):  # not a content block at all
+        suggestion_update([[{"type": "nonsense"}]], None)  # type: ignore[list-item]

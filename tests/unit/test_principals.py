@@ -27,7 +27,7 @@ from acp_agent.http.security import subprotocol_offer, token_table
 from acp_agent.http.sessions import ACTIVE_ELSEWHERE
 from acp_agent.schema import AuthMethodAgent
 from acp_agent.store import MemoryStore, SessionStore, SqliteStore
-from tests.unit.test_http_app import INITIALIZE, EchoAgent, request
+from tests.unit.test_http_app import INITIALIZE, EchoAgent, Events, request
 from tests.unit.test_http_reconnect import HttpClient, serving, texts
 
 pytestmark = pytest.mark.anyio
@@ -430,3 +430,70 @@ async def test_per_principal_quotas_each_refused_with_a_precise_error() -> None:
         await first.delete()
         await second.delete()
         await bob.delete()
+
+
+# -- issue 39, finding 7: the connection is bound to the principal whatever carries the credential -------------------
+
+
+def carried_by_subprotocol(token: str) -> dict[str, str]:
+    return {"sec-websocket-protocol": ", ".join(subprotocol_offer(token))}
+
+
+async def test_an_http_connection_opened_with_a_subprotocol_credential_is_bound_to_it() -> None:
+    # Plain HTTP accepts the WebSocket subprotocol credential; the connection used to be bound to the Authorization
+    # header only (absent here), so bob read alice's event stream with her connection id.
+    app = multi_user_app()
+    async with serving(app):
+        status, headers, _ = await request(app, "POST", carried_by_subprotocol("token-of-alice"), INITIALIZE)
+        assert status == 200
+        cid = headers["acp-connection-id"]
+        stream = {"acp-connection-id": cid, "accept": "text/event-stream"}
+        for bob in (carried_by_subprotocol("token-of-bob"), {"authorization": "Bearer token-of-bob"}):
+            with anyio.fail_after(5):  # (was: alice's event stream opened for bob, 200)
+                assert (await request(app, "GET", {**stream, **bob}))[0] == 404
+                assert (await request(app, "DELETE", {"acp-connection-id": cid, **bob}))[0] == 404
+        # alice, with her token in either carrier, still reaches it
+        assert (await request(app, "DELETE", {"acp-connection-id": cid,
+                                              "authorization": "Bearer token-of-alice"}))[0] == 202
+
+
+async def test_an_http_connection_ends_once_its_token_stands_for_another_principal() -> None:
+    owner = {"shared-token": "alice"}
+
+    def check(presented: str) -> str | None:
+        return owner.get(presented)
+
+    app = asgi_app(EchoAgent, store=MemoryStore(), token=check, keepalive=0.2, recheck_interval=0.2)
+    session_new = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/tmp"}}
+    async with serving(app):
+        auth = {"authorization": "Bearer shared-token"}
+        _, headers, _ = await request(app, "POST", auth, INITIALIZE)
+        cid = headers["acp-connection-id"]
+        assert (await request(app, "POST", {"acp-connection-id": cid, **auth}, session_new))[0] == 202
+        owner["shared-token"] = "bob"  # the token now maps to another user
+        assert (await request(app, "POST", {"acp-connection-id": cid, **auth}, session_new))[0] == 404
+        assert len(app.registry) == 0  # ended, as a WebSocket is closed 1008; was: kept acting as alice
+
+
+async def test_an_open_event_stream_ends_once_its_token_stands_for_another_principal() -> None:
+    owner = {"shared-token": "alice"}
+
+    def check(presented: str) -> str | None:
+        return owner.get(presented)
+
+    app = asgi_app(EchoAgent, store=MemoryStore(), token=check, keepalive=0.2, recheck_interval=0.2)
+    async with serving(app) as tg:
+        auth = {"authorization": "Bearer shared-token"}
+        _, headers, _ = await request(app, "POST", auth, INITIALIZE)
+        events = Events()
+        tg.start_soon(events.run, app, {"acp-connection-id": headers["acp-connection-id"], **auth})
+        await anyio.sleep(0.5)
+        assert len(app.registry) == 1
+        owner["shared-token"] = "bob"
+        with anyio.fail_after(3):
+            while True:  # the stream ends at the next re-check
+                try:
+                    await events.receive_stream.receive()
+                except anyio.EndOfStream:
+                    break
+        assert len(app.registry) == 0

@@ -158,7 +158,7 @@ async def test_tool_call_shown_with_title_kind_and_result() -> None:
         (tool,) = view.tool_calls.values()
         assert tool["title"] == "read_file: src/a.py" and tool["kind"] == "read" and tool["name"] == "read_file"
         assert tool["locations"] == [{"path": "/home/me/project/src/a.py"}]
-        assert tool["status"] == "completed" and tool["rawOutput"] == "print('hi')"
+        assert tool["status"] == "completed" and "rawOutput" not in tool  # the content carries it (issue 37)
         statuses = [u.get("status") for u in updates(client, sid, "tool_call_update") if "status" in u]
         assert statuses == ["pending", "in_progress", "completed"]
         assert list(view.messages().values()) == ["done"]

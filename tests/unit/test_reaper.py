@@ -1,5 +1,8 @@
 """``acp_agent._util.reaper``: what a dead agent's terminals leave is killed, and never a process that merely
-has a recorded number (a pid used again)."""
+has a recorded number (a pid used again).
+
+Each test runs twice: with ``/proc`` (Linux) and with psutil (what macOS and Windows use, ``/proc`` switched
+off here)."""
 
 from __future__ import annotations
 
@@ -13,9 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from acp_agent._util import reaper
+from acp_agent._util import portable, reaper
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the reaper reads /proc (Linux)")
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="these tests use fcntl and sleep(1)")
+
+
+@pytest.fixture(autouse=True, params=["proc", "psutil"])
+def source(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where the reaper's answers come from: ``/proc``, or psutil as on macOS and Windows."""
+    monkeypatch.setattr(reaper, "_USE_PROC", request.param == "proc")
+    assert reaper.available()
+    return str(request.param)
 
 
 def alive(pid: int) -> bool:
@@ -84,10 +95,29 @@ def test_only_ledgers_nobody_locks_are_reaped_and_deleted(tmp_path: Path,
     fd = os.open(held, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # its agent is alive
-        assert reaper.reap_ledgers(tmp_path) == 1
+        assert reaper.reap_ledgers(tmp_path, portable.lock_file) == 1
         assert gone_soon(dead)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["b" * 32]
         time.sleep(0.2)
         assert alive(live.pid)
     finally:
         os.close(fd)
+
+
+def test_the_watchdog_kills_recorded_groups_and_marked_processes(tmp_path: Path, source: str,
+                                                                  sleepers: list[subprocess.Popen[bytes]]) -> None:
+    """The watchdog, as on Linux and as on macOS (psutil, with site packages): when its stdin ends it kills what is
+    recorded and marked, and deletes the ledger."""
+    group, left_group = sleeper(sleepers), sleeper(sleepers, {reaper.MARK_ENV: "c" * 32})
+    ledger = tmp_path / ("c" * 32)
+    ledger.write_text("")
+    script = (f"import sys; sys.path.insert(0, sys.argv[1]); import reaper; reaper._USE_PROC = {source == 'proc'}; "
+              "reaper.main(sys.argv[2], sys.argv[3])")
+    watchdog = subprocess.Popen([sys.executable, "-I", "-c", script, str(Path(reaper.__file__).parent), "c" * 32,
+                                 str(ledger)], stdin=subprocess.PIPE)
+    assert watchdog.stdin is not None
+    watchdog.stdin.write(f"+{group.pid} {reaper.start_time(group.pid)}\n".encode())
+    watchdog.stdin.close()
+    assert watchdog.wait(10) == 0
+    assert gone_soon(group) and gone_soon(left_group)
+    assert not ledger.exists()

@@ -51,10 +51,41 @@ async function request(method, params) {
 
 const cwd = () => model.status?.cwd ?? "/";
 
+// The run's secret: read once from the URL's fragment (never sent to a server), then kept in sessionStorage,
+// which belongs to this origin, port included (a cookie would reach every server of this host, whatever its port).
+const TOKEN_KEY = "acp-inspector-token";
+
+function runToken() {
+  const fromUrl = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromUrl) {
+    sessionStorage.setItem(TOKEN_KEY, fromUrl);
+    history.replaceState(null, "", location.pathname); // out of the address bar and the history
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+let turnedAway = false;
+
+function turnAway(text) {
+  turnedAway = true;
+  document.body.replaceChildren(h("p", { class: "refused", "data-testid": "refused" }, text));
+}
+
 function connect() {
+  const token = runToken();
+  if (!token) {
+    turnAway("open the URL that `acp-agent dev` printed (it carries this run's token)");
+    return;
+  }
   socket = new WebSocket(`ws://${location.host}/ws`);
+  socket.onopen = () => socket.send(JSON.stringify({ type: "auth", token }));
   socket.onmessage = (e) => {
     const m = JSON.parse(e.data);
+    if (m.type === "refused") {
+      sessionStorage.removeItem(TOKEN_KEY);
+      turnAway("wrong token: open the URL that `acp-agent dev` printed");
+      return;
+    }
     if (m.type === "hello") {
       model.replay = m.replay;
       model.telemetry = Boolean(m.telemetry);
@@ -70,6 +101,7 @@ function connect() {
     schedule();
   };
   socket.onclose = () => {
+    if (turnedAway) return;
     $("agent-status").textContent = "inspector stopped";
     document.body.classList.add("offline");
   };

@@ -13,6 +13,7 @@ import inspect
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ from ...session import Session, StopReason
 from ...store import SessionStore
 from .bridge import TurnBridge
 from .content import clear_history, load_history, note_stopped_background, prompt_text, save_history, user_content
-from .mcp import acp_mcp_toolsets, mcp_toolsets, stdio_mark
+from .mcp import acp_mcp_toolsets, open_mcp_toolsets, stdio_mark
 from .permissions import PermissionPolicy
 from .presenter import ToolPresenter
 
@@ -379,15 +380,20 @@ class PydanticAIAgent(Agent):
         if _on_trio():
             raise RequestError(ErrorCode.INTERNAL_ERROR, "pydantic-ai runs on asyncio only: serve this agent "
                                "with the asyncio backend (the default)")
-        history = load_history(session)
         bridge = TurnBridge(session, presenter=self.tool_presenter, policy=self.permission_policy,
                             background_tools=self.background_tools,
                             follow_up=lambda text: self.follow_up(session, text))
-        toolsets: list[AbstractToolset[Any]] = list(await _call(self.toolsets, session, []))
-        if self.connect_mcp:
-            toolsets.extend(mcp_toolsets(session, await stdio_mark(session)))
-        if self.connect_acp_mcp:
-            toolsets.extend(await acp_mcp_toolsets(session))
+        async with AsyncExitStack() as stack:  # the client's MCP servers stay connected for the run
+            toolsets: list[AbstractToolset[Any]] = list(await _call(self.toolsets, session, []))
+            if self.connect_mcp:
+                toolsets.extend(await open_mcp_toolsets(session, stack, await stdio_mark(session)))
+            if self.connect_acp_mcp:
+                toolsets.extend(await acp_mcp_toolsets(session))
+            return await self._run(session, content, bridge, toolsets)
+
+    async def _run(self, session: Session, content: Sequence[UserContent] | str, bridge: TurnBridge,
+                   toolsets: list[AbstractToolset[Any]]) -> StopReason:
+        history = load_history(session)
         options: dict[str, Any] = {
             "message_history": history, "deps": await _call(self.deps, session, None), "toolsets": toolsets,
             "usage_limits": self.usage_limits, "model_settings": self.model_settings, "capabilities": [bridge],

@@ -86,8 +86,9 @@ class ToolContext:
     """Tool calls whose output the tool showed itself (see `output_shown`)."""
 
     def output_shown(self) -> None:
-        """Say the tool call already shows the tool's output (a terminal does): its return text is then
-        neither appended to the tool call nor sent as ``rawOutput`` (the user would read it two or three times)."""
+        """Say the tool call already shows the tool's output (a terminal does): its return text is then not
+        appended to the tool call (the user would read it twice). A tool's output is never sent as ``rawOutput``
+        too: the text content carries it, and clients that show both (acpx) would print it twice."""
         self.shown.add(self.tool_call.id)
 
     def follow_up_work(self, text: str) -> Callable[[], Awaitable[Any]] | None:
@@ -271,8 +272,8 @@ class TurnBridge(AbstractCapability[Any]):
             if not shown:
                 for item in _text_content(part.model_response_str()):
                     await tool.append(item)
-            if outcome == "success":
-                await tool.complete(**({} if shown else {"raw_output": _jsonable(part.content)}))
+            if outcome == "success":  # the text content carries the output, once: no rawOutput repeats it
+                await tool.complete()
             elif outcome == "interrupted":
                 await tool.cancel()
             else:
@@ -317,7 +318,7 @@ class TurnBridge(AbstractCapability[Any]):
                     await tool.fail(content=_text_content(text))
                     context.follow_up(f"[background] {name} (tool call {tool.id}) failed: {text}")
             else:
-                await tool.complete(raw_output=_jsonable(result), content=_text_content(str(result)),
+                await tool.complete(content=_text_content(str(result)),
                                     follow_up=context.follow_up_work(
                                         f"[background] {name} (tool call {tool.id}) finished: {result}"))
             finally:

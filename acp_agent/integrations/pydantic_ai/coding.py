@@ -24,14 +24,15 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import os
-import re
 import stat
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import anyio.to_thread
+import regex
 from pydantic_ai import ModelRetry
 from pydantic_ai.toolsets import FunctionToolset
 
@@ -51,6 +52,11 @@ OUTPUT_LIMIT = 16_000
 MAX_FILE_BYTES = 4 * 1024 * 1024
 """Bytes of one file a tool reads at most (``read_file`` says when it stopped there; ``edit_file`` refuses a larger
 file; ``search`` searches its first ``MAX_FILE_BYTES``)."""
+
+SEARCH_SECONDS = 5.0
+"""Seconds one ``search`` may spend matching at most. Its pattern comes from the model, and so from whoever wrote the
+prompt: a pattern that backtracks (``(A|AA)+B``) would otherwise run for days. Matching runs with the GIL released
+(the ``regex`` library's ``concurrent`` mode), so other sessions' turns go on meanwhile."""
 
 SKIPPED_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache"})
 
@@ -130,11 +136,18 @@ class CodingTools:
         async def search(pattern: str, path: str = ".", glob: str = "*") -> str:
             """Search files for a regular expression; answers ``file:line: text`` lines."""
             try:
-                regex = re.compile(pattern)
-            except re.error as exc:
+                compiled = regex.compile(pattern)
+            except regex.error as exc:
                 raise ModelRetry(f"not a valid regular expression: {exc}") from None
             base = resolve(path)
-            hits = await anyio.to_thread.run_sync(lambda: list(_grep(base, root, glob, regex, self.confine)))
+            hits: list[str] = []
+            deadline = time.monotonic() + SEARCH_SECONDS
+            try:
+                await anyio.to_thread.run_sync(lambda: hits.extend(_grep(base, root, glob, compiled, deadline,
+                                                                          self.confine)))
+            except _SearchTooSlow:
+                hits.append(f"(search stopped after {SEARCH_SECONDS:g} s: the pattern takes too long to match; "
+                            "use a simpler one)")
             return _clip("\n".join(hits)) or "(no matches)"
 
         @tools.tool_plain(requires_approval=True)
@@ -277,11 +290,24 @@ async def _show_diff(path: str, old: str | None, new: str) -> None:
     await current_tool().tool_call.update(locations=[ToolCallLocation(path=path)], content=[_diff(path, old, new)])
 
 
+def _open_regular(path: str) -> BinaryIO | None:
+    """``path`` opened for reading if it is a regular file, else ``None``.
+
+    Opened non-blocking, then checked: a plain ``open`` of a FIFO waits for a writer forever (a worker thread
+    lost for good, a turn nobody can cancel)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        return None
+    return os.fdopen(descriptor, "rb")  # O_NONBLOCK changes nothing for a regular file's reads
+
+
 def _read_bounded(path: str) -> tuple[str, bool]:
     """The text of a regular file (its first ``MAX_FILE_BYTES``) and whether that is all of it."""
-    with open(path, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise ModelRetry(f"{path} is not a regular file")
+    file = _open_regular(path)
+    if file is None:
+        raise ModelRetry(f"{path} is not a regular file")
+    with file:
         data = file.read(MAX_FILE_BYTES + 1)
     return data[:MAX_FILE_BYTES].decode(errors="replace"), len(data) <= MAX_FILE_BYTES
 
@@ -332,17 +358,31 @@ def _walk(base: str, root: str, pattern: str, confine: bool = True) -> Iterator[
                 yield os.path.relpath(full, root)
 
 
-def _grep(base: str, root: str, glob: str, regex: re.Pattern[str], confine: bool = True) -> Iterator[str]:
+class _SearchTooSlow(Exception):
+    """``search`` ran out of `SEARCH_SECONDS` (not an ``OSError``, which a file's read error is)."""
+
+
+def _matches(pattern: regex.Pattern[str], line: str, deadline: float) -> bool:
+    try:
+        return pattern.search(line, timeout=max(deadline - time.monotonic(), 0.001), concurrent=True) is not None
+    except TimeoutError:  # regex's; an OSError subclass, so it is turned into one _grep does not swallow
+        raise _SearchTooSlow from None
+
+
+def _grep(base: str, root: str, glob: str, pattern: regex.Pattern[str], deadline: float,
+          confine: bool = True) -> Iterator[str]:
+    """``file:line: text`` for each matching line, at most 200; `_SearchTooSlow` once ``deadline`` has passed."""
     paths = [base] if os.path.isfile(base) else (os.path.join(root, p) for p in _walk(base, root, glob, confine))
     count = 0
     for path in paths:
         try:
-            with open(path, "rb") as raw:
-                if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
-                    continue
+            raw = _open_regular(path)
+            if raw is None:
+                continue
+            with raw:
                 text = raw.read(MAX_FILE_BYTES).decode(errors="replace")
                 for number, line in enumerate(text.splitlines(), 1):
-                    if regex.search(line):
+                    if _matches(pattern, line, deadline):
                         yield f"{os.path.relpath(path, root)}:{number}: {line.rstrip()[:300]}"
                         count += 1
                         if count >= 200:

@@ -8,9 +8,10 @@ Feed it every message of one connection, in both directions and in wire order
 [`WireChecker.finish`][acp_agent.testing.WireChecker.finish]. Each broken rule is reported as a
 [`RuleViolation`][acp_agent.testing.RuleViolation] whose text reads ``R94 [MUST] <the rule in words>: <what happened>``,
 followed by the offending messages. Rule ids ``R1``..``R113`` are the reference's (``ACP-V2-AGENT-REFERENCE.md`` §15);
-``S1``, ``S2``, ... are rules this SDK adds where the reference leaves a gap. ``docs/rules.md`` states every one of them
-in words. By default the first violation is raised; ``WireChecker(raise_on_violation=False)``
-collects them all in [`WireChecker.violations`][acp_agent.testing.WireChecker.violations].
+``S1``, ``S2``, ... are rules this SDK adds where the reference leaves a gap; ``P2``..``P20`` are rules ACP v2
+Preview added. ``docs/rules.md`` states every one of them in words. By default the first violation is raised;
+``WireChecker(raise_on_violation=False)`` collects them all in
+[`WireChecker.violations`][acp_agent.testing.WireChecker.violations].
 
 The checker knows nothing about the SDK: it rebuilds what a client can know from the
 messages alone (requests in flight both ways, initialization, sessions, foreground
@@ -28,9 +29,10 @@ The package, bottom up: `constants` (the vocabulary, read from the bundled schem
 client-side model of the connection and its sessions: state only), `judge` (the protocol every judge follows),
 `shared` (judgements more than one family makes), one judge per rule family, none importing another: `jsonrpc`
 (framing, ids, requests and answers), `sessions` (initialize and the session lifecycle), `turns` (prompts, messages,
-foreground states, cancels), `background` (background lists, children) and `items` (tool calls, terminals, permission
-requests); then `router` (pairs answers with requests and routes each event to the judges through written tables, in
-a written order) and [`WireChecker`][acp_agent.testing.WireChecker], which puts them together behind the feed.
+foreground states, cancels), `background` (background lists, children), `items` (tool calls, terminals, permission
+requests) and `preview` (what ACP v2 Preview added: idempotency keys, ``replay_complete``, prompt suggestions); then
+`router` (pairs answers with requests and routes each event to the judges through written tables, in a written order)
+and [`WireChecker`][acp_agent.testing.WireChecker], which puts them together behind the feed.
 
 Judged with approximations (details in [`RULES`][acp_agent.testing.RULES]):
 
@@ -104,13 +106,34 @@ Judged with approximations (details in [`RULES`][acp_agent.testing.RULES]):
   whose answer returns that id (updates while that request is in flight are legal, §5.1), or
   naming an id that never becomes a session on the connection (judged at finish). Messages
   before ``initialize`` are R22's; children named before their announcement are R79's.
+- P3 / P4: attempts of one ``idempotencyKey`` (in one session) that were answered with different
+  ``messageId`` s (P4 when the later one was sent before the earlier one's answer, or while the
+  session was not idle); the same key with another prompt may be refused ``-32602`` or answered
+  with the first ``messageId``, never with a new one (P3). At the end: a key with several attempts
+  whose ``messageId`` was echoed twice outside a resume, or whose prompt was echoed under a
+  ``messageId`` no answer gave (P3). A keyed prompt answered with a message echoed before it (a
+  retry of an attempt from an earlier connection, seen in the replay) counts as a retry; retries
+  are not owed an echo or new work (R53, R57).
+- P2: a key that is not a string of 1..255 characters (code points) accepted; a valid key on a
+  prompt of text / resource_link blocks refused ``-32602`` although no earlier attempt of the key
+  carried another prompt (R55 leaves keyed prompts to P2).
+- P8..P13: per resume with ``replayFrom``, the window from the request to the answer. Replayed
+  messages (``user_message``, ``agent_message``, ``agent_thought``, ``session_message``) after the
+  session's marker are P8; live-only updates (chunks, ``state_update``, list and info updates)
+  before it are P10 / P11, unless the session was open on the connection at the request (an update
+  sent before the agent read it may still be on the wire). Each child announced in the window
+  before the session's marker needs its own marker before the answer (P12); such a marker is not
+  R45's although the child was closed with its parent.
+- P17 / P19: ``capabilities.session.promptSuggestions`` as the ``initialize`` request sent it;
+  ``image`` / ``audio`` / ``resource`` blocks need its ``image`` / ``audio`` / ``embeddedContext``.
 
 Not judged (not visible on the wire): R4 (byte interleaving shows up as R1/R2), R5, R14,
 R18, R19 (R44/R67 judge the visible part), R24, R36, R37, R38, R41 (see R42/R44/R45), R43
 (see R8/R45), R48, R56 (holding vs inserting is invisible), R64, R65, R66 (R68 sees an agent that
 keeps waiting, R67/R70 the withdrawal), R72,
 R76 (shape; use the schema validator), R78, R82 (subjects are applied as tool call patches,
-so R71/R97 see them), R86, R96, R98, R99, R108, R109.
+so R71/R97 see them), R86, R96, R98, R99, R108, R109; of Preview's: P1 and P6 (the key rules hold on
+every connection), P7 (documentation), P14 and P16 (the v1 bridge), P15 (R12's ``-32601``), P21 (R79), P22.
 """
 
 from __future__ import annotations
@@ -125,6 +148,7 @@ from .items import ItemsJudge
 from .jsonrpc import JsonRpcJudge
 from .judge import Judge
 from .model import CheckerModel, IdKey, ItemKey  # noqa: F401  (importable from here, as before the split)
+from .preview import PreviewJudge
 from .router import Router
 from .rules import RULES, SHOULD_RULES, RuleViolation
 from .sessions import SessionsJudge
@@ -150,6 +174,7 @@ class WireChecker:
             "turns": TurnsJudge(model),
             "background": BackgroundJudge(model),
             "items": ItemsJudge(model),
+            "preview": PreviewJudge(model),
         }
         self._router = Router(model, jsonrpc, judges)
 

@@ -105,3 +105,16 @@ REQUIRED: dict[str, dict[str, type]] = {
 ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[\\/]|\\\\)")
 UNPARSED = "<unparsed>"
 QUOTE_LIMIT = 300
+# ACP v2 Preview (the preview judge).
+KEY_LENGTH = range(1, 256)  # an idempotencyKey is 1-255 characters (P2)
+# What a replay re-sends as messages: after a session's replay_complete, none of these (P8).
+HISTORY_MESSAGES = REPLAY_SHAPED | {"session_message"}
+# Updates only live work sends (a replay re-sends whole entities, never these): held back until the marker (P10, P11).
+LIVE_KINDS = frozenset({
+    "agent_message_chunk", "agent_thought_chunk", "session_message_chunk", "tool_call_content_chunk",
+    "terminal_output_chunk", "compaction_summary_chunk", "state_update", "usage_update", "available_commands_update",
+    "config_option_update", "session_info_update", "notice", "prompt_suggestions_update",
+})
+BASELINE_BLOCKS = frozenset({"text", "resource_link"})  # prompt blocks every agent and suggestion client takes
+# A suggestion's block type beyond the baseline -> the promptSuggestions field that opts the client in (P17).
+SUGGESTION_OPT_IN = {"image": "image", "audio": "audio", "resource": "embeddedContext"}

@@ -172,6 +172,26 @@ class Resume:
     snapshots: list[tuple[int, Any, list[ItemKey] | None]] = field(default_factory=list)
     last_replay: int = -1
     flagged: bool = False
+    # Preview (the preview judge): the session's own replay_complete markers, its last replayed message, the
+    # markers of the children announced in the window (child id -> index), rules already reported for the window, and
+    # the (rule, text, message) of live updates that came before the marker (reported when it comes: without a
+    # marker, P8/P9 say what went wrong).
+    markers: list[int] = field(default_factory=list)
+    history_at: int = -1
+    child_markers: dict[str, int] = field(default_factory=dict)
+    reported: set[str] = field(default_factory=set)
+    early: list[tuple[str, str, Any]] = field(default_factory=list)  # live updates before the marker, judged at it
+
+
+@dataclass(eq=False)
+class PromptKey:
+    """An ``idempotencyKey`` of a session (Preview P3, P4): every attempt answered so far, and the first success."""
+
+    attempts: list[Req] = field(default_factory=list)
+    first: Req | None = None  # the first attempt answered with a messageId
+    message_id: str | None = None  # the messageId that answer gave
+    answered_at: int = -1
+    reported: bool = False  # an attempt was answered with another messageId (its second message is reported)
 
 
 @dataclass(eq=False)
@@ -229,6 +249,11 @@ class SessionModel:
     user_messages: list[tuple[int, str, Any, bool]] = field(default_factory=list)
     prompt_ids: set[str] = field(default_factory=set)
     r95: Any = None
+    # Preview (the preview judge): idempotency keys, the messageIds prompt answers returned (-> the key, or None for
+    # an unkeyed prompt), and whether the last resume with replayFrom was answered without its replay_complete.
+    keys: dict[str, PromptKey] = field(default_factory=dict)
+    answered_ids: dict[str, str | None] = field(default_factory=dict)
+    marker_owed: bool = False
 
 
 @dataclass(frozen=True)

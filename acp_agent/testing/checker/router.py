@@ -30,9 +30,9 @@ ON_ANSWER: dict[str, tuple[str, ...]] = {
     "initialize": ("sessions",),
     "session/new": ("sessions",),
     "session/fork": ("sessions",),
-    "session/resume": ("sessions",),
+    "session/resume": ("preview", "sessions"),  # the preview judge still finds the resume window open
     "session/close": ("sessions",),
-    "session/prompt": ("turns",),
+    "session/prompt": ("preview", "turns"),  # the preview judge marks a keyed retry, which R53/R57 then skip
     "session/list": ("sessions",),
     "session/delete": ("sessions",),
     "session/set_config_option": ("sessions",),
@@ -46,8 +46,9 @@ AGENT_REQUEST: tuple[str, ...] = ("items",)
 # Who judges the agent withdrawing one of its pending requests with ``$/cancel_request``.
 WITHDRAWN: tuple[str, ...] = ("items",)
 
-# Who sees every ``session/update`` first (its kind, R95, a replay, a state's value), whatever its kind.
-BEFORE_UPDATE: tuple[str, ...] = ("turns",)
+# Who sees every ``session/update`` first (its kind, R95, a replay, a state's value; where it falls against a resume's
+# ``replay_complete``), whatever its kind.
+BEFORE_UPDATE: tuple[str, ...] = ("turns", "preview")
 
 # Who judges a ``session/update``, by its ``sessionUpdate`` kind (after ``BEFORE_UPDATE``).
 ON_UPDATE: dict[str, tuple[str, ...]] = {
@@ -60,12 +61,14 @@ ON_UPDATE: dict[str, tuple[str, ...]] = {
     "subagent_update": ("background",),
     "available_commands_update": ("turns",),
     "config_option_update": ("turns",),
+    "replay_complete": ("preview",),
+    "prompt_suggestions_update": ("preview",),
 }
 
 EACH_SESSION = "each session"
 # What runs when the connection ends, in order; at ``EACH_SESSION`` the judges of ``AT_SESSION_END`` judge each
 # session in turn.
-AT_END: tuple[str, ...] = ("jsonrpc", "turns", EACH_SESSION, "items", "sessions")
+AT_END: tuple[str, ...] = ("jsonrpc", "turns", "preview", EACH_SESSION, "items", "sessions")
 AT_SESSION_END: tuple[str, ...] = ("turns", "background")
 
 

@@ -111,13 +111,34 @@ RULES: dict[str, str] = {
           "(the reference allows it; a client cannot place it)",
     "S8": "a select config option's currentValue is one of its values, and its values are unique "
           "(the reference says so in §5.7 without a rule number)",
+    # ACP v2 Preview (docs/rules.md, "ACP v2 Preview").
+    "P2": "an idempotencyKey is a string of 1-255 characters: a valid one is not refused for itself, another one "
+          "is not accepted",
+    "P3": "a key puts at most one user message into its session: a retry gets the first attempt's messageId, and "
+          "the key never answers a new message",
+    "P4": "a duplicate sent before the first attempt was answered, or while its turn runs, gets the same messageId "
+          "(it is not queued as a second prompt)",
+    "P5": "a prompt without a key, or with another key, is a new submission with a messageId of its own",
+    "P8": "a resume with replayFrom sends one replay_complete for the session, after the replayed history and "
+          "before its answer",
+    "P9": "a resume with replayFrom sends replay_complete even when there is no history to replay",
+    "P10": "the resume's state snapshot comes after replay_complete (before it is history, after it live state)",
+    "P11": "live updates of a session being replayed are held back until its replay_complete",
+    "P12": "each child announced during the resume gets its own replay_complete, after its history, before "
+           "the answer",
+    "P13": "no replay_complete without a resume with replayFrom, nor for a resume that failed",
+    "P17": "prompt suggestions go only to a client with capabilities.session.promptSuggestions, in the block "
+           "types it takes",
+    "P18": "a prompt_suggestions_update carries the whole suggestions array ([] withdraws them)",
+    "P19": "each suggestion's prompt is non-empty and not only blank text",
+    "P20": "a replay leaves prompt suggestions out (none before replay_complete)",
 }
-"""Every rule the checker judges: rule id (``R94``, ``S1``) -> the rule in words, as it judges it.
+"""Every rule the checker judges: rule id (``R94``, ``S1``, ``P3``) -> the rule in words, as it judges it.
 
 [Wire rules](../rules.md) states each in full."""
 
 SHOULD_RULES: frozenset[str] = frozenset({
-    "R44", "R46", "R58", "R59", "R67", "R70", "R74", "R80", "R92", "R95", "R100", "S3",
+    "R44", "R46", "R58", "R59", "R67", "R70", "R74", "R80", "R92", "R95", "R100", "S3", "P20",
 })
 """The rules that are SHOULDs: reported with ``level == "SHOULD"``; ``WireChecker(ignore=SHOULD_RULES)``
 switches them off."""

@@ -1,5 +1,5 @@
 """Judgements more than one rule family makes: the session a message names (R45, R111), paths (R34), commands
-(R77) and config option values (S8).
+(R77), config option values (S8) and what makes a prompt one every agent takes (R55, P2).
 
 Plain functions over the model (`model.py`); not a judge (judges import this, never each other).
 """
@@ -29,9 +29,34 @@ def touch_session(m: CheckerModel, sid: Any, message: Any) -> SessionModel | Non
 
 
 def _child_marker(parent: SessionModel | None, message: Any) -> bool:
-    """A ``replay_complete`` for a child while its parent's resume replays (Preview P12: the child was announced)."""
-    update = obj(obj(obj(message).get("params")).get("update"))
-    return parent is not None and parent.resume is not None and update.get("sessionUpdate") == "replay_complete"
+    """A ``replay_complete`` for a child that its parent's resume (in progress) announced: P12 asks for it, even
+    though the child was closed with its parent, so it is not R45's; the preview judge judges it."""
+    if parent is None or parent.resume is None:
+        return False
+    params = obj(obj(message).get("params"))
+    return (obj(params.get("update")).get("sessionUpdate") == "replay_complete"
+            and ("subagent", params.get("sessionId")) in parent.resume.entity_at)
+
+
+def baseline_prompt(prompt: Any) -> bool:
+    """Whether ``prompt`` is a non-empty list of well-formed ``text`` / ``resource_link`` blocks (every agent takes
+    such a prompt: a ``-32602`` for it is R55's, or P2's when it carries a key)."""
+    if not isinstance(prompt, list) or not prompt:
+        return False
+    for block in prompt:
+        b = obj(block)
+        text_ok = b.get("type") == "text" and isinstance(b.get("text"), str)
+        link_ok = b.get("type") == "resource_link" and isinstance(b.get("name"), str) and isinstance(
+            b.get("uri"), str)
+        if not (text_ok or link_ok):
+            return False
+    return True
+
+
+def is_blank(block: Any) -> bool:
+    """A ``text`` block holding only whitespace (or nothing)."""
+    b = obj(block)
+    return b.get("type") == "text" and isinstance(b.get("text"), str) and not b["text"].strip()
 
 
 def check_path(m: CheckerModel, path: Any, message: Any, what: str) -> None:

@@ -25,10 +25,9 @@ from .model import (
     custom,
     for_background,
     is_request_scoped,
-    obj,
     state_snapshot,
 )
-from .shared import check_commands, check_config_values
+from .shared import baseline_prompt, check_commands, check_config_values
 
 
 class TurnsJudge(BaseJudge):
@@ -62,9 +61,9 @@ class TurnsJudge(BaseJudge):
         if answer.ok:
             mid = self._r52_message_id(req, answer)
             s = self._m.sessions.get(req.session_id or "")
-            retry = "idempotencyKey" in req.params and s is not None and (
-                mid in s.prompt_ids or mid in s.user_echo_at)  # a retry: answered with the first attempt's id
-            if mid is not None and not retry:
+            # A keyed retry answered with the message an earlier attempt inserted (or a messageId given out before,
+            # P5's): the preview judge (which saw the answer first) marked it; no echo or new work is owed for it.
+            if mid is not None and not req.extra.get("earlier_message"):
                 self._m.prompts.append((req, mid))
                 if s is not None:
                     s.prompt_ids.add(mid)
@@ -82,19 +81,13 @@ class TurnsJudge(BaseJudge):
 
     def _r55_baseline_blocks(self, req: Req, answer: Answer) -> None:
         """R55: ``text`` and ``resource_link`` blocks are always accepted."""
-        prompt = req.params.get("prompt")
-        if answer.code != -32602 or not isinstance(prompt, list) or not prompt or "idempotencyKey" in req.params:
-            return  # a keyed prompt may be refused for its key (Preview: an invalid or reused idempotencyKey)
+        if answer.code != -32602 or not baseline_prompt(req.params.get("prompt")):
+            return
+        if req.params.get("idempotencyKey") is not None:
+            return  # a keyed prompt may be refused for its key: P2 judges it (the preview judge)
         target = self._m.sessions.get(req.session_id or "")
         if target is not None and target.parent is not None:
             return  # a child session refuses client prompts (§11.15)
-        for block in prompt:
-            b = obj(block)
-            text_ok = b.get("type") == "text" and isinstance(b.get("text"), str)
-            link_ok = b.get("type") == "resource_link" and isinstance(b.get("name"), str) and isinstance(
-                b.get("uri"), str)
-            if not (text_ok or link_ok):
-                return
         self._m.flag("R55", "a prompt of text/resource_link blocks was rejected with -32602", req.message,
                      answer.message)
 
