@@ -147,7 +147,7 @@ def proxy(kind: str, backends: list[int]) -> Iterator[tuple[str, str]]:
                                 for i, p in enumerate(backends))
             config = Path(tmp) / "haproxy.cfg"
             config.write_text(f"""global
-    maxconn 20000
+    maxconn 4000
 defaults
     mode http
     option http-no-delay
@@ -255,6 +255,7 @@ class Connection:
         for future in [*self.answers.values(), self.idle]:
             if future is not None and not future.done():
                 future.set_exception(Broken("connection closed"))
+                future.exception()  # retrieved here too: no warning if nobody awaits it any more
 
     async def call(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         request_id = next(self.ids)
