@@ -54,7 +54,7 @@ from tests.helpers.postgres import find_bindir, fresh_database, throwaway_server
 AGENT = ROOT / "bench" / "agents" / "sdk_agent.py"
 URL_LINE = re.compile(r"acp: serving .* at (http://\S+)")
 INIT = {"protocolVersion": 2, "info": {"name": "scale-bench", "version": "0"}, "capabilities": {}}
-CWD = "/tmp"
+CWD = tempfile.mkdtemp(prefix="acp-scale-workspace-")  # the sessions' cwd and the replicas' workspace (empty)
 BUSY = -32002  # the session is active elsewhere (the replica that had it has not let it go yet)
 
 
@@ -97,11 +97,13 @@ class Replica:
         self.proc = subprocess.Popen(command, cwd=CWD, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, start_new_session=True)
         assert self.proc.stderr is not None
+        said = []
         for line in self.proc.stderr:
-            if URL_LINE.search(line.decode(errors="replace")):
+            said.append(line.decode(errors="replace"))
+            if URL_LINE.search(said[-1]):
                 break
         else:
-            raise RuntimeError(f"serve --store {self.store.split(':')[0]} did not start")
+            raise RuntimeError(f"serve --store {self.store.split(':')[0]} did not start:\n{''.join(said)[-2000:]}")
         # Keep reading its stderr (a full pipe would stop it); show what it logs above INFO.
         threading_drain(self.proc)
 
@@ -512,4 +514,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    finally:
+        shutil.rmtree(CWD, ignore_errors=True)
