@@ -304,15 +304,17 @@ class Load:
             return 0.0, float("nan"), float("nan"), 0
         return len(lat) / (end - start), lat[len(lat) // 2] * 1e3, lat[int(len(lat) * 0.99)] * 1e3, len(lat)
 
-    def failover(self, at: float, within: float) -> list[float]:
-        """For each client cut off at most ``within`` s after ``at``: seconds from ``at`` to its next ack."""
-        times = []
+    def failover(self, at: float, within: float) -> tuple[list[float], int]:
+        """For each client cut off at most ``within`` s after ``at`` that got a turn through again: seconds from
+        ``at`` to its next ack; and how many clients were cut off."""
+        times, cut = [], 0
         for client, broke in self.breaks:
             if at <= broke < at + within:
+                cut += 1
                 later = [t for c, t in self.resumed if c == client and t > broke]
                 if later:
                     times.append(min(later) - at)
-        return times
+        return times, cut
 
 
 async def client(number: int, url: str, stop: asyncio.Event, load: Load, timeout: float) -> None:
@@ -438,7 +440,7 @@ def failover_run(args: argparse.Namespace, conninfo: str, count: int) -> tuple[A
     script: list[tuple[float, Any]] = [(args.warmup + args.seconds, None)]
     if count >= 2:
         script += [(0, kill), (args.stop_seconds + 3.0, restart), (1.0, freeze), (args.stop_seconds, thaw),
-                   (3.0, None)]
+                   (6.0, None)]
     for replica in replicas:
         replica.start()
     try:
@@ -448,8 +450,8 @@ def failover_run(args: argparse.Namespace, conninfo: str, count: int) -> tuple[A
         for replica in replicas:
             replica.stop()
     rate, p50, p99, _ = load.window(start + args.warmup, start + args.warmup + args.seconds)
-    killed = load.failover(marks["kill"], 1.0) if "kill" in marks else []
-    stopped = load.failover(marks["stop"], args.timeout + 1.0) if "stop" in marks else []
+    killed = load.failover(marks["kill"], 1.0) if "kill" in marks else ([], 0)
+    stopped = load.failover(marks["stop"], args.timeout + 1.0) if "stop" in marks else ([], 0)
     lost, acked = lost_turns(dsn, load)
     args.lost += lost
     return what, count, rate, p50, p99, killed, stopped, lost, acked
@@ -460,12 +462,15 @@ def scale_section(args: argparse.Namespace, conninfo: str) -> None:
           f"steady {args.seconds:g} s; SIGSTOP held {args.stop_seconds:g} s)\n")
     rows = [failover_run(args, conninfo, count) for count in args.replicas]
     print(f"proxy: {rows[0][0]}\n")
-    print("| replicas | turns/s | p50 ms | p99 ms | failover after SIGKILL (median / max s, clients) "
-          "| failover after SIGSTOP (median / max s, clients) | lost / acknowledged |")
+    print("| replicas | turns/s | p50 ms | p99 ms | failover after SIGKILL: median / max s (back / cut off) "
+          "| after SIGSTOP | lost / acknowledged |")
     print("|---:|---:|---:|---:|---|---|---|")
 
-    def failover(times: list[float]) -> str:
-        return f"{statistics.median(times):.2f} / {max(times):.2f} ({len(times)})" if times else "—"
+    def failover(result: tuple[list[float], int]) -> str:
+        times, cut = result
+        if not cut:
+            return "—"
+        return f"{statistics.median(times):.2f} / {max(times):.2f} ({len(times)} / {cut})" if times else f"(0 / {cut})"
 
     for _, count, rate, p50, p99, killed, stopped, lost, acked in rows:
         print(f"| {count} | {rate:,.0f} | {p50:.1f} | {p99:.1f} | {failover(killed)} | {failover(stopped)} "

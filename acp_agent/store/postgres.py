@@ -3,8 +3,9 @@
 For agents that run as several replicas (behind a load balancer): a session created and
 closed on one replica is listed and resumed, with replay, on another. psycopg 3 (the
 ``postgres`` extra: ``pip install 'acp-agent-sdk[postgres]'``) is imported when the store opens,
-never by an agent that does not use it; its blocking connection is driven from anyio worker
-threads (one call at a time per store), so the store works on asyncio and trio.
+never by an agent that does not use it; its blocking connections are driven from anyio worker
+threads, so the store works on asyncio and trio: one connection for reads and deletes (one call at a time), and
+up to ``writers`` more, opened when needed, for saves.
 
 Saves are **pooled and group-committed**: up to ``writers`` (2) transactions of saves run side by side, each on a
 connection of its own, and the saves of several sessions that become due while every writer is busy (the ends of
