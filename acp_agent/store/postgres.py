@@ -16,10 +16,11 @@ the order they were made (a batch waits for a transaction under way that writes 
 fails in a batch is tried again alone, so one bad session does not fail the others.
 
 Tables: ``acp_sessions``, ``acp_history`` and ``acp_schema_migrations`` (the same schema and
-migration scheme as the SQLite store; a database whose newest migration is above
-[`SCHEMA_VERSION`][acp_agent.store.SCHEMA_VERSION] is refused). Migrations run under an advisory lock, so replicas that
-start together apply them once. A lost connection fails the call (``StoreError``) and is
-reopened on the next one.
+migration scheme as the SQLite store), and ``acp_leases`` (migration 3): which process owns each
+active session, with an epoch every save is checked against (`acp_agent.store.leases`). A database
+whose newest migration is above this module's ``SCHEMA_VERSION`` is refused. Migrations run under
+an advisory lock, so replicas that start together apply them once. A lost connection fails the
+call (``StoreError``) and is reopened on the next one.
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ import anyio.lowlevel
 import anyio.to_thread
 import orjson
 
+from .._util.environment import LEASE_TTL, read
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import ListingKey, SessionStore, StoredSession
 from .codec import LISTING_ORDER, encode_info_text, encode_state_text, listing_filters, record_from
+from .leases import FENCE, LeaseTable
+from .leases import TABLE as LEASE_TABLE
 
 if TYPE_CHECKING:
     import psycopg
@@ -68,6 +72,7 @@ _MIGRATIONS: Final[list[tuple[int, list[str]]]] = [
         "ALTER TABLE acp_sessions ADD COLUMN principal TEXT NOT NULL DEFAULT 'default'",
         "CREATE INDEX acp_sessions_by_principal ON acp_sessions (principal, updated_at, session_id)",
     ]),
+    (3, [LEASE_TABLE]),  # session leases: owner, epoch (fencing token), expiry (`acp_agent.store.leases`)
 ]
 SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 """The newest schema version this acp-agent reads and writes."""
@@ -77,9 +82,9 @@ _COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, inf
 _LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info, principal"  # what a listing reads
 
 
-_Save = tuple[tuple[Any, ...], bool, list[tuple[str, int, str, str]], list[int]]
+_Save = tuple[tuple[Any, ...], bool, list[tuple[str, int, str, str]], list[int], tuple[str, str, int] | None]
 """One session's save as `_save` takes it: the session's columns, whether its history is written in full, the
-history rows to write and the sequence numbers removed."""
+history rows to write, the sequence numbers removed, and its lease ``(session_id, owner, epoch)`` if leased."""
 
 
 @dataclass(slots=True, eq=False)
@@ -99,12 +104,18 @@ class _Batch:
 class PostgresStore(SessionStore):
     """Sessions in the PostgreSQL database at ``conninfo`` (a ``postgresql://`` URL or key=value string)."""
 
-    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0, writers: int = 2) -> None:
+    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0, lease_ttl: float | None = None,
+                 writers: int = 2) -> None:
         super().__init__()
         self.conninfo = conninfo
         """Where the database is."""
         self.connect_timeout = connect_timeout
         """Seconds to wait for a connection."""
+        ttl = read(LEASE_TTL) if lease_ttl is None else lease_ttl
+        self.leases = LeaseTable(conninfo, ttl, connect_timeout=connect_timeout)
+        """This process's session leases (`acp_agent.store.leases`): ``lease_ttl`` seconds each without renewal
+        (default ``ACP_AGENT_LEASE_TTL``, else
+        [`DEFAULT_LEASE_TTL`][acp_agent.store.leases.DEFAULT_LEASE_TTL])."""
         self.writers = max(1, writers)
         """How many transactions of saves may run at once (each on a connection of its own, opened when needed)."""
         self._db: psycopg.Connection[Any] | None = None  # reads, deletes and migrations
@@ -177,9 +188,22 @@ class PostgresStore(SessionStore):
                 self._db = None  # reconnect next time
 
     async def close(self) -> None:
-        """Close the connections (they reconnect on next use)."""
+        """Give the session leases back and close the connections (they reconnect on next use)."""
+        await self.leases.close()
         if self._db is not None or self._idle:
             await self.in_thread(self._close)
+
+    # -- which process has a session -----------------------------------------------------------
+
+    async def acquire_session(self, session_id: str) -> bool:
+        """Take this process's lease of ``session_id`` (`acp_agent.store.leases`); ``False`` if another process
+        holds it. Raises [`StoreError`][acp_agent.store.StoreError] if the database cannot be reached."""
+        await self.open()
+        return await self.leases.acquire(session_id)
+
+    async def release_session(self, session_id: str) -> None:
+        """Give back a hold taken with [`acquire_session`][acp_agent.store.postgres.PostgresStore.acquire_session]."""
+        await self.leases.release(session_id)
 
     def _close(self) -> None:
         db, self._db = self._db, None
@@ -248,20 +272,26 @@ class PostgresStore(SessionStore):
                 changes = record.history.take_changes()
                 try:
                     sid = record.session_id
+                    epoch = self.leases.epoch(sid)  # a lease found lost refuses the write at once
                     rows = [(sid, seq, kind, data.decode()) for seq, kind, data in changes.encoded_entries()]
                     columns = (sid, record.cwd, record.title, record.created_at, record.updated_at, record.archived,
                                encode_info_text(record), encode_state_text(record), record.principal)
                 except Exception as exc:
                     record.history.unsaved()
-                    batch.errors[id(record)] = StoreError(f"could not save session {record.session_id}: {exc}")
+                    batch.errors[id(record)] = (exc if isinstance(exc, StoreError) else
+                                                StoreError(f"could not save session {record.session_id}: {exc}"))
                     continue
                 records.append(record)
-                saves.append((columns, changes.full, rows, changes.removed))
+                fence = (sid, self.leases.owner, epoch) if epoch is not None else None
+                saves.append((columns, changes.full, rows, changes.removed, fence))
             if saves:
                 db = self._idle.pop() if self._idle else None
-                db, failed = await anyio.to_thread.run_sync(self._save_batch, db, saves)
+                db, failed, fenced = await anyio.to_thread.run_sync(self._save_batch, db, saves)
                 if db is not None:
                     self._idle.append(db)
+                for index in fenced:
+                    sid, _, epoch = saves[index][4] or ("", "", 0)
+                    failed[index] = self.leases.lost(sid, epoch)
         except BaseException as exc:  # not expected: every save of the batch fails with it
             failed = {i: StoreError(f"could not save session {r.session_id}: {exc}") for i, r in enumerate(records)}
             raise
@@ -273,32 +303,42 @@ class PostgresStore(SessionStore):
                 self._writing.remove(batch)
             finished.set()
 
-    def _save_batch(self, db: psycopg.Connection[Any] | None,
-                    saves: list[_Save]) -> tuple[psycopg.Connection[Any] | None, dict[int, StoreError]]:
+    def _save_batch(self, db: psycopg.Connection[Any] | None, saves: list[_Save],
+                    ) -> tuple[psycopg.Connection[Any] | None, dict[int, StoreError], list[int]]:
         """In a worker thread, on a writer's connection (``None``: a new one): write ``saves`` in one
         transaction; if that fails while the connection still works, each alone (in its own transaction, in
-        order). The connection if it still works, and the saves that failed, by index."""
+        order). The connection if it still works, the saves that failed and those refused because their
+        session's lease is no longer this process's, by index."""
         import psycopg
 
         if db is None or db.closed:
             try:
                 db = psycopg.connect(self.conninfo, connect_timeout=max(1, int(self.connect_timeout)))
             except psycopg.Error as exc:
-                return None, {i: _failed(save, exc) for i, save in enumerate(saves)}
-        if len(saves) > 1:
+                return None, {i: _failed(save, exc) for i, save in enumerate(saves)}, []
+        pending = list(range(len(saves)))
+        fenced: list[int] = []  # saves refused: their session's lease is no longer this process's
+        while len(pending) > 1:
             try:
-                _transaction(db, f"save {len(saves)} sessions", _save_all, saves, pipelined=True)
-                return db, {}
+                _transaction(db, f"save {len(pending)} sessions", _save_all, [saves[i] for i in pending],
+                             pipelined=True)
+                return db, {}, fenced
+            except _Fenced as exc:  # nothing was written: the others again, without them
+                lost = {pending[i] for i in exc.indexes}
+                fenced += sorted(lost)
+                pending = [i for i in pending if i not in lost]
             except Exception as exc:
                 if db.closed:  # the connection was lost: none of them was written
-                    return None, {i: _failed(save, exc) for i, save in enumerate(saves)}
+                    return None, {i: _failed(saves[i], exc) for i in pending}, fenced
+                break
         failed: dict[int, StoreError] = {}
-        for index, save in enumerate(saves):
+        for index in pending:
             try:
-                _transaction(db, f"save session {save[0][0]}", _save, *save, pipelined=True)
+                if not _transaction(db, f"save session {saves[index][0][0]}", _save, *saves[index], pipelined=True):
+                    fenced.append(index)
             except Exception as exc:
-                failed[index] = exc if isinstance(exc, StoreError) else _failed(save, exc)
-        return (None if db.closed else db), failed
+                failed[index] = exc if isinstance(exc, StoreError) else _failed(saves[index], exc)
+        return (None if db.closed else db), failed, fenced
 
     async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
         """The stored session, rebuilt (history included), or ``None``."""
@@ -353,8 +393,22 @@ _UPSERT_HISTORY: Final = (
 
 
 def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, str]],
-          removed: list[int]) -> None:
-    _save_all(db, [(columns, full, rows, removed)])
+          removed: list[int], fence: tuple[str, str, int] | None) -> bool:
+    """Write a session; ``False`` (nothing written) if ``fence``, its ``(session_id, owner, epoch)``, is no longer
+    the session's lease."""
+    try:
+        _save_all(db, [(columns, full, rows, removed, fence)])
+    except _Fenced:
+        return False
+    return True
+
+
+class _Fenced(Exception):
+    """Saves of a batch whose session's lease is no longer this process's (their indexes); nothing was written."""
+
+    def __init__(self, indexes: list[int]) -> None:
+        super().__init__(indexes)
+        self.indexes = indexes
 
 
 def _transaction(db: psycopg.Connection[Any], what: str, func: Any, *args: Any, pipelined: bool = False) -> Any:
@@ -382,12 +436,25 @@ def _failed(save: _Save, exc: Exception) -> StoreError:
 
 
 def _save_all(db: psycopg.Connection[Any], saves: list[_Save]) -> None:
-    """Write ``saves`` (one per session) in the transaction under way: each statement once for all of them."""
-    cleared = [(columns[0],) for columns, full, _, _ in saves if full]
-    removed = [(columns[0], gone) for columns, full, _, gone in saves if gone and not full]
-    rows = [row for _, _, session_rows, _ in saves for row in session_rows]
+    """Write ``saves`` (one per session) in the transaction under way: first the lease predicate of each leased
+    session (`FENCE`: raises `_Fenced`, before anything is written, for those whose lease is gone), then each
+    statement once for all of them."""
+    fences = [(index, save[4]) for index, save in enumerate(saves) if save[4] is not None]
     with db.cursor() as cursor:
-        for statement, params in ((_UPSERT_SESSION, [columns for columns, _, _, _ in saves]),
+        if fences:
+            cursor.executemany(FENCE, [fence for _, fence in fences], returning=True)
+            lost = []
+            for number, (index, _) in enumerate(fences):
+                if number:
+                    cursor.nextset()
+                if cursor.fetchone() is None:
+                    lost.append(index)
+            if lost:
+                raise _Fenced(lost)
+        cleared = [(save[0][0],) for save in saves if save[1]]
+        removed = [(save[0][0], save[3]) for save in saves if save[3] and not save[1]]
+        rows = [row for save in saves for row in save[2]]
+        for statement, params in ((_UPSERT_SESSION, [save[0] for save in saves]),
                                   (_DELETE_HISTORY, cleared), (_DELETE_REMOVED, removed), (_UPSERT_HISTORY, rows)):
             if len(params) == 1:
                 cursor.execute(statement, params[0])

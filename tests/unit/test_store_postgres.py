@@ -166,3 +166,36 @@ async def test_a_delete_waits_for_a_save_under_way(postgres_dsn: str) -> None:
         await store.delete("sess_gone")
     assert await store.load("sess_gone") is None
     await store.close()
+
+
+async def test_a_save_whose_lease_was_taken_fails_alone_in_its_batch(postgres_dsn: str) -> None:
+    from acp_agent.store.leases import SessionTakenError
+
+    store = PostgresStore(postgres_dsn, writers=1)
+    await store.open()
+    records = [SessionRecord(session_id=f"sess_{i}", cwd="/work") for i in range(5)]
+    for record in records:
+        assert await store.acquire_session(record.session_id)
+        turn(record, record.session_id)
+    import psycopg
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:  # another process took sess_2 over
+        db.execute("UPDATE acp_leases SET owner = 'elsewhere', epoch = epoch + 1 WHERE session_id = 'sess_2'")
+    outcomes: dict[str, BaseException | None] = {}
+
+    async def save(record: SessionRecord) -> None:
+        try:
+            await store.save(record)
+            outcomes[record.session_id] = None
+        except StoreError as exc:
+            outcomes[record.session_id] = exc
+
+    async with anyio.create_task_group() as tg:
+        for record in records:
+            tg.start_soon(save, record)
+    assert [sid for sid, error in outcomes.items() if error is not None] == ["sess_2"]
+    assert isinstance(outcomes["sess_2"], SessionTakenError)
+    for record in records:
+        loaded = await store.load(record.session_id)
+        assert (loaded is None) == (record.session_id == "sess_2")
+    await store.close()
