@@ -397,7 +397,8 @@ def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, row
     """Write a session; ``False`` (nothing written) if ``fence``, its ``(session_id, owner, epoch)``, is no longer
     the session's lease."""
     try:
-        _save_all(db, [(columns, full, rows, removed, fence)])
+        with db.transaction():  # a savepoint: a refused fence undoes the writes
+            _save_all(db, [(columns, full, rows, removed, fence)])
     except _Fenced:
         return False
     return True
@@ -437,20 +438,12 @@ def _failed(save: _Save, exc: Exception) -> StoreError:
 
 def _save_all(db: psycopg.Connection[Any], saves: list[_Save]) -> None:
     """Write ``saves`` (one per session) in the transaction under way: first the lease predicate of each leased
-    session (`FENCE`: raises `_Fenced`, before anything is written, for those whose lease is gone), then each
-    statement once for all of them."""
+    session (`FENCE`), then each statement once for all of them; raises `_Fenced` (the caller's transaction then
+    rolls back) for those whose lease is gone."""
     fences = [(index, save[4]) for index, save in enumerate(saves) if save[4] is not None]
-    with db.cursor() as cursor:
-        if fences:
-            cursor.executemany(FENCE, [fence for _, fence in fences], returning=True)
-            lost = []
-            for number, (index, _) in enumerate(fences):
-                if number:
-                    cursor.nextset()
-                if cursor.fetchone() is None:
-                    lost.append(index)
-            if lost:
-                raise _Fenced(lost)
+    with db.cursor() as fenced, db.cursor() as cursor:
+        if fences:  # first in the transaction; its answers are read last (in pipeline mode: one round trip)
+            fenced.executemany(FENCE, [fence for _, fence in fences], returning=True)
         cleared = [(save[0][0],) for save in saves if save[1]]
         removed = [(save[0][0], save[3]) for save in saves if save[3] and not save[1]]
         rows = [row for save in saves for row in save[2]]
@@ -460,6 +453,14 @@ def _save_all(db: psycopg.Connection[Any], saves: list[_Save]) -> None:
                 cursor.execute(statement, params[0])
             elif params:
                 cursor.executemany(statement, params)
+        lost = []
+        for number, (index, _) in enumerate(fences):
+            if number:
+                fenced.nextset()
+            if fenced.fetchone() is None:
+                lost.append(index)
+        if lost:
+            raise _Fenced(lost)  # the transaction is rolled back: nothing of the batch is written
 
 
 def _load(db: psycopg.Connection[Any], session_id: str) -> tuple[tuple[Any, ...], list[Any]] | None:
