@@ -396,11 +396,9 @@ def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, row
           removed: list[int], fence: tuple[str, str, int] | None) -> bool:
     """Write a session; ``False`` (nothing written) if ``fence``, its ``(session_id, owner, epoch)``, is no longer
     the session's lease."""
-    try:
-        with db.transaction():  # a savepoint: a refused fence undoes the writes
-            _save_all(db, [(columns, full, rows, removed, fence)])
-    except _Fenced:
+    if fence is not None and db.execute(FENCE, fence).fetchone() is None:
         return False
+    _save_all(db, [(columns, full, rows, removed, None)])
     return True
 
 
