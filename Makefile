@@ -84,6 +84,7 @@ BENCH_NPM_STAMP := bench/node_modules/.installed
 bench: $(STAMP) $(ANCHORS_STAMP) $(BENCH_NPM_STAMP)
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/telemetry.py  # an echo turn and start-up with telemetry off and on
+	$(BIN)/python bench/scale.py  # replicas on one PostgreSQL: PostgreSQL vs SQLite, 1-3 replicas, failover, 0 lost
 
 $(ANCHORS_STAMP): bench/anchors-requirements.txt | $(STAMP)
 	test -x $(ANCHORS)/bin/python || $(BIN)/python -m venv $(ANCHORS)

@@ -3,8 +3,17 @@
 For agents that run as several replicas (behind a load balancer): a session created and
 closed on one replica is listed and resumed, with replay, on another. psycopg 3 (the
 ``postgres`` extra: ``pip install 'acp-agent-sdk[postgres]'``) is imported when the store opens,
-never by an agent that does not use it; its blocking connection is driven from anyio worker
-threads (one call at a time per store), so the store works on asyncio and trio.
+never by an agent that does not use it; its blocking connections are driven from anyio worker
+threads, so the store works on asyncio and trio: one connection for reads and deletes (one call at a time), and
+up to ``writers`` more, opened when needed, for saves.
+
+Saves are **pooled and group-committed**: up to ``writers`` (2) transactions of saves run side by side, each on a
+connection of its own, and the saves of several sessions that become due while every writer is busy (the ends of
+turns of many connections of one ``serve`` replica) are written together in the next free writer's transaction,
+each statement once for all of them. Every ``save`` still returns only once the transaction holding its changes
+committed (a turn's ``idle`` goes out after that, as the crash contract asks); the saves of one session commit in
+the order they were made (a batch waits for a transaction under way that writes one of its sessions); a save that
+fails in a batch is tried again alone, so one bad session does not fail the others.
 
 Tables: ``acp_sessions``, ``acp_history`` and ``acp_schema_migrations`` (the same schema and
 migration scheme as the SQLite store), and ``acp_leases`` (migration 3): which process owns each
@@ -16,8 +25,12 @@ call (``StoreError``) and is reopened on the next one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
 import orjson
 
 from .._util.environment import LEASE_TTL, read
@@ -69,10 +82,30 @@ _COLUMNS: Final = "session_id, cwd, title, created_at, updated_at, archived, inf
 _LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info, principal"  # what a listing reads
 
 
+_Save = tuple[tuple[Any, ...], bool, list[tuple[str, int, str, str]], list[int], tuple[str, str, int] | None]
+"""One session's save as `_save` takes it: the session's columns, whether its history is written in full, the
+history rows to write, the sequence numbers removed, and its lease ``(session_id, owner, epoch)`` if leased."""
+
+
+@dataclass(slots=True, eq=False)
+class _Batch:
+    """The saves due for the next transaction: each record once, in the order they became due."""
+
+    records: dict[int, SessionRecord] = field(default_factory=dict)  # id(record) -> record
+    errors: dict[int, StoreError] = field(default_factory=dict)  # id(record) -> why its save failed
+    started: bool = False  # a writer took it (no save joins it any more)
+    finished: anyio.Event | None = None  # set once its transaction ended (committed, or failed for ``errors``)
+
+    def writes(self, session_ids: set[str]) -> bool:
+        """Whether one of ``session_ids`` is saved in this batch."""
+        return any(record.session_id in session_ids for record in self.records.values())
+
+
 class PostgresStore(SessionStore):
     """Sessions in the PostgreSQL database at ``conninfo`` (a ``postgresql://`` URL or key=value string)."""
 
-    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0, lease_ttl: float | None = None) -> None:
+    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0, lease_ttl: float | None = None,
+                 writers: int = 2) -> None:
         super().__init__()
         self.conninfo = conninfo
         """Where the database is."""
@@ -83,8 +116,14 @@ class PostgresStore(SessionStore):
         """This process's session leases (`acp_agent.store.leases`): ``lease_ttl`` seconds each without renewal
         (default ``ACP_AGENT_LEASE_TTL``, else
         [`DEFAULT_LEASE_TTL`][acp_agent.store.leases.DEFAULT_LEASE_TTL])."""
-        self._db: psycopg.Connection[Any] | None = None
+        self.writers = max(1, writers)
+        """How many transactions of saves may run at once (each on a connection of its own, opened when needed)."""
+        self._db: psycopg.Connection[Any] | None = None  # reads, deletes and migrations
         self._migrated = False
+        self._due: _Batch | None = None  # the saves waiting for a free writer
+        self._writing: list[_Batch] = []  # batches whose changes were taken and are being written
+        self._idle: list[psycopg.Connection[Any]] = []  # writers' connections not in use
+        self._slots: tuple[anyio.lowlevel.EventLoopToken, anyio.Semaphore] | None = None
 
     def __repr__(self) -> str:
         return "PostgresStore(...)"  # the conninfo may hold a password
@@ -141,22 +180,17 @@ class PostgresStore(SessionStore):
 
     def _call(self, what: str, func: Any, *args: Any) -> Any:
         """Run ``func(db, *args)`` in one transaction; a failure becomes [`StoreError`][acp_agent.store.StoreError]."""
-        import psycopg
-
         db = self._connect()
         try:
-            with db.transaction():
-                return func(db, *args)
-        except psycopg.Error as exc:
-            if db.closed or isinstance(exc, psycopg.OperationalError):
-                db.close()
+            return _transaction(db, what, func, *args)
+        finally:
+            if db.closed:
                 self._db = None  # reconnect next time
-            raise StoreError(f"could not {what}: {exc}") from exc
 
     async def close(self) -> None:
-        """Give the session leases back and close the connection (it reconnects on next use)."""
+        """Give the session leases back and close the connections (they reconnect on next use)."""
         await self.leases.close()
-        if self._db is not None:
+        if self._db is not None or self._idle:
             await self.in_thread(self._close)
 
     # -- which process has a session -----------------------------------------------------------
@@ -173,31 +207,138 @@ class PostgresStore(SessionStore):
 
     def _close(self) -> None:
         db, self._db = self._db, None
-        if db is not None:
-            db.close()
+        idle, self._idle = self._idle, []
+        for connection in [db, *idle]:
+            if connection is not None:
+                connection.close()
 
     # -- records -----------------------------------------------------------------------------
 
     async def save(self, record: SessionRecord) -> None:
-        """Write the metadata and the history entries changed since the last save, in one transaction."""
+        """Write the metadata and the history entries changed since the last save; return once committed.
+
+        Saves due together are written in one transaction (see the module docstring): this one joins the batch
+        waiting for a writer, and the first of its saves that gets a writer writes that whole batch.
+        """
         await self.open()
-        async with self.lock():
-            if record.deleted:
-                return
-            changes = record.history.take_changes()
-            try:
-                sid = record.session_id
-                epoch = self.leases.epoch(sid)  # a lease found lost refuses the write at once
-                rows = [(sid, seq, kind, data.decode()) for seq, kind, data in changes.encoded_entries()]
-                columns = (record.session_id, record.cwd, record.title, record.created_at, record.updated_at,
-                           record.archived, encode_info_text(record), encode_state_text(record), record.principal)
+        batch = self._due
+        if batch is None:
+            batch = self._due = _Batch()
+        batch.records.setdefault(id(record), record)
+        if not batch.started:
+            async with self._writer_slots():  # a save cancelled meanwhile leaves its changes untaken (or joined)
+                if not batch.started:
+                    batch.started = True
+                    if self._due is batch:
+                        self._due = None  # later saves start the next batch
+                    with anyio.CancelScope(shield=True):  # its other saves wait for it
+                        await self._write(batch)
+        if batch.finished is not None:
+            await batch.finished.wait()
+        error = batch.errors.get(id(record))
+        if error is not None:
+            raise error
+
+    def _writer_slots(self) -> anyio.Semaphore:
+        token = anyio.lowlevel.current_token()
+        if self._slots is None or self._slots[0] != token:
+            self._slots = (token, anyio.Semaphore(self.writers, fast_acquire=True))
+        return self._slots[1]
+
+    async def _settled(self, session_ids: set[str]) -> None:
+        """Wait until no transaction under way writes one of ``session_ids``."""
+        while busy := [b for b in self._writing if b.writes(session_ids)]:
+            for batch in busy:
+                assert batch.finished is not None
+                await batch.finished.wait()
+
+    async def _write(self, batch: _Batch) -> None:
+        """Take the changes of ``batch``'s records and write them in one transaction, once no transaction under
+        way writes one of its sessions (so a session's saves commit in order).
+
+        A save cancelled while it waited leaves its record in the batch: it is written all the same, or, if no
+        save comes after it, its changes are still untaken and the next save writes them.
+        """
+        finished = batch.finished = anyio.Event()
+        records: list[SessionRecord] = []
+        failed: dict[int, StoreError] = {}
+        try:
+            await self._settled({record.session_id for record in batch.records.values()})
+            self._writing.append(batch)
+            saves: list[_Save] = []
+            for record in batch.records.values():
+                if record.deleted:
+                    continue
+                changes = record.history.take_changes()
+                try:
+                    sid = record.session_id
+                    epoch = self.leases.epoch(sid)  # a lease found lost refuses the write at once
+                    rows = [(sid, seq, kind, data.decode()) for seq, kind, data in changes.encoded_entries()]
+                    columns = (sid, record.cwd, record.title, record.created_at, record.updated_at, record.archived,
+                               encode_info_text(record), encode_state_text(record), record.principal)
+                except Exception as exc:
+                    record.history.unsaved()
+                    batch.errors[id(record)] = (exc if isinstance(exc, StoreError) else
+                                                StoreError(f"could not save session {record.session_id}: {exc}"))
+                    continue
+                records.append(record)
                 fence = (sid, self.leases.owner, epoch) if epoch is not None else None
-                if not await self.in_thread(self._call, f"save session {record.session_id}", _save, columns,
-                                            changes.full, rows, changes.removed, fence):
-                    raise self.leases.lost(sid, epoch or 0)
-            except BaseException:
-                record.history.unsaved()
-                raise
+                saves.append((columns, changes.full, rows, changes.removed, fence))
+            if saves:
+                db = self._idle.pop() if self._idle else None
+                db, failed, fenced = await anyio.to_thread.run_sync(self._save_batch, db, saves)
+                if db is not None:
+                    self._idle.append(db)
+                for index in fenced:
+                    sid, _, epoch = saves[index][4] or ("", "", 0)
+                    failed[index] = self.leases.lost(sid, epoch)
+        except BaseException as exc:  # not expected: every save of the batch fails with it
+            failed = {i: StoreError(f"could not save session {r.session_id}: {exc}") for i, r in enumerate(records)}
+            raise
+        finally:
+            for index, error in failed.items():
+                records[index].history.unsaved()
+                batch.errors[id(records[index])] = error
+            if batch in self._writing:
+                self._writing.remove(batch)
+            finished.set()
+
+    def _save_batch(self, db: psycopg.Connection[Any] | None, saves: list[_Save],
+                    ) -> tuple[psycopg.Connection[Any] | None, dict[int, StoreError], list[int]]:
+        """In a worker thread, on a writer's connection (``None``: a new one): write ``saves`` in one
+        transaction; if that fails while the connection still works, each alone (in its own transaction, in
+        order). The connection if it still works, the saves that failed and those refused because their
+        session's lease is no longer this process's, by index."""
+        import psycopg
+
+        if db is None or db.closed:
+            try:
+                db = psycopg.connect(self.conninfo, connect_timeout=max(1, int(self.connect_timeout)))
+            except psycopg.Error as exc:
+                return None, {i: _failed(save, exc) for i, save in enumerate(saves)}, []
+        pending = list(range(len(saves)))
+        fenced: list[int] = []  # saves refused: their session's lease is no longer this process's
+        while len(pending) > 1:
+            try:
+                _transaction(db, f"save {len(pending)} sessions", _save_all, [saves[i] for i in pending],
+                             pipelined=True)
+                return db, {}, fenced
+            except _Fenced as exc:  # nothing was written: the others again, without them
+                lost = {pending[i] for i in exc.indexes}
+                fenced += sorted(lost)
+                pending = [i for i in pending if i not in lost]
+            except Exception as exc:
+                if db.closed:  # the connection was lost: none of them was written
+                    return None, {i: _failed(saves[i], exc) for i in pending}, fenced
+                break
+        failed: dict[int, StoreError] = {}
+        for index in pending:
+            try:
+                if not _transaction(db, f"save session {saves[index][0][0]}", _save, *saves[index], pipelined=True):
+                    fenced.append(index)
+            except Exception as exc:
+                failed[index] = exc if isinstance(exc, StoreError) else _failed(saves[index], exc)
+        return (None if db.closed else db), failed, fenced
 
     async def load(self, session_id: str, *, terminal_tail: int | None = None) -> SessionRecord | None:
         """The stored session, rebuilt (history included), or ``None``."""
@@ -212,9 +353,9 @@ class PostgresStore(SessionStore):
     async def delete(self, session_id: str) -> bool:
         """Remove the session and its history."""
         await self.open()
-        async with self.lock():
-            gone: bool = await self.in_thread(self._call, f"delete session {session_id}", _delete, session_id)
-            return gone
+        await self._settled({session_id})  # a save under way does not bring it back after the delete
+        gone: bool = await self.in_thread(self._call, f"delete session {session_id}", _delete, session_id)
+        return gone
 
     async def list_sessions(self, *, cwd: str | None = None, offset: int = 0, limit: int = 50,
                             archived: bool | None = None, principal: str | None = None,
@@ -239,27 +380,85 @@ def _stored(session_id: str, cwd: str, title: str | None, created_at: str, updat
                          bool(archived), doc.get("meta"), principal)
 
 
+# A save's statements; a batch runs each once for all its sessions (``executemany``, pipelined by psycopg).
+_UPSERT_SESSION: Final = (
+    f"INSERT INTO acp_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) "
+    "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
+    "archived = excluded.archived, info = excluded.info, state = excluded.state")
+_DELETE_HISTORY: Final = "DELETE FROM acp_history WHERE session_id = %s"
+_DELETE_REMOVED: Final = "DELETE FROM acp_history WHERE session_id = %s AND seq = ANY(%s)"
+_UPSERT_HISTORY: Final = (
+    "INSERT INTO acp_history (session_id, seq, kind, item) VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT (session_id, seq) DO UPDATE SET kind = excluded.kind, item = excluded.item")
+
+
 def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, str]],
           removed: list[int], fence: tuple[str, str, int] | None) -> bool:
     """Write a session; ``False`` (nothing written) if ``fence``, its ``(session_id, owner, epoch)``, is no longer
     the session's lease."""
-    sid = columns[0]
     if fence is not None and db.execute(FENCE, fence).fetchone() is None:
         return False
-    db.execute(
-        f"INSERT INTO acp_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) "
-        "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
-        "archived = excluded.archived, info = excluded.info, state = excluded.state", columns)
-    if full:
-        db.execute("DELETE FROM acp_history WHERE session_id = %s", (sid,))
-    elif removed:
-        db.execute("DELETE FROM acp_history WHERE session_id = %s AND seq = ANY(%s)", (sid, removed))
-    if rows:
-        with db.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO acp_history (session_id, seq, kind, item) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (session_id, seq) DO UPDATE SET kind = excluded.kind, item = excluded.item", rows)
+    _save_all(db, [(columns, full, rows, removed, None)])
     return True
+
+
+class _Fenced(Exception):
+    """Saves of a batch whose session's lease is no longer this process's (their indexes); nothing was written."""
+
+    def __init__(self, indexes: list[int]) -> None:
+        super().__init__(indexes)
+        self.indexes = indexes
+
+
+def _transaction(db: psycopg.Connection[Any], what: str, func: Any, *args: Any, pipelined: bool = False) -> Any:
+    """``func(db, *args)`` in one transaction of ``db``; a failure becomes a `StoreError` (and a lost connection
+    is closed). ``pipelined``: in psycopg's pipeline mode (statements are sent without waiting for each result:
+    one round trip for the transaction; a statement's results are there once fetched or the pipeline synced)."""
+    import psycopg
+
+    try:
+        if pipelined and psycopg.Pipeline.is_supported():
+            with db.pipeline(), db.transaction():
+                return func(db, *args)
+        with db.transaction():
+            return func(db, *args)
+    except psycopg.Error as exc:
+        if db.closed or isinstance(exc, psycopg.OperationalError):
+            db.close()
+        raise StoreError(f"could not {what}: {exc}") from exc
+
+
+def _failed(save: _Save, exc: Exception) -> StoreError:
+    error = StoreError(f"could not save session {save[0][0]}: {exc}")
+    error.__cause__ = exc
+    return error
+
+
+def _save_all(db: psycopg.Connection[Any], saves: list[_Save]) -> None:
+    """Write ``saves`` (one per session) in the transaction under way: first the lease predicate of each leased
+    session (`FENCE`), then each statement once for all of them; raises `_Fenced` (the caller's transaction then
+    rolls back) for those whose lease is gone."""
+    fences = [(index, save[4]) for index, save in enumerate(saves) if save[4] is not None]
+    with db.cursor() as fenced, db.cursor() as cursor:
+        if fences:  # first in the transaction; its answers are read last (in pipeline mode: one round trip)
+            fenced.executemany(FENCE, [fence for _, fence in fences], returning=True)
+        cleared = [(save[0][0],) for save in saves if save[1]]
+        removed = [(save[0][0], save[3]) for save in saves if save[3] and not save[1]]
+        rows = [row for save in saves for row in save[2]]
+        for statement, params in ((_UPSERT_SESSION, [save[0] for save in saves]),
+                                  (_DELETE_HISTORY, cleared), (_DELETE_REMOVED, removed), (_UPSERT_HISTORY, rows)):
+            if len(params) == 1:
+                cursor.execute(statement, params[0])
+            elif params:
+                cursor.executemany(statement, params)
+        lost = []
+        for number, (index, _) in enumerate(fences):
+            if number:
+                fenced.nextset()
+            if fenced.fetchone() is None:
+                lost.append(index)
+        if lost:
+            raise _Fenced(lost)  # the transaction is rolled back: nothing of the batch is written
 
 
 def _load(db: psycopg.Connection[Any], session_id: str) -> tuple[tuple[Any, ...], list[Any]] | None:

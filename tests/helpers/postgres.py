@@ -53,8 +53,9 @@ def _server_user() -> str | None:
 
 
 @contextlib.contextmanager
-def throwaway_server(bindir: Path) -> Iterator[str]:
-    """Start a server; yield the conninfo of its ``postgres`` database; stop it and remove its files."""
+def throwaway_server(bindir: Path, *, settings: dict[str, str] | None = None) -> Iterator[str]:
+    """Start a server; yield the conninfo of its ``postgres`` database; stop it and remove its files.
+    ``settings``: server settings over the tests' (``fsync=off``, ``max_connections=200``)."""
     base = Path(tempfile.mkdtemp(prefix="acp-agent-pg-"))
     user = _server_user()
     if user is not None:
@@ -68,9 +69,10 @@ def throwaway_server(bindir: Path) -> Iterator[str]:
         subprocess.run([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
                         "--no-sync"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, user=user,
                        cwd=base)
+        options = {"listen_addresses": "127.0.0.1", "fsync": "off", "max_connections": "200", **(settings or {})}
         process = subprocess.Popen(
             [str(bindir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(base),
-             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"],
+             *(arg for name, value in options.items() for arg in ("-c", f"{name}={value}"))],
             stdout=log, stderr=log, user=user, cwd=base)
         conninfo = f"host=127.0.0.1 port={port} user=postgres dbname=postgres connect_timeout=5"
         _wait_ready(conninfo, process, base / "server.log")
