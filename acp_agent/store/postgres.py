@@ -334,8 +334,9 @@ class PostgresStore(SessionStore):
         failed: dict[int, StoreError] = {}
         for index in pending:
             try:
-                if not _transaction(db, f"save session {saves[index][0][0]}", _save, *saves[index], pipelined=True):
-                    fenced.append(index)
+                _transaction(db, f"save session {saves[index][0][0]}", _save, *saves[index], pipelined=True)
+            except _Fenced:
+                fenced.append(index)
             except Exception as exc:
                 failed[index] = exc if isinstance(exc, StoreError) else _failed(saves[index], exc)
         return (None if db.closed else db), failed, fenced
@@ -385,6 +386,13 @@ _UPSERT_SESSION: Final = (
     f"INSERT INTO acp_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) "
     "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
     "archived = excluded.archived, info = excluded.info, state = excluded.state")
+_FENCED_UPSERT_SESSION: Final = (
+    f"INSERT INTO acp_sessions ({_COLUMNS}) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE EXISTS ({FENCE}) "
+    "ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, title = excluded.title, "
+    "updated_at = excluded.updated_at, archived = excluded.archived, info = excluded.info, state = excluded.state "
+    "RETURNING 1")
+"""A leased session's row, written only while `FENCE` holds (its lease row stays locked until the commit): one
+statement, its one returned row the proof; none: the lease is gone and nothing was written."""
 _DELETE_HISTORY: Final = "DELETE FROM acp_history WHERE session_id = %s"
 _DELETE_REMOVED: Final = "DELETE FROM acp_history WHERE session_id = %s AND seq = ANY(%s)"
 _UPSERT_HISTORY: Final = (
@@ -393,13 +401,10 @@ _UPSERT_HISTORY: Final = (
 
 
 def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, str]],
-          removed: list[int], fence: tuple[str, str, int] | None) -> bool:
-    """Write a session; ``False`` (nothing written) if ``fence``, its ``(session_id, owner, epoch)``, is no longer
-    the session's lease."""
-    if fence is not None and db.execute(FENCE, fence).fetchone() is None:
-        return False
-    _save_all(db, [(columns, full, rows, removed, None)])
-    return True
+          removed: list[int], fence: tuple[str, str, int] | None) -> None:
+    """Write a session; raises `_Fenced` (the caller's transaction then rolls back) if ``fence``, its
+    ``(session_id, owner, epoch)``, is no longer the session's lease."""
+    _save_all(db, [(columns, full, rows, removed, fence)])
 
 
 class _Fenced(Exception):
@@ -435,27 +440,36 @@ def _failed(save: _Save, exc: Exception) -> StoreError:
 
 
 def _save_all(db: psycopg.Connection[Any], saves: list[_Save]) -> None:
-    """Write ``saves`` (one per session) in the transaction under way: first the lease predicate of each leased
-    session (`FENCE`), then each statement once for all of them; raises `_Fenced` (the caller's transaction then
-    rolls back) for those whose lease is gone."""
-    fences = [(index, save[4]) for index, save in enumerate(saves) if save[4] is not None]
-    with db.cursor() as fenced, db.cursor() as cursor:
-        if fences:  # first in the transaction; its answers are read last (in pipeline mode: one round trip)
-            fenced.executemany(FENCE, [fence for _, fence in fences], returning=True)
+    """Write ``saves`` (one per session) in the transaction under way, each statement once for all of them; a
+    leased session's row only while its lease holds (`_FENCED_UPSERT_SESSION`, first in the transaction, its
+    answers read last: in pipeline mode one round trip); raises `_Fenced` (the caller's transaction then rolls
+    back) for those whose lease is gone."""
+    fenced: list[int] = []  # the indexes of leased sessions' saves
+    params: list[tuple[Any, ...]] = []
+    for index, save in enumerate(saves):
+        if save[4] is not None:
+            fenced.append(index)
+            params.append(save[0] + save[4])
+    with db.cursor() as proofs, db.cursor() as cursor:
+        if params:
+            if len(params) == 1:
+                proofs.execute(_FENCED_UPSERT_SESSION, params[0])
+            else:
+                proofs.executemany(_FENCED_UPSERT_SESSION, params, returning=True)
         cleared = [(save[0][0],) for save in saves if save[1]]
         removed = [(save[0][0], save[3]) for save in saves if save[3] and not save[1]]
         rows = [row for save in saves for row in save[2]]
-        for statement, params in ((_UPSERT_SESSION, [save[0] for save in saves]),
-                                  (_DELETE_HISTORY, cleared), (_DELETE_REMOVED, removed), (_UPSERT_HISTORY, rows)):
-            if len(params) == 1:
-                cursor.execute(statement, params[0])
-            elif params:
-                cursor.executemany(statement, params)
+        for statement, many in ((_UPSERT_SESSION, [save[0] for save in saves if save[4] is None]),
+                                (_DELETE_HISTORY, cleared), (_DELETE_REMOVED, removed), (_UPSERT_HISTORY, rows)):
+            if len(many) == 1:
+                cursor.execute(statement, many[0])
+            elif many:
+                cursor.executemany(statement, many)
         lost = []
-        for number, (index, _) in enumerate(fences):
+        for number, index in enumerate(fenced):
             if number:
-                fenced.nextset()
-            if fenced.fetchone() is None:
+                proofs.nextset()
+            if proofs.fetchone() is None:
                 lost.append(index)
         if lost:
             raise _Fenced(lost)  # the transaction is rolled back: nothing of the batch is written
