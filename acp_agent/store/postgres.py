@@ -393,6 +393,19 @@ _FENCED_UPSERT_SESSION: Final = (
     "RETURNING 1")
 """A leased session's row, written only while `FENCE` holds (its lease row stays locked until the commit): one
 statement, its one returned row the proof; none: the lease is gone and nothing was written."""
+_FENCED_UPSERT_SESSIONS: Final = (
+    f"INSERT INTO acp_sessions ({_COLUMNS}) SELECT {_COLUMNS} FROM unnest(%s::text[], %s::text[], %s::text[], "
+    "%s::text[], %s::text[], %s::boolean[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[]) "
+    f"AS v({_COLUMNS}, owner, epoch) WHERE EXISTS (SELECT 1 FROM acp_leases l WHERE l.session_id = v.session_id "
+    "AND l.owner = v.owner AND l.epoch = v.epoch FOR SHARE OF l) "
+    "ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd, title = excluded.title, "
+    "updated_at = excluded.updated_at, archived = excluded.archived, info = excluded.info, state = excluded.state "
+    "RETURNING session_id")
+"""`_FENCED_UPSERT_SESSION` for many sessions in one statement (a column array each): the sessions written."""
+_UPSERT_HISTORIES: Final = (
+    "INSERT INTO acp_history (session_id, seq, kind, item) SELECT * FROM unnest(%s::text[], %s::integer[], "
+    "%s::text[], %s::text[]) ON CONFLICT (session_id, seq) DO UPDATE SET kind = excluded.kind, item = excluded.item")
+"""`_UPSERT_HISTORY` for many rows in one statement (a column array each)."""
 _DELETE_HISTORY: Final = "DELETE FROM acp_history WHERE session_id = %s"
 _DELETE_REMOVED: Final = "DELETE FROM acp_history WHERE session_id = %s AND seq = ANY(%s)"
 _UPSERT_HISTORY: Final = (
@@ -451,26 +464,32 @@ def _save_all(db: psycopg.Connection[Any], saves: list[_Save]) -> None:
             fenced.append(index)
             params.append(save[0] + save[4])
     with db.cursor() as proofs, db.cursor() as cursor:
-        if params:
-            if len(params) == 1:
-                proofs.execute(_FENCED_UPSERT_SESSION, params[0])
-            else:
-                proofs.executemany(_FENCED_UPSERT_SESSION, params, returning=True)
+        if len(params) == 1:
+            proofs.execute(_FENCED_UPSERT_SESSION, params[0])
+        elif params:  # one statement, a column array each: far less work per session than one execute each
+            columns = [list(column) for column in zip(*params, strict=True)]
+            del columns[9]  # the lease's session id: the session's own
+            proofs.execute(_FENCED_UPSERT_SESSIONS, columns)
         cleared = [(save[0][0],) for save in saves if save[1]]
         removed = [(save[0][0], save[3]) for save in saves if save[3] and not save[1]]
         rows = [row for save in saves for row in save[2]]
         for statement, many in ((_UPSERT_SESSION, [save[0] for save in saves if save[4] is None]),
-                                (_DELETE_HISTORY, cleared), (_DELETE_REMOVED, removed), (_UPSERT_HISTORY, rows)):
+                                (_DELETE_HISTORY, cleared), (_DELETE_REMOVED, removed)):
             if len(many) == 1:
                 cursor.execute(statement, many[0])
             elif many:
                 cursor.executemany(statement, many)
-        lost = []
-        for number, index in enumerate(fenced):
-            if number:
-                proofs.nextset()
-            if proofs.fetchone() is None:
-                lost.append(index)
+        if len(rows) == 1:
+            cursor.execute(_UPSERT_HISTORY, rows[0])
+        elif rows:
+            cursor.execute(_UPSERT_HISTORIES, [list(column) for column in zip(*rows, strict=True)])
+        if len(params) == 1:
+            lost = [] if proofs.fetchone() is not None else fenced
+        elif params:
+            written = {row[0] for row in proofs.fetchall()}
+            lost = [index for index in fenced if saves[index][0][0] not in written]
+        else:
+            lost = []
         if lost:
             raise _Fenced(lost)  # the transaction is rolled back: nothing of the batch is written
 
