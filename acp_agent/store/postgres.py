@@ -406,7 +406,7 @@ _UPSERT_HISTORIES: Final = (
     "INSERT INTO acp_history (session_id, seq, kind, item) SELECT * FROM unnest(%s::text[], %s::integer[], "
     "%s::text[], %s::text[]) ON CONFLICT (session_id, seq) DO UPDATE SET kind = excluded.kind, item = excluded.item")
 """`_UPSERT_HISTORY` for many rows in one statement (a column array each)."""
-_DELETE_HISTORY: Final = "DELETE FROM acp_history WHERE session_id = %s"
+_DELETE_HISTORIES: Final = "DELETE FROM acp_history WHERE session_id = ANY(%s)"
 _DELETE_REMOVED: Final = "DELETE FROM acp_history WHERE session_id = %s AND seq = ANY(%s)"
 _UPSERT_HISTORY: Final = (
     "INSERT INTO acp_history (session_id, seq, kind, item) VALUES (%s, %s, %s, %s) "
@@ -470,11 +470,13 @@ def _save_all(db: psycopg.Connection[Any], saves: list[_Save]) -> None:
             columns = [list(column) for column in zip(*params, strict=True)]
             del columns[9]  # the lease's session id: the session's own
             proofs.execute(_FENCED_UPSERT_SESSIONS, columns)
-        cleared = [(save[0][0],) for save in saves if save[1]]
+        cleared = [save[0][0] for save in saves if save[1]]
         removed = [(save[0][0], save[3]) for save in saves if save[3] and not save[1]]
         rows = [row for save in saves for row in save[2]]
+        if cleared:
+            cursor.execute(_DELETE_HISTORIES, (cleared,))
         for statement, many in ((_UPSERT_SESSION, [save[0] for save in saves if save[4] is None]),
-                                (_DELETE_HISTORY, cleared), (_DELETE_REMOVED, removed)):
+                                (_DELETE_REMOVED, removed)):
             if len(many) == 1:
                 cursor.execute(statement, many[0])
             elif many:

@@ -199,3 +199,41 @@ async def test_a_save_whose_lease_was_taken_fails_alone_in_its_batch(postgres_ds
         loaded = await store.load(record.session_id)
         assert (loaded is None) == (record.session_id == "sess_2")
     await store.close()
+
+
+async def test_a_batch_of_leased_sessions_is_a_few_statements(postgres_dsn: str, monkeypatch: pytest.MonkeyPatch,
+                                                              ) -> None:
+    """A batch writes its leased sessions' rows (fence included) in one statement, clears their history in one
+    and writes their history rows in one, however many sessions it holds (before: a fence query, a session
+    upsert, a history delete per session and a history upsert per row: 100 for these 20 new sessions)."""
+    import psycopg
+
+    store = PostgresStore(postgres_dsn, writers=1)
+    await store.open()
+    records = [SessionRecord(session_id=f"sess_{i}", cwd="/work") for i in range(20)]
+    for record in records:
+        assert await store.acquire_session(record.session_id)
+        turn(record, record.session_id)
+    sent: list[str] = []
+    execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
+
+    def counted(cursor: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return execute(cursor, query, params, **kwargs)
+
+    def counted_many(cursor: Any, query: Any, params_seq: Any, **kwargs: Any) -> Any:
+        params_seq = list(params_seq)
+        sent.extend(str(query) for _ in params_seq)
+        return executemany(cursor, query, params_seq, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    monkeypatch.setattr(psycopg.Cursor, "executemany", counted_many)
+    async with anyio.create_task_group() as tg:
+        for record in records:
+            tg.start_soon(store.save, record)
+    monkeypatch.undo()
+    # The first save alone (nothing to join yet), the other 19 in one batch: three statements each.
+    assert len(sent) <= 6, sent
+    for record in records:
+        assert texts(await store.load(record.session_id)) == [record.session_id, f"echo {record.session_id}"]
+    await store.close()
