@@ -73,8 +73,9 @@ _GIVE_BACK: Final = ("UPDATE acp_leases SET owner = '', expires_at = now() "
                      "WHERE session_id = %s AND owner = %s AND epoch = %s")
 
 FENCE: Final = "SELECT 1 FROM acp_leases WHERE session_id = %s AND owner = %s AND epoch = %s FOR SHARE"
-"""The predicate every write of a leased session runs first, in its transaction: the row names this owner and
-epoch (and stays so until the write commits: a takeover waits for it)."""
+"""The predicate every write of a leased session holds to, in the statement writing the session's row (the store's
+``WHERE EXISTS (FENCE)``): the lease row names this owner and epoch (and stays so until the write commits: a
+takeover waits for it)."""
 
 _RETRY: Final = 0.5  # seconds between renewal attempts while the database is out of reach
 
