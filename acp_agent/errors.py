@@ -109,6 +109,13 @@ class RequestError(AcpAgentError):
         return cls(ErrorCode.RESOURCE_NOT_FOUND, "Resource not found", {"sessionId": session_id})
 
     @classmethod
+    def store_unavailable(cls, retry_after: float = 1.0) -> RequestError:
+        """The session store cannot be reached now (``-32603``, ``data.retryable``): nothing was done; send the
+        request again after ``data.retryAfter`` seconds."""
+        return cls(ErrorCode.INTERNAL_ERROR, "Session store unavailable, retry",
+                   {"retryable": True, "retryAfter": retry_after})
+
+    @classmethod
     def auth_required(cls) -> RequestError:
         """An operation that needs ``auth/login`` first (``-32000``)."""
         return cls(ErrorCode.AUTH_REQUIRED, "Authentication required")

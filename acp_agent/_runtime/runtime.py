@@ -48,7 +48,7 @@ from ..schema.session_reach import STORED_SESSION_METHODS
 from ..session import Session, rearm_wakeups
 from ..session import session_of as _session
 from ..store import SessionStore, StoredSession
-from ..store.keeper import RecordKeeper
+from ..store.keeper import RecordKeeper, active_in_another_process
 from ..store.opening import session_store
 from .bookkeeping import Bookkeeping, archive_filter
 from .children import CHILD_MUTATION_REFUSED, child_cancellable
@@ -122,6 +122,7 @@ class AgentRuntime:
         self.keeper = RecordKeeper(chosen, terminal_tail=self.limits.terminal_output_bytes)
         """Where sessions are kept (``store``, else ``agent.store``, else a
         [`MemoryStore`][acp_agent.store.MemoryStore]: `acp_agent.store.opening`)."""
+        self.keeper.on_taken = self._taken
         self.live: LiveSessions[AgentRuntime] = live_sessions(chosen)
         """The runtimes sharing the store, and its sessions being closed, loaded or changed (`live`)."""
         self.live.join(self)
@@ -441,6 +442,9 @@ class AgentRuntime:
         """Make a session live; with ``new``, its output is held until the answer that names it (with ``hold``,
         until its ``sink.release()``)."""
         self._check_session_room()
+        # Held before it runs (a store that cannot be reached fails the request here, with nothing started).
+        if not await self.keeper.acquire(record.session_id):  # a new id is nobody's: only a resume is refused
+            logger.error("acp: session %s is held by another process sharing the store", record.session_id)
         core = self._sessions().make(record, hold=new or hold)
         _session(core).mcp_servers = list(mcp_servers or [])
         self._opening += 1
@@ -450,8 +454,6 @@ class AgentRuntime:
             self._opening -= 1
         self._opened(core)
         self.records[record.session_id] = record
-        if not await self.keeper.acquire(record.session_id):  # a new id is nobody's: only a resume is refused
-            logger.error("acp: session %s is held by another process sharing the store", record.session_id)
         if self.keeper.durable:
             core.persist = partial(self.keeper.save, record)
             core.persist_now = partial(self.keeper.save_now, record)
@@ -601,6 +603,21 @@ class AgentRuntime:
         if core.id not in self.sessions and self.records.get(core.id) is record:
             del self.records[core.id]
 
+    def _taken(self, sid: str) -> None:
+        """Another process took ``sid`` over (the store refused this process's stale lease): close it here without
+        saving (its client is refused ``-32002`` from now on)."""
+        core = self.sessions.get(sid)
+        if core is not None and core.parent is None:
+            self.connection.task_group.start_soon(self._give_up, core)
+
+    async def _give_up(self, core: SessionCore) -> None:
+        if self.sessions.get(core.id) is not core:
+            return
+        self.sessions.pop(core.id, None)
+        async with self.live.changing(core.id):
+            await self._stop(core, keep=False)
+        await self.keeper.release(core.id)
+
     async def _discard(self, core: SessionCore) -> None:
         self.sessions.pop(core.id, None)
         record = self.records.pop(core.id, None)
@@ -656,6 +673,8 @@ class AgentRuntime:
         """The engine of a session open here that the client may act on (``-32002`` if none; a child only
         for its advertised cancels)."""
         core = self.sessions.get(session_id)
+        if session_id in self.keeper.taken:
+            raise active_in_another_process(session_id)  # another process took it over (its lease)
         if core is None:
             raise RequestError.session_not_found(session_id)
         if core.parent is not None and not (child_cancel and child_cancellable(core)):

@@ -77,6 +77,13 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if not value:
+        raise ValueError(text)
+    return value
+
+
 def _seconds_or_off(text: str) -> float | None:
     if text.lower() in _OFF or text.lower() in ("none", "disable", "disabled"):
         return None
@@ -117,6 +124,9 @@ TOKEN: Final = Variable[str | None]("ACP_AGENT_TOKEN", "any text",
                         "python -m acp_agent serve: the bearer token every request must carry, and the one "
                         "dev --connect sends (--token wins)", None,
                         _text)
+LEASE_TTL: Final = Variable("ACP_AGENT_LEASE_TTL", "a number of seconds > 0",
+                            "PostgreSQL stores: how long a session's lease lasts unrenewed (how soon a frozen or "
+                            "partitioned process loses its sessions)", 10.0, _positive_seconds)
 
 WITHHOLD: Final = Variable[str | None]("ACP_AGENT_WITHHOLD_ENV", "comma-separated variable names, NAME* for a prefix",
                                        "more variables that never reach a terminal's process (ACP_AGENT_* never do)",
@@ -127,7 +137,7 @@ TELEMETRY_COMMANDS: Final = Variable("ACP_AGENT_TELEMETRY_COMMANDS", "1, on, tru
                                      False, _switch)
 
 VARIABLES: Final[tuple[Variable[Any], ...]] = (BACKEND, UVLOOP, LOG_LEVEL, SHUTDOWN_TIMEOUT, BLOCK_WARNING, DATA_DIR,
-                                               STORE, TOKEN, WITHHOLD, TELEMETRY_COMMANDS)
+                                               STORE, TOKEN, LEASE_TTL, WITHHOLD, TELEMETRY_COMMANDS)
 """Every ``ACP_AGENT_*`` variable the SDK reads."""
 
 

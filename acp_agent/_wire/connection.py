@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from .. import schema
 from .._util.episodes import Episode
 from .._util.telemetry import Recorder, Span
-from ..errors import ErrorCode, RequestError
+from ..errors import ErrorCode, RequestError, StoreError
 from . import dispatch
 from .framing import DEFAULT_MAX_MESSAGE_BYTES, LineReader, Oversized, Writer
 from .templates import notification_line, request_line, result_line
@@ -35,6 +35,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_STORE_OUTAGE = Episode()
+"""Requests that failed because the session store could not be reached: logged once per outage."""
 
 RequestId = int | str
 """A JSON-RPC request id as ACP allows it: a string or an integer."""
@@ -465,6 +468,10 @@ class Connection:
                     result = await thunk()
                 except RequestError as exc:
                     answer = {"error": exc.to_dict()}
+                except StoreError as exc:  # an outage: one log line per episode, and an answer saying "retry"
+                    _STORE_OUTAGE.log(logger, logging.ERROR, "acp: the session store is unavailable (%s); requests "
+                                      "are answered \"Session store unavailable, retry\"", exc)
+                    answer = {"error": RequestError.store_unavailable().to_dict()}
                 except Exception:
                     logger.exception("acp: handler for request %r failed", request_id)
                     answer = {"error": RequestError.internal_error().to_dict()}

@@ -96,6 +96,18 @@ def _serve(serve: argparse.ArgumentParser) -> None:
                        help="delete stored sessions unused for DAYS days (default: keep them until deleted)")
     serve.add_argument("--affinity-cookie", default=None, metavar="NAME=VALUE",
                        help="a cookie set on every answer (Path=/; HttpOnly) for a load balancer that routes by it")
+    serve.add_argument("--advertise-url", default=None, metavar="URL",
+                       help="this replica's http://HOST:PORT on the replicas' network; with --peer, a Streamable "
+                            "HTTP request reaching the wrong replica is forwarded to the one holding its connection, "
+                            "so the load balancer needs no affinity")
+    serve.add_argument("--peer", action="append", default=[], metavar="URL",
+                       help="another replica's --advertise-url (repeatable; requests are only forwarded to these)")
+    serve.add_argument("--turn-grace", type=float, default=30.0,
+                       help="seconds a WebSocket connection that dropped mid-turn keeps running its turn for the "
+                            "client to reattach (default 30; 0 cancels the turn at once)")
+    serve.add_argument("--drain-delay", type=float, default=0.0,
+                       help="seconds between SIGTERM (/readyz answers 503) and closing the connections, for the "
+                            "load balancer to take this replica out (default 0)")
     serve.add_argument("--workspace", default=None, metavar="DIR",
                        help="sessions may only use directories under DIR (default: the directory serve was started "
                             "in), unless the agent declares its own workspace policy; / itself is always refused")

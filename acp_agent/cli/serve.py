@@ -165,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
         "max_connections": args.max_connections, "idle_timeout": args.idle_timeout,
         "max_body_bytes": args.max_body_bytes, "max_buffered_bytes": args.max_buffered_bytes,
         "max_output_stall": args.max_output_stall, "extra_headers": extra_headers, "limits": limits,
-        "retention": args.retention, **_hosting_options(args, source),
+        "retention": args.retention, "advertise_url": args.advertise_url, "peers": tuple(args.peer),
+        "turn_grace": args.turn_grace, "drain_delay": args.drain_delay, **_hosting_options(args, source),
     }
     try:
         HttpOptions(**options)

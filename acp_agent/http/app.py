@@ -16,7 +16,7 @@ import contextlib
 import logging
 import warnings
 from collections.abc import AsyncIterator, Callable, MutableMapping
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
@@ -32,9 +32,12 @@ from .sessions import ActiveSessions
 from .streamable import StreamableHttp
 from .websocket import WebSocketTransport, deny_socket
 
-__all__ = ["AcpApp", "Receive", "Scope", "Send"]
+__all__ = ["PROBES", "AcpApp", "Receive", "Scope", "Send"]
 
 logger = logging.getLogger(__name__)
+
+PROBES: Final = ("/healthz", "/readyz")
+"""The paths of the liveness and readiness probes (no credential needed; they say nothing about sessions)."""
 
 
 class AcpApp:
@@ -171,6 +174,9 @@ class AcpApp:
             return
         if kind not in ("http", "websocket"):
             return
+        if kind == "http" and scope.get("path") in PROBES and scope.get("method") in ("GET", "HEAD"):
+            await self._probe(send, scope["path"])
+            return
         headers = request_headers(scope)
         if not self._path_matches(scope):
             if kind == "http":
@@ -189,7 +195,33 @@ class AcpApp:
         if kind == "websocket":
             await self._websocket.handle(scope, receive, send, headers, admitted)
         else:
-            await self._http.handle(receive, send, scope["method"], headers, admitted)
+            target = scope.get("raw_path") or scope.get("path", "/").encode()
+            query = scope.get("query_string", b"")
+            await self._http.handle(receive, send, scope["method"], headers, admitted,
+                                    (target + (b"?" + query if query else b"")).decode("latin-1"))
+
+    async def _probe(self, send: Send, path: str) -> None:
+        """``/healthz``: 200 while the process serves. ``/readyz``: 200 when new clients should come here (the store
+        answers, no shutdown under way), else 503 with the reason."""
+        host = self._host
+        if path == "/healthz":
+            await send_text(send, 200, "ok")
+        elif host.draining or host.closing:
+            await send_text(send, 503, "draining")
+        elif not await host.store_reachable():
+            await send_text(send, 503, "session store unreachable")
+        else:
+            await send_text(send, 200, "ready")
+
+    async def drain(self) -> None:
+        """A graceful shutdown: ``/readyz`` answers 503 at once; after ``drain_delay`` seconds (for a balancer to
+        take this replica out) every connection is closed as `close` does, its sessions saved and their leases
+        given back, so clients reconnect through another replica and resume them there."""
+        self._host.draining = True
+        if self.options.drain_delay > 0:
+            logger.info("acp: draining: closing every connection in %.1f s", self.options.drain_delay)
+            await anyio.sleep(self.options.drain_delay)
+        await self.close()
 
     async def _preflight(self, send: Send, origin: str) -> None:
         if not origin_allowed(origin, self.options.allowed_origins):

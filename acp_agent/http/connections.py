@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import logging
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Final, Literal
 
@@ -37,9 +38,16 @@ from .options import HttpOptions
 from .sessions import ActiveSessions, active_elsewhere
 from .streams import Mailbox, MessageInbox, OutputStream
 
-__all__ = ["SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection", "Route"]
+__all__ = ["RESUMABLE_META", "SHUTDOWN_MARGIN", "ConnectionLimitError", "ConnectionRegistry", "RemoteConnection",
+           "Route"]
 
 logger = logging.getLogger(__name__)
+
+_NOT_FOUND_TEXT: Final = "Resource not found"
+_NOT_FOUND: Final = b'"Resource not found"'
+
+RESUMABLE_META: Final = "acp-agent/resumableStreams"
+"""The ``_meta`` key of the ``initialize`` answer that describes how this connection's streams resume."""
 
 SHUTDOWN_MARGIN: Final = 2.0
 """Seconds past the shutdown timeout before a closing connection's remaining work is cancelled."""
@@ -77,8 +85,9 @@ class RemoteConnection:
         store: SessionStore | None = None,
         active: ActiveSessions | None = None,
         principal: str = DEFAULT_PRINCIPAL,
+        connection_id: str | None = None,
     ) -> None:
-        self.id = str(uuid.uuid4())
+        self.id = connection_id if connection_id is not None else str(uuid.uuid4())
         """The ``Acp-Connection-Id`` (random, unguessable)."""
         self.transport: Transport = transport
         self.options = options
@@ -99,7 +108,7 @@ class RemoteConnection:
         self.initial_response: bytes | None = None
         self._initial = anyio.Event()
         # HTTP routing (see the module docstring).
-        self.connection_stream = Mailbox(self._queued, self._taken)
+        self.connection_stream = Mailbox(self._queued, self._taken, options.replay_messages)
         self.session_streams: dict[str, Mailbox] = {}
         self.client_response_routes: dict[IdKey, Route] = {}
         """The session of each request the agent sent and the client has not answered yet."""
@@ -115,6 +124,16 @@ class RemoteConnection:
         self.close_reason: str | None = None
         """Why the server closed the connection (a limit), if it did."""
         self._closing = anyio.Event()
+        # WebSocket reattach (see `client_lost` and `reattach`): every frame sent is numbered and the last
+        # ``replay_messages`` kept; the client counts the frames it got (its cursor).
+        self.frames_sent = 0
+        """Frames sent on this WebSocket connection so far (the initialize answer is frame 1)."""
+        self._frames: deque[bytes] = deque(maxlen=options.replay_messages)
+        self._send_lock = anyio.Lock()
+        self.detached = False
+        """True while a WebSocket connection's client is gone and its turns run on, waiting for it to reattach."""
+        self._detached = anyio.Event()
+        self._reattached = anyio.Event()
         self.done = anyio.Event()
         """Set once the runtime has finished (sessions closed, output flushed or dropped)."""
 
@@ -125,6 +144,8 @@ class RemoteConnection:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._enforce_deadline, tg.cancel_scope)
+                if self.transport == "websocket":
+                    tg.start_soon(self._keep_detached)
                 await self.runtime.connection.run()
                 tg.cancel_scope.cancel()
         except Exception:
@@ -164,6 +185,70 @@ class RemoteConnection:
             logger.warning("acp: closing connection %s: %s", self.id, reason)
         self.shutdown(discard=True)
 
+    def client_lost(self) -> None:
+        """A WebSocket's client went away: with a session active and ``turn_grace`` set, keep the connection (its
+        turns run on, its output is numbered and kept) for the client to reattach; otherwise close it."""
+        if self.closing or self.options.turn_grace <= 0 or not self.runtime.records:
+            self.shutdown(discard=True)
+            return
+        if not self.detached:
+            self.detached = True
+            self._reattached = anyio.Event()
+            self._detached.set()
+
+    async def _keep_detached(self) -> None:
+        """Close the connection once it stayed detached for ``turn_grace`` seconds."""
+        while True:
+            await self._detached.wait()
+            self._detached = anyio.Event()
+            with anyio.move_on_after(self.options.turn_grace):
+                await self._reattached.wait()
+                continue
+            if self.detached:
+                logger.info("acp: WebSocket connection %s was not reattached within %.0f s; closing it", self.id,
+                            self.options.turn_grace)
+                self.shutdown(discard=True)
+                return
+
+    def can_reattach(self, cursor: int) -> bool:
+        """Whether a client that got ``cursor`` frames can reattach now (every frame after it is kept)."""
+        return self.detached and not self.closing and 0 <= self.frames_sent - cursor <= len(self._frames)
+
+    async def reattach(self, send_lines: Callable[[list[bytes]], Awaitable[None]], cursor: int) -> bool:
+        """Hand a detached WebSocket connection to a new socket: the frames after ``cursor`` (the count the client
+        got) are sent again, then a ``state_update`` of every active session, then what comes. ``False`` (nothing
+        changed) when frames after ``cursor`` are no longer kept: the client resumes its sessions instead."""
+        async with self._send_lock:
+            if not self.can_reattach(cursor):
+                return False
+            missing = self.frames_sent - cursor
+            replay = list(self._frames)[len(self._frames) - missing:] if missing else []
+            self._send_lines = send_lines
+            self.detached = False
+            self._reattached.set()
+            states = [core.sink.frame(core.snapshots.current()).rstrip(b"\n")
+                      for core in list(self.runtime.sessions.values())]
+            await self._send_numbered(replay, number=False)
+            await self._send_numbered(states)
+        return True
+
+    async def _send_numbered(self, lines: list[bytes], *, number: bool = True) -> None:
+        """Send ``lines`` on the socket (the lock held), numbering and keeping them unless they were already."""
+        if number:
+            self.frames_sent += len(lines)
+            self._frames.extend(lines)
+        if self.detached or not lines:
+            return
+        assert self._send_lines is not None
+        with anyio.move_on_after(self.options.max_output_stall) as scope:
+            try:
+                await self._send_lines(lines)
+            except Exception:  # the server's "client disconnected" errors vary
+                self.client_lost()
+                return
+        if scope.cancelled_caught:
+            self.fail(f"output stalled for max_output_stall ({self.options.max_output_stall:g} s)")
+
     async def _enforce_deadline(self, scope: anyio.CancelScope) -> None:
         await self._closing.wait()
         await anyio.sleep(self.runtime.shutdown_timeout + SHUTDOWN_MARGIN)
@@ -201,9 +286,12 @@ class RemoteConnection:
             return
         if not self.initialized:
             self.initialized = True
+            lines[0] = self._advertise(lines[0])
             if self.transport == "http":
                 self.initial_response = lines.pop(0)
                 self._initial.set()
+        if self._active is not None:
+            lines = [await self._truthful(line) if _NOT_FOUND in line else line for line in lines]
         if self._send_lines is not None:
             await self._send_websocket(lines)
             return
@@ -215,15 +303,46 @@ class RemoteConnection:
             await self.wait_for_room()
 
     async def _send_websocket(self, lines: list[bytes]) -> None:
-        assert self._send_lines is not None
-        with anyio.move_on_after(self.options.max_output_stall) as scope:
-            try:
-                await self._send_lines(lines)
-            except Exception:  # the server's "client disconnected" errors vary
-                self.shutdown(discard=True)
-                return
-        if scope.cancelled_caught:
-            self.fail(f"output stalled for max_output_stall ({self.options.max_output_stall:g} s)")
+        async with self._send_lock:
+            await self._send_numbered(lines)
+
+    async def _truthful(self, line: bytes) -> bytes:
+        """A "Resource not found" answer for a session active on another connection (here or on another replica)
+        says so: ``-32002`` "Session is active on another connection"."""
+        assert self._active is not None
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return line
+        error = answer.get("error") if isinstance(answer, dict) else None
+        data = error.get("data") if isinstance(error, dict) else None
+        session_id = data.get("sessionId") if isinstance(data, dict) else None
+        if not (isinstance(session_id, str) and isinstance(error, dict)) or error.get("message") != _NOT_FOUND_TEXT:
+            return line
+        with anyio.CancelScope(shield=True):
+            if not await self._active.elsewhere(self, session_id):
+                return line
+        answer["error"] = active_elsewhere(session_id).to_dict()
+        return orjson.dumps(answer)
+
+    def _advertise(self, line: bytes) -> bytes:
+        """The ``initialize`` answer with the resumable streams this connection offers in its ``_meta``."""
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return line
+        result = answer.get("result") if isinstance(answer, dict) else None
+        if not isinstance(result, dict):
+            return line
+        meta = result.get("_meta")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta[RESUMABLE_META] = {
+            "connectionId": self.id, "transport": self.transport, "cursor": "Last-Event-ID",
+            "replayMessages": self.options.replay_messages,
+            **({"graceSeconds": self.options.turn_grace} if self.transport == "websocket" else {}),
+        }
+        result["_meta"] = meta
+        return orjson.dumps(answer)
 
     async def wait_for_room(self) -> None:
         """Wait while clients hold ``max_buffered_bytes`` unread; close the connection if they stall."""
@@ -280,9 +399,9 @@ class RemoteConnection:
         if len(value) > self.options.max_id_length:
             raise ConnectionLimitError(f"{label} exceeds max_id_length ({self.options.max_id_length})")
 
-    def acquire(self, session_id: str | None) -> tuple[Mailbox, object] | None:
+    def acquire(self, session_id: str | None, *, takeover: bool = False) -> tuple[Mailbox, object] | None:
         """Attach an SSE receiver to the connection stream or a session's (which stays quiet);
-        ``None`` if one is attached already."""
+        ``None`` if one is attached already (``takeover``: replace it, for a client resuming with a cursor)."""
         if session_id is None:
             mailbox = self.connection_stream
         else:
@@ -291,7 +410,7 @@ class RemoteConnection:
             if found is None:
                 found = self.session_streams[session_id] = Mailbox(self._queued, self._taken)
             mailbox = found
-        token = mailbox.acquire()
+        token = mailbox.acquire(takeover=takeover)
         if token is None:
             return None
         self.receivers += 1

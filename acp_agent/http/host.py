@@ -11,8 +11,10 @@ import logging
 import time
 from collections.abc import Callable
 
+import anyio
 from anyio.abc import TaskGroup
 
+from .._util.episodes import Episode
 from ..agent import Agent
 from ..errors import RequestError, StoreError
 from ..limits import limit_error
@@ -20,8 +22,9 @@ from ..store import SessionStore
 from ..store.opening import StoreOpening, session_store
 from ..store.postgres import PostgresStore
 from .connections import SHUTDOWN_MARGIN, ConnectionRegistry
-from .leases import Leases, PostgresLeases
+from .leases import Leases, StoreLeases
 from .options import HttpOptions
+from .peers import Peers
 from .sessions import ActiveSessions
 
 __all__ = ["Host"]
@@ -45,8 +48,13 @@ class Host:
         """Where HTTP connections run: the app's lifespan (``None`` outside it)."""
         self.closing = False
         """Whether the app is closing (no new connection is taken)."""
+        self.draining = False
+        """Whether a graceful shutdown began (``/readyz`` answers 503; connections close after ``drain_delay``)."""
+        self.peers = Peers(options.advertise_url, options.peers)
+        """The replicas Streamable HTTP requests for connections held elsewhere are forwarded to."""
         self._store = store
         self._opening: StoreOpening | None = None
+        self._store_down = Episode()
 
     @property
     def store(self) -> SessionStore | None:
@@ -81,12 +89,31 @@ class Host:
         store = self._opening.store
         if isinstance(store, PostgresStore) and type(self.sessions.leases) is Leases:
             # Replicas share this database: a session active here is leased, so no other replica resumes it.
-            self.sessions.leases = PostgresLeases(store.conninfo, connect_timeout=store.connect_timeout)
+            self.sessions.leases = StoreLeases(store)
         try:
             return await self._opening.open()
         except StoreError as exc:
-            logger.error("acp: the session store cannot be opened now: %s (retried on the next use)", exc)
+            self._store_down.log(logger, logging.ERROR, "acp: the session store cannot be opened now: %s (retried on "
+                                 "the next use)", exc)
             return store
+
+    async def store_reachable(self, timeout: float = 2.0) -> bool:
+        """Whether the store answers a lookup within ``timeout`` seconds (a readiness probe)."""
+        store = self.store
+        if store is None:
+            return True  # not known until the first connection: nothing to wait for
+        with anyio.move_on_after(timeout):
+            try:
+                if self._opening is None:
+                    self._opening = StoreOpening(store)
+                opened = await self._opening.open()
+                await opened.find("acp-readiness-probe")
+            except Exception as exc:
+                self._store_down.log(logger, logging.WARNING, "acp: readiness: the session store does not answer: %s",
+                                     exc)
+                return False
+            return True
+        return False
 
     async def expire_sessions(self, max_age: float) -> int:
         """Delete the stored sessions nobody used for ``max_age`` seconds (``updated_at`` older), except those

@@ -1,12 +1,14 @@
 """Which server process has a session active, for replicas sharing one PostgreSQL store.
 
-Within one process `ActiveSessions` keeps a session on one
-connection at a time. Across processes, `PostgresLeases` holds a PostgreSQL advisory lock
-(session level) per session this process has active, on a connection of its own to the store's
-database: another replica's ``session/resume`` of it is refused while it is held. The database
-releases the locks of a process that dies (its connection ends), so a crashed replica's sessions
-can be resumed elsewhere at once. If the lease connection drops, it reconnects and takes its
-locks again on next use. psycopg is imported only here, when a server uses a PostgreSQL store.
+Within one process `ActiveSessions` keeps a session on one connection at a time. Across
+processes, `StoreLeases` holds the store's lease of each session this process has active
+([`SessionStore.acquire_session`][acp_agent.store.SessionStore.acquire_session]; for PostgreSQL a lease row with an
+epoch, renewed and fenced: `acp_agent.store.leases`): another replica's ``session/resume`` of it
+is refused while it is held. A crashed replica's leases are taken over at once, a frozen or
+partitioned one's once they expire, and a database restart loses none.
+
+`PostgresLeases` (advisory locks on a connection, lost when the database restarts) is what
+servers used before; it is kept for one release and no longer used.
 """
 
 from __future__ import annotations
@@ -14,15 +16,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
+from ..errors import StoreError
+
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["RETAKE_WAIT", "Leases", "PostgresLeases", "lease_key"]
+    from ..store import SessionStore
+
+__all__ = ["RETAKE_WAIT", "Leases", "PostgresLeases", "StoreLeases", "lease_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +60,50 @@ class Leases:
         """Give every lease back."""
 
 
+class StoreLeases(Leases):
+    """This process's leases in ``store``: one hold per session however often asked, given back once."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._held: set[str] = set()
+
+    async def acquire(self, session_id: str) -> bool:
+        """Take the session's lease in the store (at once or not at all). A database that cannot be reached does
+        not stop the request here: it is logged, and the runtime's own hold fails with the store's error."""
+        if session_id in self._held:
+            return True
+        try:
+            if not await self.store.acquire_session(session_id):
+                return False
+        except StoreError as exc:
+            logger.error("acp: cannot take the lease of session %s (%s)", session_id, exc)
+            return True
+        self._held.add(session_id)
+        return True
+
+    async def release(self, session_id: str) -> None:
+        """Give the session's lease back (if this process holds it here)."""
+        if session_id in self._held:
+            self._held.discard(session_id)
+            try:
+                await self.store.release_session(session_id)
+            except StoreError as exc:
+                logger.error("acp: cannot give back the lease of session %s (%s)", session_id, exc)
+
+    async def close(self) -> None:
+        """Give every lease back."""
+        for session_id in list(self._held):
+            await self.release(session_id)
+
+
 class PostgresLeases(Leases):
-    """Session leases as PostgreSQL advisory locks on the database at ``conninfo``."""
+    """Session leases as PostgreSQL advisory locks on the database at ``conninfo`` (deprecated: servers use
+    `StoreLeases` now; kept for one release)."""
 
     def __init__(self, conninfo: str, *, connect_timeout: float = 10.0) -> None:
+        warnings.warn("acp_agent.http.leases.PostgresLeases is deprecated (its locks are lost when the database "
+                      "restarts): use StoreLeases(PostgresStore(...)), the store's epoch-fenced leases",
+                      DeprecationWarning, stacklevel=2)
         self.conninfo = conninfo
         self.connect_timeout = connect_timeout
         self._db: psycopg.Connection[Any] | None = None

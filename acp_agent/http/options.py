@@ -78,16 +78,36 @@ class HttpOptions:
     own network position (server-side request forgery). Off: neither is advertised, and such an entry is refused
     ``-32602``."""
 
+    advertise_url: str | None = None
+    """This replica's own URL on the replicas' network (``http://HOST:PORT``), with ``peers``: connection ids name
+    the replica holding them, and a Streamable HTTP request that lands on another replica is forwarded there
+    (`acp_agent.http.peers`), so a balancer needs no affinity."""
+    peers: Sequence[str] = ()
+    """The other replicas' advertised URLs (this one's may be listed too): where requests may be forwarded."""
+    turn_grace: float = 30.0
+    """Seconds a WebSocket connection that dropped with a turn running is kept, its turn going on and its output
+    kept, for the client to reattach (``_acp/reattach``); 0 ends it at once, cancelling the turn."""
+    replay_messages: int = 1024
+    """Messages kept per stream for a client that reconnects with a cursor (SSE ``Last-Event-ID``, or the
+    WebSocket reattach cursor); an older cursor is refused and the client resumes its sessions instead."""
+    drain_delay: float = 0.0
+    """Seconds between the start of a graceful shutdown (``/readyz`` answers 503 at once) and the closing of the
+    connections, for a balancer to stop sending new clients here."""
+
     def __post_init__(self) -> None:
-        for name in ("max_connections", "max_body_bytes", "max_buffered_bytes", "max_id_length"):
+        for name in ("max_connections", "max_body_bytes", "max_buffered_bytes", "max_id_length", "replay_messages"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"HttpOptions.{name} must be a positive integer, got {value!r}")
-        for name in ("idle_timeout", "max_output_stall", "keepalive", "shutdown_timeout", "recheck_interval"):
+        for name in ("idle_timeout", "max_output_stall", "keepalive", "shutdown_timeout", "recheck_interval",
+                     "turn_grace", "drain_delay"):
             value = getattr(self, name)
-            lowest_ok = 0 if name == "shutdown_timeout" else 1e-9
+            lowest_ok = 0 if name in ("shutdown_timeout", "turn_grace", "drain_delay") else 1e-9
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= lowest_ok:
                 raise ValueError(f"HttpOptions.{name} must be a positive number, got {value!r}")
+        for url in (*self.peers, *([self.advertise_url] if self.advertise_url else [])):
+            if not (isinstance(url, str) and url.startswith("http://") and len(url) > len("http://")):
+                raise ValueError(f"HttpOptions peers and advertise_url must be http://HOST:PORT, got {url!r}")
         if self.retention is not None and (not isinstance(self.retention, (int, float))
                                            or isinstance(self.retention, bool) or not self.retention > 0):
             raise ValueError(f"HttpOptions.retention must be a positive number of days or None, got {self.retention!r}")

@@ -96,7 +96,7 @@ class _Server(uvicorn.Server):
             self._on_started()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        await self._acp.close()
+        await self._acp.drain()
         await super().shutdown(sockets)
 
     def capture_signals(self) -> contextlib._GeneratorContextManager[None]:
@@ -115,6 +115,12 @@ sans-I/O protocol."""
 NOISY_FAILURES: Final = (
     ("asyncio", "socket.accept() out of system resource"),
     ("uvicorn.error", "Invalid HTTP request received."),
+    # A session database outage: every save, lease and request fails alike until it is back.
+    ("acp_agent.store.keeper", "acp: %s (retried at once)"),
+    ("acp_agent.store.keeper", "acp: %s (retried at the session's next save)"),
+    ("acp_agent.store.keeper", "acp: session %s was closed but could not be saved"),
+    ("acp_agent.http.leases", "acp: cannot take the lease of session"),
+    ("acp_agent.http.leases", "acp: cannot release the lease of session"),
 )
 """Log messages (logger, start of the message) that come once per failing peer or ``accept``: logged once per
 episode (`EpisodeFilter`)."""

@@ -29,6 +29,7 @@ deleted, or its connection ended: always after the session was saved).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
@@ -38,9 +39,11 @@ import anyio
 from .._runtime.runtime import AgentRuntime
 from .._wire.connection import Method, Reply
 from ..errors import ErrorCode, RequestError
+from ..schema import SessionStatusResponse
 from .leases import Leases
 
-__all__ = ["ACTIVE_ELSEWHERE", "LET_GO_GRACE", "ActiveSessions", "Holder", "active_elsewhere"]
+__all__ = ["ACTIVE_ELSEWHERE", "ACTIVE_ELSEWHERE_STATUS", "LET_GO_GRACE", "ActiveSessions", "Holder",
+           "active_elsewhere"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +55,10 @@ LET_GO_GRACE: Final = 1.0
 
 _GUARDED: Final = ("session/resume", "session/delete", "session/archive")
 _OPENING: Final = ("session/new", "session/fork")
+_TRUTHFUL: Final = ("session/status", "session/set_title", "session/unarchive")
+
+ACTIVE_ELSEWHERE_STATUS: Final = "active_elsewhere"
+"""The ``session/status`` of a session another replica has active (its stored state is behind)."""
 
 
 def active_elsewhere(session_id: str) -> RequestError:
@@ -78,6 +85,9 @@ class Holder(Protocol):
     @property
     def closing(self) -> bool:
         """Whether its shutdown began."""
+    @property
+    def detached(self) -> bool:
+        """Whether a WebSocket connection's client is gone (its turns running on for it to reattach)."""
     @property
     def receivers(self) -> int:
         """Event streams attached right now."""
@@ -117,6 +127,42 @@ class ActiveSessions:
         route = requests.get("session/close")
         if route is not None and route.handler is not None:
             requests["session/close"] = Method(self._closing(connection, route.handler), route.params, route.prepare)
+        for method in _TRUTHFUL:
+            if method in requests:
+                connection.runtime.intercept(method, functools.partial(self._truthful, method))
+
+    async def in_another_process(self, session_id: str) -> bool:
+        """Whether another process (a replica sharing the store) has ``session_id`` active: it holds the lease."""
+        if type(self.leases) is Leases or any(session_id in held for held in self._leased.values()):
+            return False
+        if await self.leases.acquire(session_id):
+            await self.leases.release(session_id)
+            return False
+        return True
+
+    async def elsewhere(self, connection: Holder, session_id: str) -> bool:
+        """Whether ``session_id`` is active on another connection: of this process, or of another one."""
+        if any(c is not connection for c in self._holders(session_id, connection)):
+            return True
+        return await self.in_another_process(session_id)
+
+    def _truthful(self, method: str,
+                  handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+        """``session/status`` says ``active_elsewhere`` for a session another replica has active (not ``saved``:
+        what is stored is behind); ``session/set_title`` and ``session/unarchive`` of such a session are refused
+        ``-32002`` (as over SQLite), since that replica's next save would write over the change."""
+        async def truthful(request: Any) -> Any:
+            session_id: str = request.session_id
+            if method == "session/status":
+                result = await handler(request)
+                if getattr(result, "status", None) == "saved" and await self.in_another_process(session_id):
+                    return SessionStatusResponse(status=ACTIVE_ELSEWHERE_STATUS)
+                return result
+            if await self.in_another_process(session_id):
+                raise active_elsewhere(session_id)
+            return await handler(request)
+
+        return truthful
 
     async def detach(self, connection: Holder) -> None:
         """Forget a finished connection (its sessions were saved) and give back the leases it alone held."""
@@ -229,9 +275,10 @@ class ActiveSessions:
 
     @staticmethod
     def _abandoned(owner: Holder, asking: Holder) -> bool:
-        """Whether nobody reads ``owner`` (an HTTP connection with no event stream) and ``asking``
-        was opened with the same credential."""
-        return owner.transport == "http" and owner.receivers == 0 and owner.credential == asking.credential
+        """Whether nobody reads ``owner`` (an HTTP connection with no event stream, or a WebSocket connection
+        whose client is gone, waiting for it to reattach) and ``asking`` was opened with the same credential."""
+        unread = owner.receivers == 0 if owner.transport == "http" else owner.detached
+        return unread and owner.credential == asking.credential
 
     def _release(self, connection: Holder, session_id: str) -> None:
         held = self._claims.get(session_id)

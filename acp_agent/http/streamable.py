@@ -7,12 +7,16 @@ with ``Accept: text/event-stream`` opens the connection's event stream, or a ses
 (the reference): 400 for a missing or mismatched header or an over-long id, 404 for an unknown connection,
 406, 409 for a stream that already has a reader, 413, 415, and 401/403 for the security checks.
 
-A connection runs in the app's task group (`Host.task_group`), so it outlives the request that opened it.
+A connection runs in the app's task group (`Host.task_group`), so it outlives the request that opened it. Every
+event has an ``id:`` (the stream's cursor): a ``GET`` with ``Last-Event-ID`` takes the stream over and gets what
+followed, or ``409`` when that is no longer kept. A request for a connection another replica holds is forwarded
+there (`acp_agent.http.peers`).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any, Final
 
 import anyio
@@ -26,9 +30,12 @@ from .host import Host
 from .options import HttpOptions
 from .security import Admitted, Refusal, principal_of
 
-__all__ = ["StreamableHttp"]
+__all__ = ["STREAM_GONE", "StreamableHttp"]
 
 logger = logging.getLogger(__name__)
+
+STREAM_GONE: Final = "Last-Event-ID is no longer replayable; resume the sessions with session/resume"
+"""The ``409`` text of a stream resumed from a cursor older than what is kept (``HttpOptions.replay_messages``)."""
 
 _EVENT_STREAM: Final = "text/event-stream"
 _JSON: Final = "application/json"
@@ -49,20 +56,20 @@ class StreamableHttp:
         return self._host.options
 
     async def handle(self, receive: Receive, send: Send, method: str, headers: dict[str, str],
-                     admitted: Admitted | Refusal) -> None:
-        """Answer one HTTP request on the ACP path (``method`` its HTTP method), admitted or refused by the
-        security checks."""
+                     admitted: Admitted | Refusal, target: str = "/") -> None:
+        """Answer one HTTP request on the ACP path (``method`` its HTTP method, ``target`` its path and query, for
+        a request forwarded to the replica holding its connection), admitted or refused by the security checks."""
         if not isinstance(admitted, Admitted):
             status, text = admitted
             await send_text(send, status, text, [(b"www-authenticate", b"Bearer")] if status == 401 else [])
             return
         try:
             if method == "POST":
-                await self._post(receive, send, headers, admitted)
+                await self._post(receive, send, headers, admitted, target)
             elif method == "GET":
-                await self._get(receive, send, headers, admitted)
+                await self._get(receive, send, headers, admitted, target)
             elif method == "DELETE":
-                await self._delete(send, headers, admitted)
+                await self._delete(receive, send, headers, admitted, target)
             else:
                 await send_text(send, 405, "Method Not Allowed", [(b"allow", b"GET, POST, DELETE")])
         except _Disconnected:
@@ -114,7 +121,17 @@ class StreamableHttp:
 
     # -- POST ---------------------------------------------------------------------------------
 
-    async def _post(self, receive: Receive, send: Send, headers: dict[str, str], admitted: Admitted) -> None:
+    async def _elsewhere(self, receive: Receive, send: Send, method: str, target: str, headers: dict[str, str],
+                         body: bytes = b"") -> bool:
+        """Forward a request for a connection another replica holds there; whether it was (else: unknown)."""
+        peer = self._host.peers.owner(headers.get("acp-connection-id", ""), headers)
+        if peer is None:
+            return False
+        await self._host.peers.forward(peer, method, target, headers, body, receive, send)
+        return True
+
+    async def _post(self, receive: Receive, send: Send, headers: dict[str, str], admitted: Admitted,
+                    target: str) -> None:
         if headers.get("content-type", "").split(";", 1)[0].strip().lower() != _JSON:
             await send_text(send, 415, "Unsupported Media Type")
             return
@@ -146,7 +163,8 @@ class StreamableHttp:
             return
         connection = self._lookup(connection_id, admitted)
         if connection is None:
-            await send_text(send, 404, "Unknown Acp-Connection-Id")
+            if not await self._elsewhere(receive, send, "POST", target, headers, body):
+                await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
         try:
             problem = await self._forward(connection, message, headers, line)
@@ -223,6 +241,7 @@ class StreamableHttp:
         connection = RemoteConnection(
             agent, "http", self._options, credential=credential_digest(admitted.token),
             store=await host.shared_store(agent), active=host.sessions, principal=principal,
+            connection_id=host.peers.connection_id(str(uuid.uuid4())),
         )
         host.registry.add(connection)
         task_group = host.task_group
@@ -256,7 +275,8 @@ class StreamableHttp:
 
     # -- GET: event streams -------------------------------------------------------------------
 
-    async def _get(self, receive: Receive, send: Send, headers: dict[str, str], admitted: Admitted) -> None:
+    async def _get(self, receive: Receive, send: Send, headers: dict[str, str], admitted: Admitted,
+                   target: str) -> None:
         if headers.get("upgrade", "").lower() == "websocket":
             await send_text(send, 426, "WebSocket upgrade is not available on this server")
             return
@@ -269,11 +289,19 @@ class StreamableHttp:
             return
         connection = self._lookup(connection_id, admitted)
         if connection is None:
-            await send_text(send, 404, "Unknown Acp-Connection-Id")
+            if not await self._elsewhere(receive, send, "GET", target, headers):
+                await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
         session_id = headers.get("acp-session-id") or None
+        cursor_text = headers.get("last-event-id")
+        cursor: int | None = None
+        if cursor_text is not None:
+            if not cursor_text.strip().isdigit() or len(cursor_text) > 20:
+                await send_text(send, 400, "Invalid Last-Event-ID")
+                return
+            cursor = int(cursor_text)
         try:
-            lease = connection.acquire(session_id)
+            lease = connection.acquire(session_id, takeover=cursor is not None)
         except ConnectionLimitError as exc:
             await send_text(send, 400, str(exc))
             return
@@ -281,6 +309,10 @@ class StreamableHttp:
             await send_text(send, 409, "Outbound stream already has an active receiver")
             return
         mailbox, token = lease
+        if cursor is not None and not mailbox.rewind(cursor):
+            connection.release(session_id, mailbox, token)
+            await send_text(send, 409, STREAM_GONE)
+            return
         try:
             await send({
                 "type": "http.response.start",
@@ -303,8 +335,8 @@ class StreamableHttp:
                         break
                     else:
                         parts: list[bytes] = []
-                        for item in lines:
-                            parts += (b"data: ", item, b"\n\n")
+                        for number, item in lines:
+                            parts += (b"id: ", str(number).encode(), b"\ndata: ", item, b"\n\n")
                         body = b"".join(parts)
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -314,13 +346,15 @@ class StreamableHttp:
 
     # -- DELETE -------------------------------------------------------------------------------
 
-    async def _delete(self, send: Send, headers: dict[str, str], admitted: Admitted) -> None:
+    async def _delete(self, receive: Receive, send: Send, headers: dict[str, str], admitted: Admitted,
+                      target: str) -> None:
         connection_id = headers.get("acp-connection-id")
         if not connection_id:
             await send_text(send, 400, "Missing Acp-Connection-Id")
             return
         if self._lookup(connection_id, admitted) is None:
-            await send_text(send, 404, "Unknown Acp-Connection-Id")
+            if not await self._elsewhere(receive, send, "DELETE", target, headers):
+                await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
         connection = self._host.registry.remove(connection_id)
         if connection is not None:

@@ -117,12 +117,16 @@ class OutputStream(ByteSendStream):
 class Mailbox:
     """Messages for one SSE stream, queued until the (single) client reading it takes them.
 
-    ``on_queued`` / ``on_taken`` are told the byte counts, so the connection can count what its
-    clients have not read yet.
+    Every message gets the next number of the stream (its SSE ``id``), and the last ``keep`` messages taken stay in
+    a ring, so a client that lost its stream reconnects with ``Last-Event-ID`` and `rewind` queues again what
+    followed (per-stream cursors). ``on_queued`` / ``on_taken`` are told the byte counts, so the connection can count
+    what its clients have not read yet.
     """
 
-    def __init__(self, on_queued: Callable[[int], None], on_taken: Callable[[int], None]) -> None:
-        self._queue: deque[bytes] = deque()
+    def __init__(self, on_queued: Callable[[int], None], on_taken: Callable[[int], None], keep: int = 0) -> None:
+        self._queue: deque[tuple[int, bytes]] = deque()
+        self._sent: deque[tuple[int, bytes]] = deque(maxlen=keep)
+        self._next = 1
         self._on_queued = on_queued
         self._on_taken = on_taken
         self._data = anyio.Event()
@@ -145,18 +149,21 @@ class Mailbox:
         return self._finished
 
     def push(self, line: bytes) -> None:
-        """Queue one message (its JSON text, no newline)."""
+        """Queue one message (its JSON text, no newline) under the stream's next number."""
         if self._finished:
             return
-        self._queue.append(line)
+        self._queue.append((self._next, line))
+        self._next += 1
         self._on_queued(len(line))
         self._data.set()
 
-    def acquire(self) -> object | None:
-        """Attach a receiver; ``None`` when one is attached already (or the stream ended)."""
-        if self._receiver is not None or self._finished:
+    def acquire(self, *, takeover: bool = False) -> object | None:
+        """Attach a receiver; ``None`` when one is attached already (unless ``takeover``: a client reconnecting
+        with ``Last-Event-ID`` replaces a stream the server has not yet noticed is dead) or the stream ended."""
+        if (self._receiver is not None and not takeover) or self._finished:
             return None
         self._receiver = token = object()
+        self._data.set()  # a replaced receiver's take() returns
         return token
 
     def release(self, token: object) -> None:
@@ -165,16 +172,38 @@ class Mailbox:
             self._receiver = None
             self._data.set()
 
-    async def take(self, token: object) -> list[bytes] | None:
-        """Wait for messages and take all of them; ``None`` once the stream ended (or ``token`` was released)."""
-        while not self._queue:
+    def rewind(self, cursor: int) -> bool:
+        """Queue again the messages numbered after ``cursor`` (the last one the client got); ``False`` if some of
+        them are no longer kept (the client resumes its sessions instead)."""
+        while self._queue and self._queue[0][0] <= cursor:  # queued again earlier, and got since
+            self._on_taken(len(self._queue.popleft()[1]))
+        taken = self._sent
+        last_taken = taken[-1][0] if taken else (self._queue[0][0] - 1 if self._queue else self._next - 1)
+        if cursor >= last_taken:
+            return cursor < self._next
+        if not taken or cursor < taken[0][0] - 1:
+            return False
+        again: list[tuple[int, bytes]] = []
+        while taken and taken[-1][0] > cursor:
+            again.append(taken.pop())
+        for item in again:  # newest first: each goes to the front
+            self._queue.appendleft(item)
+            self._on_queued(len(item[1]))
+        self._data.set()
+        return True
+
+    async def take(self, token: object) -> list[tuple[int, bytes]] | None:
+        """Wait for messages and take all of them, with their numbers; ``None`` once the stream ended (or ``token``
+        was released or replaced)."""
+        while not self._queue or self._receiver is not token:
             if self._finished or self._receiver is not token:
                 return None
             await self._data.wait()
             self._data = anyio.Event()
         taken = list(self._queue)
         self._queue.clear()
-        self._on_taken(sum(len(line) for line in taken))
+        self._sent.extend(taken)
+        self._on_taken(sum(len(line) for _, line in taken))
         return taken
 
     def finish(self) -> None:
@@ -186,7 +215,8 @@ class Mailbox:
         """End the stream now, dropping what is queued."""
         self._finished = True
         if self._queue:
-            dropped = sum(len(line) for line in self._queue)
+            dropped = sum(len(line) for _, line in self._queue)
             self._queue.clear()
             self._on_taken(dropped)
+        self._sent.clear()
         self._data.set()

@@ -4,15 +4,19 @@ The socket is accepted with ``Acp-Connection-Id`` (and the token subprotocol the
 message must be ``initialize`` (close 1002 otherwise), an over-long request id closes it 1008, an over-size frame
 1009, a credential the token callable stops accepting 1008, the server's shutdown 1001. A socket refused before it
 is accepted gets the HTTP status where the server can send one (the ``websocket.http.response`` extension), else
-close 1008. The connection runs inside the socket's own request.
+close 1008. The connection runs inside the socket's own request. When the client drops with a session active, the
+connection waits ``turn_grace`` seconds (its turns running on) for a new socket that names it (``Acp-Connection-Id``
+and ``Last-Event-ID``: how many frames the client got): that socket gets the frames it missed and carries on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import parse_qs
 
 import anyio
 import orjson
@@ -24,9 +28,12 @@ from .host import Host
 from .options import HttpOptions
 from .security import Admitted, Refusal, principal_of
 
-__all__ = ["WebSocketTransport", "deny_socket"]
+__all__ = ["REATTACH_GONE", "WebSocketTransport", "deny_socket"]
 
 logger = logging.getLogger(__name__)
+
+REATTACH_GONE: Final = "The messages after this cursor are no longer kept; resume the sessions with session/resume"
+"""Why a reattaching socket is refused ``409``."""
 
 _REFUSAL_WAIT: Final = 5.0
 """Seconds a WebSocket refused for a limit waits for its first request, to answer it with the limit's error."""
@@ -58,13 +65,18 @@ class WebSocketTransport:
         if not isinstance(admitted, Admitted):
             await deny_socket(scope, send, admitted)
             return
-        if host.registry.full() or host.closing:
-            await deny_socket(scope, send, (503, "Too many connections" if not host.closing else "Shutting down"))
-            return
 
         async def send_lines(lines: list[bytes]) -> None:
             for line in lines:
                 await send({"type": "websocket.send", "text": line.decode("utf-8", "replace")})
+
+        reattach = _reattach_request(scope, headers)
+        if reattach is not None:
+            await self._reattach(scope, receive, send, headers, admitted, reattach, send_lines)
+            return
+        if host.registry.full() or host.closing:
+            await deny_socket(scope, send, (503, "Too many connections" if not host.closing else "Shutting down"))
+            return
 
         agent = host.new_agent()
         refusal = host.principal_full(agent, admitted.principal)
@@ -92,6 +104,46 @@ class WebSocketTransport:
         finally:
             host.registry.forget(connection)
             connection.shutdown(discard=True)
+
+    async def _reattach(self, scope: Scope, receive: Receive, send: Send, headers: dict[str, str],
+                        admitted: Admitted, request: tuple[str, int],
+                        send_lines: Callable[[list[bytes]], Awaitable[None]]) -> None:
+        """A client back on a new socket for its detached connection: the frames it missed, then on as before
+        (refused 404 for a connection not here or another client's, 409 when the frames it missed are gone)."""
+        connection_id, cursor = request
+        connection = self._host.registry.get(connection_id, "websocket")
+        if connection is None or connection.credential != credential_digest(admitted.token) or \
+                connection.runtime.principal != admitted.principal or not connection.detached:
+            await deny_socket(scope, send, (404, "Unknown Acp-Connection-Id"))
+            return
+        accept: dict[str, Any] = {"type": "websocket.accept", "headers": [
+            (b"acp-connection-id", connection.id.encode()), *self._host.extra_headers]}
+        if admitted.subprotocol is not None:
+            accept["subprotocol"] = admitted.subprotocol
+        if not connection.can_reattach(cursor):
+            await deny_socket(scope, send, (409, REATTACH_GONE))
+            return
+        await send(accept)
+        if not await connection.reattach(send_lines, cursor):
+            with contextlib.suppress(Exception):
+                await send({"type": "websocket.close", "code": 1008, "reason": REATTACH_GONE[:120]})
+            return
+        state = _SocketState(initialize_seen=True)
+        async with anyio.create_task_group() as tg:
+
+            async def close_when_done() -> None:
+                await connection.done.wait()
+                if not state.client_gone:
+                    code, reason = state.close or ((1001, "Server shutting down") if self._host.closing else (1000, ""))
+                    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                        await send({"type": "websocket.close", "code": code, "reason": reason})
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(close_when_done)
+            await self._read_frames(connection, receive, state)
+            if state.close is not None:
+                await connection.done.wait()
+            tg.cancel_scope.cancel()
 
     async def _recheck(self, connection: RemoteConnection, state: _SocketState, admitted: Admitted) -> None:
         """Ask the token callable again every ``recheck_interval`` seconds; close the socket once it refuses
@@ -135,7 +187,7 @@ class WebSocketTransport:
             kind = event["type"]
             if kind == "websocket.disconnect":
                 state.client_gone = True
-                connection.shutdown(discard=True)
+                connection.client_lost()  # its turns may run on, for the client to reattach
                 return
             if kind != "websocket.receive" or connection.closing:
                 continue
@@ -185,6 +237,17 @@ class WebSocketTransport:
                 await connection.inbox.put(one_line(data))
             except anyio.ClosedResourceError:
                 continue
+
+
+def _reattach_request(scope: Scope, headers: dict[str, str]) -> tuple[str, int] | None:
+    """The connection id and cursor of a reattaching socket (``Acp-Connection-Id`` and ``Last-Event-ID`` headers,
+    or ``connectionId`` and ``lastEventId`` in the query, for a browser), if it is one."""
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    connection_id = headers.get("acp-connection-id") or next(iter(query.get("connectionId", [])), None)
+    cursor = headers.get("last-event-id") or next(iter(query.get("lastEventId", [])), None)
+    if not connection_id or cursor is None or not cursor.isdigit() or len(cursor) > 20:
+        return None
+    return connection_id, int(cursor)
 
 
 def _close_socket(connection: RemoteConnection, state: _SocketState, code: int, reason: str) -> None:

@@ -20,6 +20,12 @@ A turn whose save fails (a full disk) is not answered with an ``idle`` that read
 reports the failure and the turn ends ``error`` (``acp_agent._session.turns.unsaved_error``); the store logs the
 cause with the file's path. The turn stays in memory and the next save that succeeds writes it.
 
+A session another process took over (a PostgreSQL store refused a save carrying this process's stale lease
+epoch: `acp_agent.store.leases`) is given up here: the save fails (the turn is not answered as saved), the
+store logged the takeover, `RecordKeeper.taken` names it from then on (requests for it are refused ``-32002``
+"Session is active in another process"), ``on_taken`` lets the runtime close it without saving, and it is never
+held or written again.
+
 A chunk of a streamed message costs nothing here: the history marks an entry changed once
 per save, and a save writes only the changed entries.
 """
@@ -27,7 +33,7 @@ per save, and a save writes only the changed entries.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import anyio
@@ -35,6 +41,7 @@ import anyio
 from ..errors import ErrorCode, RequestError, StoreError
 from ..records import SessionRecord
 from .base import ListingKey, SessionStore, StoredSession
+from .leases import SessionTakenError
 from .opening import StoreOpening
 
 __all__ = ["ACTIVE_IN_ANOTHER_PROCESS", "FLUSH_INTERVAL", "HELD_RETRY_MAX", "RecordKeeper", "active_in_another_process"]
@@ -65,6 +72,10 @@ class RecordKeeper:
         self._terminal_tail = terminal_tail
         self._held: dict[str, SessionRecord] = {}  # closed sessions whose save failed (retried)
         self._acquired: set[str] = set()  # sessions this connection holds in the store (acquire_session)
+        self.taken: set[str] = set()
+        """Sessions another process took over while they were active here (see the module docstring)."""
+        self.on_taken: Callable[[str], None] | None = None
+        """Called once for each session found taken over (the runtime closes it without saving)."""
 
     @property
     def store(self) -> SessionStore:
@@ -112,6 +123,8 @@ class RecordKeeper:
             await store.save(record)
             if sync:
                 await store.sync()
+        except SessionTakenError:
+            self._taken(record.session_id)  # the store logged it
         except StoreError as exc:
             logger.error("acp: %s (retried at the session's next save)", exc)
         except Exception:
@@ -119,6 +132,13 @@ class RecordKeeper:
         else:
             return True
         return False
+
+    def _taken(self, session_id: str) -> None:
+        if session_id in self.taken:
+            return
+        self.taken.add(session_id)
+        if self.on_taken is not None:
+            self.on_taken(session_id)
 
     # -- which process has a session ----------------------------------------------------------
 
@@ -138,6 +158,7 @@ class RecordKeeper:
         """`acquire`, or raise ``-32002`` "Session is active in another process" (`active_in_another_process`)."""
         if not await self.acquire(session_id):
             raise active_in_another_process(session_id)
+        self.taken.discard(session_id)  # this process has it again
 
     async def held_elsewhere(self, session_id: str) -> bool:
         """Whether another process has ``session_id`` active (a probe: nothing stays held here)."""
@@ -166,7 +187,7 @@ class RecordKeeper:
     async def keep(self, record: SessionRecord) -> None:
         """Save a closed session, which then leaves memory; if that fails, hold it (see the module docstring).
         Once saved, another process may have it (`release`); a held one stays this process's."""
-        if await self.write(record, sync=True) or record.deleted:
+        if await self.write(record, sync=True) or record.deleted or record.session_id in self.taken:
             await self.release(record.session_id)
             return
         self._held[record.session_id] = record
@@ -191,7 +212,7 @@ class RecordKeeper:
             sid = record.session_id
             if self._held.get(sid) is not record:
                 continue  # resumed or deleted meanwhile
-            if await self.write(record, sync=True) and self._held.get(sid) is record:
+            if (await self.write(record, sync=True) or sid in self.taken) and self._held.get(sid) is record:
                 del self._held[sid]
                 await self.release(sid)
                 saved = True
@@ -285,5 +306,5 @@ class RecordKeeper:
         while True:
             await anyio.sleep(interval)
             for record in list(live.values()):
-                if record.history.changed and not record.deleted:
+                if record.history.changed and not record.deleted and record.session_id not in self.taken:
                     await self.save(record)

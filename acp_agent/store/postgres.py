@@ -7,10 +7,11 @@ never by an agent that does not use it; its blocking connection is driven from a
 threads (one call at a time per store), so the store works on asyncio and trio.
 
 Tables: ``acp_sessions``, ``acp_history`` and ``acp_schema_migrations`` (the same schema and
-migration scheme as the SQLite store; a database whose newest migration is above
-[`SCHEMA_VERSION`][acp_agent.store.SCHEMA_VERSION] is refused). Migrations run under an advisory lock, so replicas that
-start together apply them once. A lost connection fails the call (``StoreError``) and is
-reopened on the next one.
+migration scheme as the SQLite store), and ``acp_leases`` (migration 3): which process owns each
+active session, with an epoch every save is checked against (`acp_agent.store.leases`). A database
+whose newest migration is above this module's ``SCHEMA_VERSION`` is refused. Migrations run under
+an advisory lock, so replicas that start together apply them once. A lost connection fails the
+call (``StoreError``) and is reopened on the next one.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from .._util.environment import LEASE_TTL, read
 from ..errors import StoreError, StoreUnusableError
 from ..records import SessionRecord, now_text
 from .base import ListingKey, SessionStore, StoredSession
 from .codec import LISTING_ORDER, encode_info_text, encode_state_text, listing_filters, record_from
+from .leases import FENCE, LeaseTable
+from .leases import TABLE as LEASE_TABLE
 
 if TYPE_CHECKING:
     import psycopg
@@ -55,6 +59,7 @@ _MIGRATIONS: Final[list[tuple[int, list[str]]]] = [
         "ALTER TABLE acp_sessions ADD COLUMN principal TEXT NOT NULL DEFAULT 'default'",
         "CREATE INDEX acp_sessions_by_principal ON acp_sessions (principal, updated_at, session_id)",
     ]),
+    (3, [LEASE_TABLE]),  # session leases: owner, epoch (fencing token), expiry (`acp_agent.store.leases`)
 ]
 SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 """The newest schema version this acp-agent reads and writes."""
@@ -67,12 +72,17 @@ _LISTED: Final = "session_id, cwd, title, created_at, updated_at, archived, info
 class PostgresStore(SessionStore):
     """Sessions in the PostgreSQL database at ``conninfo`` (a ``postgresql://`` URL or key=value string)."""
 
-    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0, lease_ttl: float | None = None) -> None:
         super().__init__()
         self.conninfo = conninfo
         """Where the database is."""
         self.connect_timeout = connect_timeout
         """Seconds to wait for a connection."""
+        ttl = read(LEASE_TTL) if lease_ttl is None else lease_ttl
+        self.leases = LeaseTable(conninfo, ttl, connect_timeout=connect_timeout)
+        """This process's session leases (`acp_agent.store.leases`): ``lease_ttl`` seconds each without renewal
+        (default ``ACP_AGENT_LEASE_TTL``, else
+        [`DEFAULT_LEASE_TTL`][acp_agent.store.leases.DEFAULT_LEASE_TTL])."""
         self._db: psycopg.Connection[Any] | None = None
         self._migrated = False
 
@@ -144,9 +154,22 @@ class PostgresStore(SessionStore):
             raise StoreError(f"could not {what}: {exc}") from exc
 
     async def close(self) -> None:
-        """Close the connection (it reconnects on next use)."""
+        """Give the session leases back and close the connection (it reconnects on next use)."""
+        await self.leases.close()
         if self._db is not None:
             await self.in_thread(self._close)
+
+    # -- which process has a session -----------------------------------------------------------
+
+    async def acquire_session(self, session_id: str) -> bool:
+        """Take this process's lease of ``session_id`` (`acp_agent.store.leases`); ``False`` if another process
+        holds it. Raises [`StoreError`][acp_agent.store.StoreError] if the database cannot be reached."""
+        await self.open()
+        return await self.leases.acquire(session_id)
+
+    async def release_session(self, session_id: str) -> None:
+        """Give back a hold taken with [`acquire_session`][acp_agent.store.postgres.PostgresStore.acquire_session]."""
+        await self.leases.release(session_id)
 
     def _close(self) -> None:
         db, self._db = self._db, None
@@ -164,11 +187,14 @@ class PostgresStore(SessionStore):
             changes = record.history.take_changes()
             try:
                 sid = record.session_id
+                epoch = self.leases.epoch(sid)  # a lease found lost refuses the write at once
                 rows = [(sid, seq, kind, data.decode()) for seq, kind, data in changes.encoded_entries()]
                 columns = (record.session_id, record.cwd, record.title, record.created_at, record.updated_at,
                            record.archived, encode_info_text(record), encode_state_text(record), record.principal)
-                await self.in_thread(self._call, f"save session {record.session_id}", _save, columns,
-                                     changes.full, rows, changes.removed)
+                fence = (sid, self.leases.owner, epoch) if epoch is not None else None
+                if not await self.in_thread(self._call, f"save session {record.session_id}", _save, columns,
+                                            changes.full, rows, changes.removed, fence):
+                    raise self.leases.lost(sid, epoch or 0)
             except BaseException:
                 record.history.unsaved()
                 raise
@@ -214,8 +240,12 @@ def _stored(session_id: str, cwd: str, title: str | None, created_at: str, updat
 
 
 def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, rows: list[tuple[str, int, str, str]],
-          removed: list[int]) -> None:
+          removed: list[int], fence: tuple[str, str, int] | None) -> bool:
+    """Write a session; ``False`` (nothing written) if ``fence``, its ``(session_id, owner, epoch)``, is no longer
+    the session's lease."""
     sid = columns[0]
+    if fence is not None and db.execute(FENCE, fence).fetchone() is None:
+        return False
     db.execute(
         f"INSERT INTO acp_sessions ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) "
         "DO UPDATE SET cwd = excluded.cwd, title = excluded.title, updated_at = excluded.updated_at, "
@@ -229,6 +259,7 @@ def _save(db: psycopg.Connection[Any], columns: tuple[Any, ...], full: bool, row
             cursor.executemany(
                 "INSERT INTO acp_history (session_id, seq, kind, item) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (session_id, seq) DO UPDATE SET kind = excluded.kind, item = excluded.item", rows)
+    return True
 
 
 def _load(db: psycopg.Connection[Any], session_id: str) -> tuple[tuple[Any, ...], list[Any]] | None:

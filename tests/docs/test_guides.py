@@ -259,6 +259,17 @@ def test_nginx_conf_streams() -> None:
         assert directive in conf
 
 
+def test_the_balancer_configurations_keep_their_essentials() -> None:
+    """docs_src/haproxy.cfg and docs_src/nginx-replicas.conf run in front of real replicas in
+    tests/e2e/test_scale_out.py; here: the lines whose loss would hurt without failing loudly."""
+    haproxy = (ROOT / "docs_src" / "haproxy.cfg").read_text()
+    for directive in ("option http-no-delay", "balance roundrobin", "option httpchk GET /readyz", "timeout tunnel"):
+        assert directive in haproxy
+    nginx = (ROOT / "docs_src" / "nginx-replicas.conf").read_text()
+    for directive in ("proxy_buffering off;", "proxy_next_upstream off;", "proxy_set_header Upgrade $http_upgrade;"):
+        assert directive in nginx
+
+
 def test_the_script_prints_the_answer() -> None:
     done = subprocess.run([sys.executable, "-m", "docs_src.testing_script"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, check=True)

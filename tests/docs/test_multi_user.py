@@ -59,3 +59,11 @@ def test_the_multi_user_workspace_keeps_each_user_in_their_directory() -> None:
     assert policy is not None
     assert policy.allows("bob", "/srv/work/bob/repo") and not policy.allows("bob", "/srv/work/alice")
     assert not policy.allows("eve", "/srv/work/eve") and not policy.allows("alice", "/")
+
+
+def test_the_team_workspace_example_gives_each_user_a_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    import docs_src.team_workspace as team
+
+    assert team.agent.workspace is not None
+    assert team.agent.workspace.roots == {"alice": "/srv/work/alice", "bob": "/srv/work/bob"}

@@ -13,6 +13,7 @@ import queue
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -255,7 +256,7 @@ def test_token_origin_and_host_checks() -> None:
 
 @pytest.fixture(scope="module")
 def background() -> Iterator[ServedAgent]:
-    with served_agent(BACKGROUND_AGENT, "--idle-timeout", "1") as served:
+    with served_agent(BACKGROUND_AGENT, "--idle-timeout", "1", "--turn-grace", "2") as served:
         yield served
 
 
@@ -298,7 +299,8 @@ def _ws_call(ws: ClientConnection, message: Message) -> Message:
             return answer
 
 
-def test_websocket_client_reset_mid_turn_stops_its_processes(background: ServedAgent) -> None:
+def test_websocket_client_reset_mid_turn_stops_its_processes_after_the_grace_period(background: ServedAgent) -> None:
+    """The turn outlives its socket for ``--turn-grace`` seconds (for the client to reattach), then is stopped."""
     before = background.children()
     with connect(background.ws_url) as ws:
         _ws_call(ws, INITIALIZE)
@@ -312,7 +314,11 @@ def test_websocket_client_reset_mid_turn_stops_its_processes(background: ServedA
         raw: socket.socket = ws.socket
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         raw.close()
+    dropped = time.monotonic()
+    time.sleep(1)
+    assert all(alive(pid) for pid in started)  # still running, for the client to come back
     wait_until(lambda: not any(alive(pid) for pid in started), 10, "the dropped connection's terminal to be stopped")
+    assert time.monotonic() - dropped >= 2
     with connect(background.ws_url) as other:
         assert _ws_call(other, INITIALIZE)["result"]["protocolVersion"] == 2
 

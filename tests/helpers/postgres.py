@@ -110,3 +110,58 @@ def fresh_database(conninfo: str, name: str) -> str:
     with psycopg.connect(conninfo, autocommit=True) as db:
         db.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
     return conninfo.replace("dbname=postgres", f"dbname={name}")
+
+
+class RestartableServer:
+    """A throwaway server whose process can be restarted on the same data and port (`restartable_server`)."""
+
+    def __init__(self, bindir: Path, base: Path, user: str | None) -> None:
+        self.bindir, self.base, self.user = bindir, base, user
+        self.port = _free_port()
+        self.conninfo = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres connect_timeout=5"
+        """The conninfo of its ``postgres`` database (the same across restarts)."""
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log = open(base / "server.log", "ab")  # noqa: SIM115 - open for the server's lifetime
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        self.process = subprocess.Popen(
+            [str(self.bindir / "postgres"), "-D", str(self.base / "data"), "-p", str(self.port), "-k", str(self.base),
+             "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"],
+            stdout=self._log, stderr=self._log, user=self.user, cwd=self.base)
+        _wait_ready(self.conninfo, self.process, self.base / "server.log")
+
+    def stop(self) -> None:
+        """Stop the server at once (``immediate`` shutdown: every connection is cut, as in a crash)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGQUIT)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def restart(self) -> None:
+        """Stop the server (every connection and advisory lock gone) and start it again."""
+        self.stop()
+        self.start()
+
+
+@contextlib.contextmanager
+def restartable_server(bindir: Path) -> Iterator[RestartableServer]:
+    """A throwaway server the test may restart; stopped and removed at the end."""
+    base = Path(tempfile.mkdtemp(prefix="acp-agent-pg-"))
+    user = _server_user()
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(base, entry.pw_uid, entry.pw_gid)
+    subprocess.run([str(bindir / "initdb"), "-D", str(base / "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                    "--no-sync"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, user=user, cwd=base)
+    server = RestartableServer(bindir, base, user)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        server._log.close()
+        shutil.rmtree(base, ignore_errors=True)

@@ -152,7 +152,8 @@ USES_TYPE_CHECKING = {
     "acp_agent.providers", "acp_agent.records", "acp_agent.session", "acp_agent.store.codec", "acp_agent.subagents",
     "acp_agent._wire.dispatch", "acp_agent._wire.templates", "acp_agent._util.watch", "acp_agent._session.core",
     "acp_agent._session.turns",
-    "acp_agent.store.postgres", "acp_agent.store.sqlite", "acp_agent.testing.checker", "acp_agent.v1.streams",
+    "acp_agent.store.leases", "acp_agent.store.postgres", "acp_agent.store.sqlite", "acp_agent.testing.checker",
+    "acp_agent.v1.streams",
 }
 
 

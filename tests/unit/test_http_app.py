@@ -110,8 +110,9 @@ class Events:
             pending += message.get("body", b"")
             *events, pending = pending.split(b"\n\n")
             for event in events:
-                if event.startswith(b"data: "):
-                    await self.send_stream.send(json.loads(event[6:]))
+                for line in event.split(b"\n"):  # an "id: N" line comes first
+                    if line.startswith(b"data: "):
+                        await self.send_stream.send(json.loads(line[6:]))
 
         await app(scope, receive, send)
         self.send_stream.close()

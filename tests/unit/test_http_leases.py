@@ -1,11 +1,15 @@
-"""Session leases across processes: PostgreSQL advisory locks, one holder at a time (asyncio and trio)."""
+"""Session leases across processes (asyncio and trio): the store's leases as the server holds them
+(`StoreLeases`), and the deprecated advisory locks (`PostgresLeases`)."""
 
 from __future__ import annotations
 
 import anyio
 import pytest
 
-from acp_agent.http.leases import Leases, PostgresLeases, lease_key
+from acp_agent.http.leases import Leases, PostgresLeases, StoreLeases, lease_key
+from acp_agent.store.postgres import PostgresStore
+
+pytestmark = pytest.mark.filterwarnings("ignore:acp_agent.http.leases.PostgresLeases is deprecated")
 
 
 def test_lease_keys_are_stable_signed_64_bit_numbers() -> None:
@@ -58,3 +62,28 @@ async def test_an_unreachable_database_does_not_block_sessions() -> None:
     assert await leases.acquire("sess_a")  # logged; the request goes ahead
     await leases.release("sess_a")
     await leases.close()
+
+
+def test_postgres_leases_are_deprecated() -> None:
+    with pytest.warns(DeprecationWarning, match="StoreLeases"):
+        PostgresLeases("postgresql://nobody@127.0.0.1:1/none")
+
+
+@pytest.mark.anyio
+async def test_store_leases_hold_each_session_once_per_process(postgres_dsn: str) -> None:
+    one, two = PostgresStore(postgres_dsn, lease_ttl=30), PostgresStore(postgres_dsn, lease_ttl=30)
+    mine, theirs = StoreLeases(one), StoreLeases(two)
+    try:
+        assert await mine.acquire("sess_a") and await mine.acquire("sess_a")  # one hold however often asked
+        assert not await theirs.acquire("sess_a")
+        assert await one.acquire_session("sess_a")  # a connection's own hold (the keeper's) counts apart
+        await mine.release("sess_a")
+        await mine.release("sess_a")  # given back once
+        assert not await theirs.acquire("sess_a")  # the keeper's hold remains
+        await one.release_session("sess_a")
+        assert await theirs.acquire("sess_a")
+        await theirs.close()
+        assert await mine.acquire("sess_a")
+    finally:
+        await one.close()
+        await two.close()

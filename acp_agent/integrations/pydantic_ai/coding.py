@@ -25,6 +25,7 @@ import contextlib
 import fnmatch
 import os
 import stat
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -294,8 +295,11 @@ def _open_regular(path: str) -> BinaryIO | None:
     """``path`` opened for reading if it is a regular file, else ``None``.
 
     Opened non-blocking, then checked: a plain ``open`` of a FIFO waits for a writer forever (a worker thread
-    lost for good, a turn nobody can cancel)."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    lost for good, a turn nobody can cancel). Windows has neither the flags nor FIFOs: a plain read-only open."""
+    if sys.platform == "win32":
+        descriptor = os.open(path, os.O_RDONLY | os.O_BINARY)
+    else:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
         os.close(descriptor)
         return None
