@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
 import pickle
 import re
-import os
 import subprocess
 import sys
 import typing
