@@ -308,7 +308,7 @@ class RemoteConnection:
 
     async def _truthful(self, line: bytes) -> bytes:
         """A "Resource not found" answer for a session active on another connection (here or on another replica)
-        says so: ``-32002`` "Session is active on another connection"."""
+        says so: ``-32002`` "Session is active on another connection", when it is this principal's."""
         assert self._active is not None
         try:
             answer = orjson.loads(line)
@@ -320,7 +320,8 @@ class RemoteConnection:
         if not (isinstance(session_id, str) and isinstance(error, dict)) or error.get("message") != _NOT_FOUND_TEXT:
             return line
         with anyio.CancelScope(shield=True):
-            if not await self._active.elsewhere(self, session_id):
+            # Another principal's session stays "not found", byte for byte like an unknown id (R: principals).
+            if not await self.runtime.owns(session_id) or not await self._active.elsewhere(self, session_id):
                 return line
         answer["error"] = active_elsewhere(session_id).to_dict()
         return orjson.dumps(answer)
