@@ -5,17 +5,18 @@ stdlib `sqlite3`, so it works on asyncio and trio. The file is in WAL mode with
 power loss may lose the last saves but never corrupts the file. Several processes may share a
 file: writers wait for each other (``busy_timeout``) and every commit is one transaction.
 
-Where the calls run: every SQLite call runs in a worker thread (the store's own committer thread for
-opening the file and for batched saves, so most of its SQLite memory is in one thread's malloc arena; anyio's for
-loading, listing and deleting), one at a time per store, so nothing waits for the database on the event loop. A
+Where the calls run: every SQLite call runs in the store's own committer thread (opening the file, batched
+saves, big saves, loads, listings, finds, deletes, closing; an anyio worker thread only while no committer thread
+runs), one at a time per store, so nothing waits for the database on the event loop and all of its SQLite memory is
+in one thread's malloc arena (a second arena cost the stdio agent almost 1 MB of peak RSS). A
 small save (up to `JOURNAL_BYTES` of history, as after a typical turn) is written to the store's journal
 (`acp_agent.store.journal`: one ``write``, which survives SIGKILL) and committed with the
 saves that follow it within `COMMIT_DELAY` seconds, in one transaction, by the committer
 thread; so the end of a turn does not wait for a commit and the crash contract holds. A bigger
 save, or any save where journals cannot be used (no ``flock``, a journal that could not be
-written), commits at once in a worker thread, and so does a save behind such a save still uncommitted
-(a journaled one would land first after a kill). Everything this store object saved is committed
-before it loads, lists, finds or deletes (so it reads what it wrote), and by
+written), commits at once (in the committer thread too, before ``save`` returns), and so does a save
+behind such a save still uncommitted (a journaled one would land first after a kill). Everything this store
+object saved is committed before it loads, lists, finds or deletes (so it reads what it wrote), and by
 [`SqliteStore.sync`][acp_agent.store.SqliteStore.sync] and [`SqliteStore.close`][acp_agent.store.SqliteStore.close];
 journals left by a process that ended are replayed on those reads and when the file is opened.
 
@@ -108,7 +109,7 @@ _UPSERT: Final = (
 )
 
 JOURNAL_BYTES: Final = 256 * 1024
-"""Most bytes of history rows a journaled save may hold; a bigger one commits at once in a worker thread."""
+"""Most bytes of history rows a journaled save may hold; a bigger one commits before ``save`` returns."""
 COMMIT_DELAY: Final = 0.1
 """Seconds the committer thread gathers journaled saves before committing them in one transaction."""
 RETRY_DELAY: Final = 1.0
