@@ -45,8 +45,8 @@ def replicas(count: int, *args: str, agent: Path | None = None) -> Iterator[list
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     peers = [arg for url in urls for arg in ("--peer", url)]
     with ExitStack() as stack:
-        yield [stack.enter_context(served_agent(agent or ECHO_AGENT, "--port", str(port), "--advertise-url", url, *peers,
-                                                *args))
+        yield [stack.enter_context(served_agent(agent or ECHO_AGENT, "--port", str(port), "--advertise-url", url,
+                                                *peers, *args))
                for port, url in zip(ports, urls, strict=True)]
 
 
