@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
+from ._util.telemetry import Telemetry
 from .auth import Login, Workspace
 from .errors import RequestError
 from .limits import DEFAULT_LIMITS, Limits
@@ -31,7 +32,6 @@ from .schema import (
 )
 from .session import Session, StopReason
 from .store import SessionStore
-from .telemetry import Telemetry
 
 __all__ = ["Agent"]
 

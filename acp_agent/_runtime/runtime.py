@@ -23,7 +23,6 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from pydantic import ValidationError
 
 from .. import schema
-from .._session.keys import prompt_digest
 from .._util.ids import new_session_id
 from .._wire.connection import Connection, Method, Reply, Routes, describe_validation_error
 from ..agent import Agent
@@ -688,9 +687,11 @@ class AgentRuntime:
         self._check_prompt(request.prompt)
         key = request.idempotency_key
         if key is not None:  # P3/P4: a retry gets the first attempt's messageId (or waits with it) and starts nothing
+            from .._session.keys import prompt_digest
+
             digest = prompt_digest(request.prompt)
-            keys = core.turns.keys
-            earlier = keys.find(key, digest) if keys is not None else None
+            keys = core.prompt_keys()
+            earlier = keys.find(key, digest)
             if isinstance(earlier, str):
                 return Reply({"messageId": earlier})
             if earlier is not None:
@@ -699,8 +700,8 @@ class AgentRuntime:
         if cap is not None and (size := core.record.history.size) >= cap:
             raise limit_error("max_history_bytes", cap, f"the session holds {size} bytes of history")
         job = core.turns.enqueue_prompt(list(request.prompt), request.meta)
-        if key is not None and core.turns.keys is not None:
-            core.turns.keys.hold(key, digest, job)
+        if key is not None:
+            keys.hold(key, digest, job)
         if job.message_id is not None:
             # An idle session inserts the prompt at once: answer now, and the worker echoes
             # it once the answer is queued (R52, R53). The answer is the dict a PromptResponse

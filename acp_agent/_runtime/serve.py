@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
+from .._util import environment
 from ..agent import Agent
 from ..auth import Workspace
 from ..limits import Limits, resolve_limits
 from ..records import DEFAULT_PRINCIPAL
 from ..store import SessionStore
 from ..store.opening import session_store
-from ..telemetry import for_connection
 from ..v1 import negotiating_streams
 from .runtime import AgentRuntime
 
@@ -72,6 +72,9 @@ def open_runtime(
                            workspace=workspace, client_mcp=client_mcp)
     if shutdown_timeout is not None:
         runtime.shutdown_timeout = shutdown_timeout
-    runtime.connection.use_telemetry(for_connection(agent.telemetry, agent_name=agent.name,
-                                                    principal=None if principal == DEFAULT_PRINCIPAL else principal))
+    if agent.telemetry is not None or environment.otel_configured():  # else off, and nothing of it imported
+        from ..telemetry import for_connection
+
+        runtime.connection.use_telemetry(for_connection(
+            agent.telemetry, agent_name=agent.name, principal=None if principal == DEFAULT_PRINCIPAL else principal))
     return runtime

@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -52,11 +52,13 @@ from ..schema import (
     ToolCallContentChunk,
     ToolCallUpdate,
 )
-from .keys import PromptKeys
 from .registry import FINAL_STATUSES, BackgroundRegistry, ChildItem, Entity, Kind, TerminalItem, ToolCallItem
 from .sink import SessionSink
 from .snapshots import BATCHING, StatePublisher
 from .turns import FOREGROUND, ForegroundJob, StopReason, Turns
+
+if TYPE_CHECKING:
+    from .keys import PromptKeys
 
 __all__ = ["TOOL_CALL_CANCEL", "SessionCore", "SessionFactory", "as_blocks"]
 
@@ -105,8 +107,6 @@ class SessionCore:
         self.turns = Turns(record.session_id, self.snapshots, self.sink, end_items=self._end_foreground_items,
                            end_now=self._end_foreground_now,
                            touched=record.touch)
-        self.turns.keys = PromptKeys[ForegroundJob](record, limit=limits.idempotency_keys,
-                                                    age=limits.idempotency_key_age)
         self.telemetry = connection.telemetry
         """Where this session's turns, tool calls and terminals are reported (the connection's; ``None``: off)."""
         if self.telemetry is not None:
@@ -132,6 +132,17 @@ class SessionCore:
     def closed(self) -> bool:
         """True once nothing more can be sent for the session."""
         return self.sink.closed
+
+    def prompt_keys(self) -> PromptKeys[ForegroundJob]:
+        """The session's idempotency keys, made on the first keyed prompt (a session never sent one does without:
+        the spent keys are in ``record.prompt_keys`` either way)."""
+        keys = self.turns.keys
+        if keys is None:
+            from .keys import PromptKeys
+
+            keys = self.turns.keys = PromptKeys[ForegroundJob](self.record, limit=self.limits.idempotency_keys,
+                                                               age=self.limits.idempotency_key_age)
+        return keys
 
     # -- tasks -----------------------------------------------------------------------------
 

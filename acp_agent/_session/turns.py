@@ -25,7 +25,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 import anyio.lowlevel
@@ -36,9 +36,11 @@ from .._util.telemetry import Recorder, Span
 from ..errors import ErrorCode, RequestError, SessionClosedError
 from ..schema import ContentBlock, Error, Usage, UserMessage
 from ..schema.state import STOP_REASONS, StopReason
-from .keys import PromptKeys
 from .sink import SessionSink
 from .snapshots import StatePublisher
+
+if TYPE_CHECKING:
+    from .keys import PromptKeys
 
 __all__ = ["FOREGROUND", "NOT_SAVED", "STOP_REASONS", "ForegroundJob", "Signal", "StopReason", "Turns", "unsaved_error"]
 

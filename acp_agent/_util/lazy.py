@@ -43,6 +43,8 @@ DEFERRED: Final[Mapping[str, str]] = {
     # features a talking agent never uses (tests/unit/test_exports.py: LAZY_FOR_A_TALKING_AGENT)
     "acp_agent.questions": "the first permission request or elicitation",
     "acp_agent._session.suggestions": "the first prompt suggestion (unstable Preview feature)",
+    "acp_agent._session.keys": "the first prompt with an idempotencyKey (Preview)",
+    "acp_agent.telemetry": "telemetry on (Agent.telemetry set or OTEL_* export configured): its interface and setup",
     "acp_agent.tool_calls": "the first tool call",
     "acp_agent.terminals": "the first terminal",
     "acp_agent._util.watch": "the first terminal (or the warm-up's reaping): the watchdog and its ledger",

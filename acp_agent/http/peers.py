@@ -8,6 +8,8 @@ a connection forwards the request, unchanged, to the peer the tag names, streami
 too). Only the listed peers are ever contacted (a client cannot make a replica send requests anywhere else), and a
 forwarded request (``Acp-Forwarded``) is never forwarded again. A peer that cannot be reached answers
 ``404 Unknown Acp-Connection-Id``: the connection is gone, and the client initializes again and resumes its session.
+A WebSocket that reattaches to a detached connection held elsewhere is proxied the same way, frame by frame
+(`acp_agent.http.websocket`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import h11
-from anyio.abc import SocketAttribute
+from anyio.abc import SocketAttribute, SocketStream
 
 from .._util.episodes import Episode
 from .asgi import Receive, Send, send_text
@@ -88,15 +90,25 @@ class Peers:
             return None
         return self._peers.get(connection_id.split(".", 1)[0])
 
-    async def forward(self, peer: Peer, method: str, target: str, headers: Mapping[str, str], body: bytes,
-                      receive: Receive, send: Send) -> None:
-        """Send the request to ``peer`` and stream its answer back to the client (until either side ends)."""
+    async def connect(self, peer: Peer) -> SocketStream | None:
+        """A TCP stream to ``peer`` (no delay on small writes), or ``None`` when it cannot be reached (logged once
+        per outage)."""
         try:
             with anyio.fail_after(_CONNECT_TIMEOUT):
                 stream = await anyio.connect_tcp(peer.host, peer.port)
         except (OSError, TimeoutError) as exc:
             self._unreachable.log(logger, logging.WARNING, "acp: replica %s cannot be reached (%s); its connections "
                                   "are answered 404", peer.url, exc)
+            return None
+        with contextlib.suppress(OSError, anyio.TypedAttributeLookupError):
+            stream.extra(SocketAttribute.raw_socket).setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return stream
+
+    async def forward(self, peer: Peer, method: str, target: str, headers: Mapping[str, str], body: bytes,
+                      receive: Receive, send: Send) -> None:
+        """Send the request to ``peer`` and stream its answer back to the client (until either side ends)."""
+        stream = await self.connect(peer)
+        if stream is None:
             await send_text(send, 404, "Unknown Acp-Connection-Id")
             return
         client = h11.Connection(h11.CLIENT)
@@ -108,8 +120,6 @@ class Peers:
         async with stream, anyio.create_task_group() as tg:
             tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
             try:
-                with contextlib.suppress(OSError, anyio.TypedAttributeLookupError):
-                    stream.extra(SocketAttribute.raw_socket).setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 head = client.send(h11.Request(method=method, target=target, headers=sent)) or b""
                 data = client.send(h11.Data(data=body)) or b"" if body else b""
                 await stream.send(head + data + (client.send(h11.EndOfMessage()) or b""))  # one write

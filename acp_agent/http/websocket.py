@@ -6,13 +6,16 @@ message must be ``initialize`` (close 1002 otherwise), an over-long request id c
 is accepted gets the HTTP status where the server can send one (the ``websocket.http.response`` extension), else
 close 1008. The connection runs inside the socket's own request. When the client drops with a session active, the
 connection waits ``turn_grace`` seconds (its turns running on) for a new socket that names it (``Acp-Connection-Id``
-and ``Last-Event-ID``: how many frames the client got): that socket gets the frames it missed and carries on.
+and ``Last-Event-ID``: how many frames the client got): that socket gets the frames it missed and carries on. A
+reattaching socket that lands on a replica not holding its connection is proxied, frames both ways, to the peer the
+connection id names (`acp_agent.http.peers`); the peer's refusal (its status and text) is the client's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -20,12 +23,20 @@ from urllib.parse import parse_qs
 
 import anyio
 import orjson
+from anyio.abc import SocketStream
+from websockets.client import ClientProtocol
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Response
+from websockets.protocol import State
+from websockets.typing import Subprotocol
+from websockets.uri import parse_uri
 
 from ..errors import RequestError
 from .asgi import BATCH_ERROR, INVALID_REQUEST, PARSE_ERROR, Receive, Scope, Send, is_initialize, one_line
 from .connections import RemoteConnection, credential_digest
 from .host import Host
 from .options import HttpOptions
+from .peers import FORWARDED_HEADER, Peer
 from .security import Admitted, Refusal, principal_of
 
 __all__ = ["REATTACH_GONE", "WebSocketTransport", "deny_socket"]
@@ -86,7 +97,7 @@ class WebSocketTransport:
         connection = RemoteConnection(
             agent, "websocket", self._options, credential=credential_digest(admitted.token),
             send_lines=send_lines, store=await host.shared_store(agent), active=host.sessions,
-            principal=admitted.principal,
+            principal=admitted.principal, connection_id=host.peers.connection_id(str(uuid.uuid4())),
         )
         host.registry.add(connection)
         state = _SocketState()
@@ -112,6 +123,9 @@ class WebSocketTransport:
         (refused 404 for a connection not here or another client's, 409 when the frames it missed are gone)."""
         connection_id, cursor = request
         connection = self._host.registry.get(connection_id, "websocket")
+        if connection is None and (peer := self._host.peers.owner(connection_id, headers)) is not None:
+            await _relay(self._host, peer, scope, receive, send, headers)
+            return
         if connection is None or connection.credential != credential_digest(admitted.token) or \
                 connection.runtime.principal != admitted.principal or not connection.detached:
             await deny_socket(scope, send, (404, "Unknown Acp-Connection-Id"))
@@ -248,6 +262,161 @@ def _reattach_request(scope: Scope, headers: dict[str, str]) -> tuple[str, int] 
     if not connection_id or cursor is None or not cursor.isdigit() or len(cursor) > 20:
         return None
     return connection_id, int(cursor)
+
+
+_NOT_RELAYED: Final = frozenset({
+    "host", "upgrade", "connection", "content-length", "transfer-encoding", "sec-websocket-key",
+    "sec-websocket-version", "sec-websocket-extensions", "sec-websocket-protocol", FORWARDED_HEADER})
+_CLOSE_CODES: Final = range(1000, 5000)
+_NO_CLOSE_FRAME: Final = frozenset({1005, 1006, 1015})
+
+
+async def _relay(host: Host, peer: Peer, scope: Scope, receive: Receive, send: Send, headers: dict[str, str]) -> None:
+    """Proxy a reattaching socket to ``peer``, the replica holding its connection: the same handshake there
+    (marked forwarded, so it goes no further), then frames both ways until either side closes. The peer's refusal
+    is the client's; a peer that cannot be reached answers 404, as for an unknown connection."""
+    stream = await host.peers.connect(peer)
+    if stream is None:
+        await deny_socket(scope, send, (404, "Unknown Acp-Connection-Id"))
+        return
+    async with stream:
+        query = scope.get("query_string", b"").decode("latin-1")
+        path = (scope.get("raw_path") or scope.get("path", "/").encode()).decode("latin-1")
+        offered = [Subprotocol(name.strip()) for name in headers.get("sec-websocket-protocol", "").split(",")
+                   if name.strip()]
+        protocol = ClientProtocol(parse_uri(f"ws://{peer.host}:{peer.port}{path}{'?' + query if query else ''}"),
+                                  subprotocols=offered or None, max_size=None)
+        request = protocol.connect()
+        if "host" in headers:
+            del request.headers["Host"]
+            request.headers["Host"] = headers["host"]
+        for name, value in headers.items():
+            if name not in _NOT_RELAYED:
+                request.headers[name] = value
+        request.headers[FORWARDED_HEADER] = host.peers.tag or "-"
+        protocol.send_request(request)
+        lock = anyio.Lock()
+        try:
+            await _flush(protocol, stream, lock)
+            answer, early = await _handshake(protocol, stream)
+        except (anyio.BrokenResourceError, OSError) as exc:
+            logger.info("acp: relaying a WebSocket to replica %s failed: %s", peer.url, exc)
+            answer, early = None, []
+        if answer is None or protocol.handshake_exc is not None:
+            refusal = (answer.status_code, bytes(answer.body or b"").decode("utf-8", "replace")) \
+                if answer is not None and answer.status_code != 101 else (404, "Unknown Acp-Connection-Id")
+            await deny_socket(scope, send, refusal)
+            return
+        accept: dict[str, Any] = {"type": "websocket.accept", "headers": [
+            (b"acp-connection-id", answer.headers.get("acp-connection-id", "").encode("latin-1")),
+            *host.extra_headers]}
+        if answer.headers.get("sec-websocket-protocol"):
+            accept["subprotocol"] = answer.headers["sec-websocket-protocol"]
+        await send(accept)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_peer_to_client, protocol, stream, lock, send, early, tg.cancel_scope)
+            await _client_to_peer(protocol, stream, lock, receive)
+            tg.cancel_scope.cancel()
+
+
+async def _flush(protocol: ClientProtocol, stream: SocketStream, lock: anyio.Lock) -> None:
+    """Write what ``protocol`` has to send (an empty chunk: end the stream's writing side)."""
+    async with lock:
+        for chunk in protocol.data_to_send():
+            if chunk:
+                await stream.send(chunk)
+            else:
+                with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await stream.send_eof()
+
+
+async def _receive_into(protocol: ClientProtocol, stream: SocketStream) -> bool:
+    """Feed ``protocol`` the next bytes from the peer; whether there were any (else: it is gone)."""
+    try:
+        data = await stream.receive()
+    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        protocol.receive_eof()
+        return False
+    protocol.receive_data(data)
+    return True
+
+
+async def _handshake(protocol: ClientProtocol, stream: SocketStream) -> tuple[Response | None, list[Frame]]:
+    """The peer's answer to the handshake, and any frames that came with it."""
+    frames: list[Frame] = []
+    answer: Response | None = None
+    with anyio.move_on_after(10):
+        while answer is None:
+            more = await _receive_into(protocol, stream)
+            for event in protocol.events_received():
+                if isinstance(event, Response):
+                    answer = event
+                elif isinstance(event, Frame):
+                    frames.append(event)
+            if not more:
+                break
+    return answer, frames
+
+
+async def _peer_to_client(protocol: ClientProtocol, stream: SocketStream, lock: anyio.Lock, send: Send,
+                          early: list[Frame], scope: anyio.CancelScope) -> None:
+    """Pass the peer's messages to the client (fragments joined) until it closes; then close the client alike."""
+    parts: list[bytes] = []
+    text = True
+    events: list[Frame] = early
+    try:
+        while True:
+            for frame in events:
+                if frame.opcode in (Opcode.TEXT, Opcode.BINARY):
+                    text, parts = frame.opcode is Opcode.TEXT, [bytes(frame.data)]
+                elif frame.opcode is Opcode.CONT:
+                    parts.append(bytes(frame.data))
+                else:
+                    continue
+                if frame.fin:
+                    data = b"".join(parts)
+                    await send({"type": "websocket.send", **({"text": data.decode("utf-8", "replace")} if text
+                                                              else {"bytes": data})})
+            await _flush(protocol, stream, lock)  # pongs and the close's echo
+            if protocol.close_rcvd is not None or protocol.state is State.CLOSED:
+                break
+            more = await _receive_into(protocol, stream)
+            events = [event for event in protocol.events_received() if isinstance(event, Frame)]
+            if not more and not events:
+                break
+    except (anyio.BrokenResourceError, OSError) as exc:
+        logger.info("acp: a relayed WebSocket's replica link ended: %s", exc)
+    close = protocol.close_rcvd
+    code = close.code if close is not None and close.code not in _NO_CLOSE_FRAME else 1011
+    reason = close.reason if close is not None else "Replica link lost"
+    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+        await send({"type": "websocket.close", "code": code, "reason": reason})
+    scope.cancel()
+
+
+async def _client_to_peer(protocol: ClientProtocol, stream: SocketStream, lock: anyio.Lock,
+                          receive: Receive) -> None:
+    """Pass the client's messages to the peer until the client leaves; a client's close goes on to the peer (a
+    dropped client drops the link: the peer's connection detaches, its turns running on)."""
+    try:
+        while True:
+            event = await receive()
+            if event["type"] == "websocket.disconnect":
+                code = event.get("code", 1006)
+                if code in _CLOSE_CODES and code not in _NO_CLOSE_FRAME and protocol.state is State.OPEN:
+                    protocol.send_close(code, event.get("reason") or "")
+                    with anyio.move_on_after(2):
+                        await _flush(protocol, stream, lock)
+                return
+            if event["type"] != "websocket.receive" or protocol.state is not State.OPEN:
+                continue
+            if event.get("text") is not None:
+                protocol.send_text(event["text"].encode("utf-8", "surrogatepass"))
+            elif event.get("bytes") is not None:
+                protocol.send_binary(event["bytes"])
+            await _flush(protocol, stream, lock)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+        logger.info("acp: a relayed WebSocket's replica link ended: %s", exc)
 
 
 def _close_socket(connection: RemoteConnection, state: _SocketState, code: int, reason: str) -> None:

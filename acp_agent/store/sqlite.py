@@ -5,17 +5,18 @@ stdlib `sqlite3`, so it works on asyncio and trio. The file is in WAL mode with
 power loss may lose the last saves but never corrupts the file. Several processes may share a
 file: writers wait for each other (``busy_timeout``) and every commit is one transaction.
 
-Where the calls run: every SQLite call runs in a worker thread (the store's own committer thread for
-opening the file and for batched saves, so most of its SQLite memory is in one thread's malloc arena; anyio's for
-loading, listing and deleting), one at a time per store, so nothing waits for the database on the event loop. A
+Where the calls run: every SQLite call runs in the store's own committer thread (opening the file, batched
+saves, big saves, loads, listings, finds, deletes, closing; an anyio worker thread only while no committer thread
+runs), one at a time per store, so nothing waits for the database on the event loop and all of its SQLite memory is
+in one thread's malloc arena (a second arena cost the stdio agent almost 1 MB of peak RSS). A
 small save (up to `JOURNAL_BYTES` of history, as after a typical turn) is written to the store's journal
 (`acp_agent.store.journal`: one ``write``, which survives SIGKILL) and committed with the
 saves that follow it within `COMMIT_DELAY` seconds, in one transaction, by the committer
 thread; so the end of a turn does not wait for a commit and the crash contract holds. A bigger
 save, or any save where journals cannot be used (no ``flock``, a journal that could not be
-written), commits at once in a worker thread, and so does a save behind such a save still uncommitted
-(a journaled one would land first after a kill). Everything this store object saved is committed
-before it loads, lists, finds or deletes (so it reads what it wrote), and by
+written), commits at once (in the committer thread too, before ``save`` returns), and so does a save
+behind such a save still uncommitted (a journaled one would land first after a kill). Everything this store
+object saved is committed before it loads, lists, finds or deletes (so it reads what it wrote), and by
 [`SqliteStore.sync`][acp_agent.store.SqliteStore.sync] and [`SqliteStore.close`][acp_agent.store.SqliteStore.close];
 journals left by a process that ended are replayed on those reads and when the file is opened.
 
@@ -35,6 +36,7 @@ database, is refused with [`StoreUnusableError`][acp_agent.store.StoreUnusableEr
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -44,7 +46,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -60,10 +62,13 @@ from .locks import session_locks
 
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Callable
 
 __all__ = ["COMMIT_DELAY", "DATA_DIR_ENV", "JOURNAL_BYTES", "SCHEMA_VERSION", "SqliteStore", "data_dir"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _MIGRATIONS: Final[list[tuple[int, list[str]]]] = [
     (1, [
@@ -104,7 +109,7 @@ _UPSERT: Final = (
 )
 
 JOURNAL_BYTES: Final = 256 * 1024
-"""Most bytes of history rows a journaled save may hold; a bigger one commits at once in a worker thread."""
+"""Most bytes of history rows a journaled save may hold; a bigger one commits before ``save`` returns."""
 COMMIT_DELAY: Final = 0.1
 """Seconds the committer thread gathers journaled saves before committing them in one transaction."""
 RETRY_DELAY: Final = 1.0
@@ -138,6 +143,12 @@ class SqliteStore(SessionStore):
         self._committer: threading.Thread | None = None
         self._wake = threading.Event()  # saves are pending
         self._halt = threading.Event()  # the committer stops
+        self._hurry = threading.Event()  # a call is queued, or the committer stops: no gathering of saves
+        # Blocking calls queued for the committer thread, and whether one is there to run them (``_calls_lock``).
+        self._calls: collections.deque[tuple[Callable[..., Any], tuple[Any, ...], concurrent.futures.Future[Any]]] = (
+            collections.deque())
+        self._calls_lock = threading.Lock()
+        self._accepting = False
         self._siblings = _siblings.setdefault(str(self.path), weakref.WeakSet())
         self._siblings.add(self)
 
@@ -253,10 +264,14 @@ class SqliteStore(SessionStore):
         with anyio.CancelScope(shield=True):  # never left half-closed
             committer, self._committer = self._committer, None
             if committer is not None:
+                closing = self._submit(self._close) if self._db is not None else None  # its last work, in its arena
                 self._halt.set()
+                self._hurry.set()
                 self._wake.set()
                 await anyio.to_thread.run_sync(committer.join)
                 self._halt.clear()
+                if closing is not None:
+                    closing.result()
             if self._db is not None:
                 await self.in_thread(self._close)
 
@@ -388,12 +403,62 @@ class SqliteStore(SessionStore):
     def _start_committer(self, opening: concurrent.futures.Future[None] | None = None) -> threading.Thread:
         thread = threading.Thread(target=self._commit_loop, args=(opening,), name=f"acp-store-{self.path.name}",
                                   daemon=True)
+        with self._calls_lock:
+            self._accepting = True
         thread.start()
         return thread
 
+    async def in_thread(self, func: Callable[..., T], *args: Any) -> T:
+        """Run blocking ``func(*args)`` in the committer thread, one call at a time, never cancelled once started:
+        every SQLite call of this store is then made in one thread (one malloc arena). Without a committer thread
+        (closing), in a worker thread, as [`SessionStore.in_thread`][acp_agent.store.SessionStore.in_thread]."""
+        call = self._submit(func, *args)
+        if call is None:
+            return await super().in_thread(func, *args)
+        with anyio.CancelScope(shield=True):
+            result: T = await anyio.to_thread.run_sync(call.result)
+        return result
+
+    def _submit(self, func: Callable[..., T], *args: Any) -> concurrent.futures.Future[T] | None:
+        """Queue ``func(*args)`` for the committer thread; ``None`` if none is there to run it."""
+        call: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._calls_lock:
+            if not self._accepting:
+                return None
+            self._calls.append((func, args, call))
+        self._hurry.set()
+        self._wake.set()
+        return call
+
+    def _run_calls(self) -> None:
+        """Run the queued calls, in order (in the committer thread)."""
+        while True:
+            with self._calls_lock:
+                if not self._calls:
+                    return
+                func, args, call = self._calls.popleft()
+            if not call.set_running_or_notify_cancel():
+                continue
+            try:
+                with self._thread_lock:
+                    result = func(*args)
+            except BaseException as exc:
+                call.set_exception(exc)
+            else:
+                call.set_result(result)
+
     def _commit_loop(self, opening: concurrent.futures.Future[None] | None = None) -> None:
         """The committer thread: open the file first if ``opening`` waits for it (its outcome set there; a failure
-        ends the thread), then commit what is pending every `COMMIT_DELAY` seconds while there is some."""
+        ends the thread), then run the queued calls at once and commit what is pending every `COMMIT_DELAY` seconds
+        while there is some. The calls queued when it ends are run before it ends."""
+        try:
+            self._serve(opening)
+        finally:
+            with self._calls_lock:
+                self._accepting = False  # queued from now on: run in a worker thread
+            self._run_calls()
+
+    def _serve(self, opening: concurrent.futures.Future[None] | None) -> None:
         if opening is not None:
             try:
                 with self._thread_lock:
@@ -405,22 +470,38 @@ class SqliteStore(SessionStore):
         delay = RETRY_DELAY
         while True:
             self._wake.wait()
-            if self._halt.wait(COMMIT_DELAY):
+            if self._gather(COMMIT_DELAY):
                 return
             self._wake.clear()
             if self._halt.is_set():  # close's wake-up (halt, then wake) just cleared: it must not be lost
                 return
+            if self._calls:  # queued after the gathering ran the calls: its wake-up just cleared
+                self._wake.set()
             try:
                 with self._thread_lock:
                     self._commit_open()
             except Exception as exc:
                 logger.error("acp: %s; those saves stay in the journal, retried in %g s", exc, delay)
-                if self._halt.wait(delay):
+                if self._gather(delay):
                     return
                 delay = min(delay * 2, 60.0)
                 self._wake.set()
             else:
                 delay = RETRY_DELAY
+
+    def _gather(self, seconds: float) -> bool:
+        """Wait ``seconds`` (saves gather, or a failed commit waits), running the calls queued meanwhile at once;
+        ``True`` if the committer thread is to stop."""
+        until = time.monotonic() + seconds
+        while True:
+            self._hurry.clear()
+            self._run_calls()
+            if self._halt.is_set():
+                return True
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            self._hurry.wait(left)
 
     def _commit_open(self) -> None:
         db = self._db

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -63,6 +64,11 @@ def test_the_multi_user_workspace_keeps_each_user_in_their_directory() -> None:
 
 def test_the_team_workspace_example_gives_each_user_a_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    import coding_agent
+
+    # The example sets the shared example agent's workspace: put it back after this test.
+    monkeypatch.setattr(coding_agent.agent, "workspace", coding_agent.agent.workspace)
+    monkeypatch.delitem(sys.modules, "docs_src.team_workspace", raising=False)
     import docs_src.team_workspace as team
 
     assert team.agent.workspace is not None

@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import itertools
 import json
+import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from socket import SO_LINGER, SOL_SOCKET
 from typing import Any
 
 import httpx
+import pytest
+from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from acp_agent.http.security import subprotocol_offer
+from tests.helpers.balancer import free_port
 from tests.helpers.remote import ROOT, served_agent
 
 ECHO = ROOT / "examples" / "echo_agent.py"
@@ -111,3 +117,41 @@ def test_serve_turns_per_user_quotas_on_and_its_flags_change_them(tmp_path: Path
         refused = alice.answer("session/new", {"cwd": "/tmp"})["error"]
         assert refused["code"] == -32800 and refused["data"] == {"limit": "max_principal_stored_sessions", "value": 2}
         assert "result" in bob.answer("session/new", {"cwd": "/tmp"})  # per user
+
+
+def test_a_reattach_through_another_replica_with_another_user_s_token_is_an_unknown_connection(
+    tmp_path: Path
+) -> None:
+    """Issue 40: a WebSocket reattach to alice's detached connection arriving at the replica not holding it is
+    proxied there; with bob's token it is refused exactly as a connection that does not exist, with alice's it
+    reattaches."""
+    tokens = tokens_file(tmp_path)
+    ports = [free_port(), free_port()]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    common = ("--tokens", str(tokens), "--store", f"sqlite:{tmp_path}/s.sqlite3", "--turn-grace", "20",
+              *(arg for url in urls for arg in ("--peer", url)))
+    with served_agent(ECHO, "--port", str(ports[0]), "--advertise-url", urls[0], *common) as one, \
+            served_agent(ECHO, "--port", str(ports[1]), "--advertise-url", urls[1], *common) as two:
+        alice_auth = {"Authorization": f"Bearer {TOKENS['alice']}"}
+        with connect(one.ws_url, open_timeout=10, additional_headers=alice_auth) as socket:
+            alice = Peer(socket)
+            cid = alice.answer("initialize", INITIALIZE)["result"]["_meta"]["acp-agent/resumableStreams"][
+                "connectionId"]
+            alice.answer("session/new", {"cwd": "/tmp"})
+            got = 2
+            socket.socket.setsockopt(SOL_SOCKET, SO_LINGER, struct.pack("ii", 1, 0))
+            socket.socket.close()  # alice vanishes: her connection detaches, kept for the grace period
+        time.sleep(0.5)
+
+        def refusal(token: str, connection_id: str) -> tuple[int, bytes]:
+            headers = {"Authorization": f"Bearer {token}", "Acp-Connection-Id": connection_id,
+                       "Last-Event-ID": str(got)}
+            with pytest.raises(InvalidStatus) as refused:
+                connect(two.ws_url, open_timeout=10, additional_headers=headers).__enter__()
+            return refused.value.response.status_code, refused.value.response.body or b""
+
+        unknown = cid.split(".")[0] + ".0" + cid.split(".")[1][1:]
+        assert refusal(TOKENS["bob"], cid) == refusal(TOKENS["bob"], unknown) == (404, b"Unknown Acp-Connection-Id")
+        with connect(two.ws_url, open_timeout=10, additional_headers={
+                **alice_auth, "Acp-Connection-Id": cid, "Last-Event-ID": str(got)}) as back:
+            assert "result" in Peer(back).answer("session/list", {})

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
 from acp_agent.http.sessions import ACTIVE_ELSEWHERE, ACTIVE_ELSEWHERE_STATUS
@@ -38,14 +38,15 @@ Message = dict[str, Any]
 
 
 @contextmanager
-def replicas(count: int, *args: str) -> Iterator[list[ServedAgent]]:
-    """``count`` replicas of the echo agent, each advertising its URL and listing the others as peers."""
+def replicas(count: int, *args: str, agent: Path | None = None) -> Iterator[list[ServedAgent]]:
+    """``count`` replicas of the echo agent (or ``agent``), each advertising its URL and listing the others as
+    peers."""
     ports = [free_port() for _ in range(count)]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     peers = [arg for url in urls for arg in ("--peer", url)]
     with ExitStack() as stack:
-        yield [stack.enter_context(served_agent(ECHO_AGENT, "--port", str(port), "--advertise-url", url, *peers,
-                                                *args))
+        yield [stack.enter_context(served_agent(agent or ECHO_AGENT, "--port", str(port), "--advertise-url", url,
+                                                *peers, *args))
                for port, url in zip(ports, urls, strict=True)]
 
 
@@ -302,6 +303,13 @@ class Socket:
             pass
         return message
 
+    @staticmethod
+    def refusal(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        """The status and body a WebSocket handshake to ``url`` with ``headers`` is refused with."""
+        with pytest.raises(InvalidStatus) as refused:
+            ws_connect(url, additional_headers=headers, open_timeout=10).__enter__()
+        return refused.value.response.status_code, refused.value.response.body or b""
+
     def drop(self) -> None:
         """The client vanishes: a TCP reset, no close frame."""
         raw = self.ws.socket
@@ -360,6 +368,61 @@ def test_a_websocket_turn_outlives_its_socket_and_the_client_reattaches(validato
         assert "result" in answer, answer
         assert time.monotonic() - started < 5
         third.ws.close()
+
+
+def test_a_websocket_reattaches_through_another_replica_to_its_running_turn(
+    validator: SchemaValidator, postgres_dsn: str
+) -> None:
+    """Finding 5 (WebSocket, any replica): the balancer cuts the client's link mid-turn; the client reconnects, lands
+    on the other replica, and reattaches with its cursor: that replica proxies the socket to the one holding the
+    connection, so the client gets the frames it missed and the turn's end, and a ``session/cancel`` sent over the
+    proxied socket stops the next turn."""
+    with replicas(2, "--store", f"postgres:{postgres_dsn}", "--turn-grace", "20", agent=TICKER) as served:
+        backends = [("127.0.0.1", int(s.url.rsplit(":", 1)[1].split("/")[0])) for s in served]
+        with round_robin(backends) as balancer:
+            first = Socket(balancer.url(scheme="ws"), validator)
+            first.send(0, "initialize", INITIALIZE["params"])
+            cid = first.answer(0)["result"]["_meta"]["acp-agent/resumableStreams"]["connectionId"]
+            first.send(1, "session/new", {"cwd": "/tmp"})
+            sid = first.answer(1)["result"]["sessionId"]
+            first.send(2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "tick 30"}]})
+            seen: list[Message] = []
+            while len(said(seen)) < 3:
+                seen.append(first.next())
+            balancer.cut()  # the client's link resets on both sides
+            balancer.restore()
+            time.sleep(0.5)
+            second = Socket(balancer.url(scheme="ws"), validator, {"acp-connection-id": cid,
+                                                                     "last-event-id": str(first.got)})
+            assert balancer.routed == [1, 1]  # the reattach landed on the replica not holding the connection
+            second.methods.update(first.methods)
+            end: Message = {}
+            while not end:
+                message = second.next()
+                seen.append(message)
+                update = message.get("params", {}).get("update", {})
+                if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
+                    end = update
+            assert said(seen) == [f"tick {i}" for i in range(1, 31)]  # each once, in order: the turn ran on
+            assert end.get("stopReason") == "end_turn", end
+            assert ["result" in m for m in seen if m.get("id") == 2 and "method" not in m] == [True]
+            second.send(3, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "tick 400"}]})
+            while said(later := [second.next()]) != ["tick 1"]:
+                pass
+            started = time.monotonic()
+            second.ws.send(json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
+            while True:
+                later.append(message := second.next())
+                update = message.get("params", {}).get("update", {})
+                if update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
+                    break
+            assert update.get("stopReason") == "cancelled", update
+            assert time.monotonic() - started < 5, "the cancel did not reach the turn on the other replica"
+            assert len(said(later)) < 100
+            second.ws.close()
+            unknown = Socket.refusal(balancer.url(scheme="ws"), {"acp-connection-id": cid.split(".")[0] + ".nope",
+                                                                 "last-event-id": "0"})
+            assert unknown == (404, b"Unknown Acp-Connection-Id")
 
 
 def test_answers_about_a_session_live_on_another_replica_say_so(validator: SchemaValidator, postgres_dsn: str) -> None:

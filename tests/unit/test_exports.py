@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
 import pickle
 import re
@@ -149,7 +150,8 @@ USES_TYPE_CHECKING = {
     "acp_agent._runtime.bookkeeping", "acp_agent._runtime.children", "acp_agent._runtime.runtime", "acp_agent.auth",
     "acp_agent.http.leases", "acp_agent.http.server", "acp_agent.http.sessions", "acp_agent.mcp",
     "acp_agent.providers", "acp_agent.records", "acp_agent.session", "acp_agent.store.codec", "acp_agent.subagents",
-    "acp_agent._wire.dispatch", "acp_agent._wire.templates", "acp_agent._util.watch",
+    "acp_agent._wire.dispatch", "acp_agent._wire.templates", "acp_agent._util.watch", "acp_agent._session.core",
+    "acp_agent._session.turns",
     "acp_agent.store.leases", "acp_agent.store.postgres", "acp_agent.store.sqlite", "acp_agent.testing.checker",
     "acp_agent.v1.streams",
 }
@@ -338,7 +340,8 @@ def test_annotations_read_as_written() -> None:
 # What a stdio agent that only talks (no tool calls, terminals, questions, v1 client) loads: the modules
 # of those features are imported on first use. ``python -X importtime`` and bench/README.md say why.
 LAZY_FOR_A_TALKING_AGENT = {
-    "acp_agent._session.asking", "acp_agent._session.suggestions", "acp_agent.questions", "acp_agent.terminals",
+    "acp_agent._session.asking", "acp_agent._session.suggestions", "acp_agent._session.keys",
+    "acp_agent.telemetry", "acp_agent.questions", "acp_agent.terminals",
     "acp_agent.tool_calls",
     "acp_agent.schema.elicitation", "acp_agent.schema.permissions", "acp_agent.schema.methods",
     "acp_agent.schema.mcp", "acp_agent.schema.providers", "acp_agent.v1.translator", "acp_agent.http",
@@ -356,6 +359,36 @@ LOADED_WITH_THE_FIRST_SESSION = {
     "acp_agent.schema.prompts", "acp_agent.schema.plans", "acp_agent.schema.terminals",
     "acp_agent.schema.tool_calls", "acp_agent.schema.updates",
 }
+
+
+def test_a_session_without_keys_or_telemetry_loads_neither() -> None:
+    """A session's keyless prompts load no idempotency-key code, and telemetry that is off loads no telemetry
+    setup (bench/README.md: the stdio agent's peak RSS); a keyed prompt loads the keys."""
+    code = (
+        "import sys, anyio\n"
+        "from acp_agent import Agent\n"
+        "from acp_agent.testing import connect_agent\n"
+        "class Echo(Agent):\n"
+        "    name = 'echo'\n"
+        "    async def prompt(self, session, prompt):\n"
+        "        await session.say('hi')\n"
+        "async def main():\n"
+        "    async with connect_agent(Echo()) as client:\n"
+        "        await client.initialize()\n"
+        "        sid = await client.new_session('/tmp')\n"
+        "        await client.prompt(sid, 'hello')\n"
+        "        await client.wait_idle(sid)\n"
+        "        print(' '.join(sorted(sys.modules)))\n"
+        "        await client.prompt(sid, 'again', idempotency_key='k-1')\n"
+        "        await client.wait_idle(sid)\n"
+        "        print(' '.join(sorted(sys.modules)))\n"
+        "anyio.run(main)\n"
+    )
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    before, after = (set(line.split()) for line in subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=environment).stdout.splitlines())
+    assert not before & {"acp_agent._session.keys", "acp_agent.telemetry"}, sorted(before)
+    assert "acp_agent._session.keys" in after and "acp_agent.telemetry" not in after
 
 
 def test_a_talking_stdio_agent_loads_only_what_it_uses() -> None:

@@ -3,11 +3,16 @@ that route a Streamable HTTP request to its connection's replica (`Peers`), and 
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
+from typing import Any
+
 import pytest
 
-from acp_agent.http import HttpOptions
+from acp_agent.http import AcpApp, HttpOptions
 from acp_agent.http.peers import FORWARDED_HEADER, Peers, replica_tag
 from acp_agent.http.streams import Mailbox
+from examples.echo_agent import EchoAgent
+from tests.helpers.balancer import free_port
 
 
 def numbers(taken: list[tuple[int, bytes]] | None) -> list[int]:
@@ -56,3 +61,28 @@ def test_replica_settings_are_checked() -> None:
     assert HttpOptions(turn_grace=0, drain_delay=0).turn_grace == 0
 
 
+
+
+@pytest.mark.anyio
+async def test_a_websocket_reattach_for_an_unreachable_peer_is_refused_404() -> None:
+    """A reattach naming a listed peer that cannot be reached is answered as an unknown connection; one naming a
+    replica not listed is never sent anywhere (also 404)."""
+    port = free_port()  # nothing listens there
+    one, two = "http://127.0.0.1:1", f"http://127.0.0.1:{port}"
+    app = AcpApp(EchoAgent(), HttpOptions(advertise_url=one, peers=(one, two)))
+    for connection_id in (Peers(two).connection_id("abc"), "deadbeef.abc"):
+        sent: list[dict[str, Any]] = []
+        events = [{"type": "websocket.connect"}]
+
+        async def receive(events: list[dict[str, Any]] = events) -> dict[str, Any]:
+            return events.pop(0) if events else {"type": "websocket.disconnect", "code": 1000}
+
+        async def send(message: MutableMapping[str, Any], sent: list[dict[str, Any]] = sent) -> None:
+            sent.append(dict(message))
+
+        scope = {"type": "websocket", "path": "/acp", "query_string": b"",
+                 "extensions": {"websocket.http.response": {}},
+                 "headers": [(b"acp-connection-id", connection_id.encode()), (b"last-event-id", b"3")]}
+        await app(scope, receive, send)
+        assert sent[0]["type"] == "websocket.http.response.start" and sent[0]["status"] == 404, sent
+        assert sent[1]["body"] == b"Unknown Acp-Connection-Id"

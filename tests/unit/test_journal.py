@@ -44,6 +44,7 @@ def killed(store: SqliteStore) -> None:
     """Leave ``store`` as a SIGKILL of its process would: journal files in place and unlocked, nothing
     more committed, the connection gone."""
     store._halt.set()
+    store._hurry.set()
     store._wake.set()
     if store._committer is not None:
         store._committer.join()
