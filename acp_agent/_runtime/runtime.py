@@ -465,21 +465,13 @@ class AgentRuntime:
 
     async def _new_session(self, request: NewSessionRequest) -> Reply:
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
-        reserved = await self._reserve_stored_room()
-        try:
-            record = self._new_record(request.cwd, request.additional_directories, request_meta=request.meta,
-                                      system_prompt=self._check_system_prompt(request.system_prompt))
-            core = await self._open(record, request.mcp_servers, new=True)
-            session = _session(core)
-            try:
-                await self.agent.new_session(session)
-            except BaseException:
-                await self._discard(core)
-                raise
-            await self.keeper.save(record)
-        finally:
-            if reserved:
-                self.live.unreserve(self.principal)
+
+        def record() -> SessionRecord:
+            return self._new_record(request.cwd, request.additional_directories, request_meta=request.meta,
+                                    system_prompt=self._check_system_prompt(request.system_prompt))
+
+        core = await self._create(record, request.mcp_servers, self.agent.new_session)
+        session = _session(core)
         # What the hook sent for the session goes out right after the answer that names it.
         return Reply(schema.NewSessionResponse(session_id=session.id, **_lists(session)), core.sink.release)
 
@@ -489,9 +481,9 @@ class AgentRuntime:
         source_core = self._active(request.session_id)
         source = _session(source_core)
         self._check_paths(request.cwd, request.additional_directories, request.mcp_servers)
-        reserved = await self._reserve_stored_room()
-        try:
-            record = self._new_record(
+
+        def record() -> SessionRecord:
+            forked = self._new_record(
                 request.cwd,
                 request.additional_directories,
                 title=source_core.record.title,
@@ -502,20 +494,33 @@ class AgentRuntime:
                 request_meta=request.meta,
                 system_prompt=self._check_system_prompt(request.system_prompt),
             )
-            finalize_live_items(record.history, "cancelled")  # the fork runs none of its source's live work
-            core = await self._open(record, request.mcp_servers, new=True)
-            session = _session(core)
+            finalize_live_items(forked.history, "cancelled")  # the fork runs none of its source's live work
+            return forked
+
+        core = await self._create(record, request.mcp_servers, partial(self.agent.fork_session, source))
+        session = _session(core)
+        answer = schema.ForkSessionResponse(session_id=session.id, **_lists(session))
+        return Reply(answer, core.sink.release)
+
+    async def _create(self, record: Callable[[], SessionRecord], mcp_servers: list[Any],
+                      hook: Callable[[Session], Awaitable[None]]) -> SessionCore:
+        """A new session (``session/new``, ``session/fork``): room in the principal's stored quota reserved until it
+        is saved, its record made, the session opened, the agent's ``hook`` run (the session discarded if it
+        fails), then saved."""
+        reserved = await self._reserve_stored_room()
+        try:
+            made = record()
+            core = await self._open(made, mcp_servers, new=True)
             try:
-                await self.agent.fork_session(source, session)
+                await hook(_session(core))
             except BaseException:
                 await self._discard(core)
                 raise
-            await self.keeper.save(record)
+            await self.keeper.save(made)
+            return core
         finally:
             if reserved:
                 self.live.unreserve(self.principal)
-        answer = schema.ForkSessionResponse(session_id=session.id, **_lists(session))
-        return Reply(answer, core.sink.release)
 
     async def _resume(self, request: ResumeSessionRequest) -> ResumeSessionResponse:
         sid = request.session_id
